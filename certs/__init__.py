@@ -1,0 +1,3 @@
+"""certs component of vgpu."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""nodeagent component of vgpu."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""scheduler component of vgpu."""
+
+from __future__ import annotations

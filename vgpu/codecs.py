@@ -1,0 +1,200 @@
+"""Codecs for the annotations that carry state between the components (DESIGN §5).
+
+Versioned JSON, keyed by container name. Decoding is strict: a malformed annotation
+raises :class:`CodecError` whose message says what is wrong and where, because a
+half-understood assignment would hand a container the wrong GPU.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vgpu.annotations import ASSIGNMENT, NODE_GPUS, NODE_HEARTBEAT
+from vgpu.devices import Device
+from vgpu.errors import CodecError
+
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    devices: tuple[Device, ...]
+    version: int = VERSION
+
+
+@dataclass(frozen=True)
+class GrantedDevice:
+    """The slice of one physical GPU given to one container."""
+
+    uuid: str
+    memory_mib: int
+    cores: int
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Where the scheduler put a pod: per container name, the GPU slices it got."""
+
+    node: str
+    containers: Mapping[str, tuple[GrantedDevice, ...]] = field(default_factory=dict)
+    version: int = VERSION
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+def _load(text: Any, key: str) -> Any:
+    if not isinstance(text, str):
+        raise CodecError(f"{key}: expected a JSON string, got {type(text).__name__}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CodecError(f"{key}: not valid JSON: {exc.msg} at position {exc.pos}") from None
+
+
+def _obj(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise CodecError(f"{where}: expected an object, got {json.dumps(value)[:60]}")
+    return value
+
+
+def _int(obj: Mapping[str, Any], name: str, where: str, *, lo: int | None = 0) -> int:
+    value = obj.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CodecError(f"{where}.{name}: expected an integer, got {json.dumps(value)[:60]}")
+    if lo is not None and value < lo:
+        raise CodecError(f"{where}.{name}: {value} is below {lo}")
+    return value
+
+
+def _str(obj: Mapping[str, Any], name: str, where: str) -> str:
+    value = obj.get(name)
+    if not isinstance(value, str) or not value:
+        raise CodecError(f"{where}.{name}: expected a non-empty string, got "
+                         f"{json.dumps(value)[:60]}")
+    return value
+
+
+def _bool(obj: Mapping[str, Any], name: str, where: str) -> bool:
+    value = obj.get(name)
+    if not isinstance(value, bool):
+        raise CodecError(f"{where}.{name}: expected true or false, got {json.dumps(value)[:60]}")
+    return value
+
+
+def _version(obj: Mapping[str, Any], key: str) -> int:
+    version = obj.get("version")
+    if version != VERSION:
+        raise CodecError(f"{key}: unsupported version {json.dumps(version)}; this vgpu reads "
+                         f"version {VERSION}")
+    return VERSION
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+# --- node inventory ----------------------------------------------------------------------
+
+def device_to_dict(device: Device) -> dict[str, Any]:
+    return {
+        "uuid": device.uuid, "index": device.index, "model": device.model,
+        "memory_mib": device.memory_mib, "cores": device.cores, "split": device.split,
+        "numa": device.numa, "healthy": device.healthy,
+    }
+
+
+def encode_inventory(inventory: NodeInventory) -> str:
+    return _dump({"version": inventory.version,
+                  "devices": [device_to_dict(d) for d in inventory.devices]})
+
+
+def decode_inventory(text: Any) -> NodeInventory:
+    key = NODE_GPUS
+    root = _obj(_load(text, key), key)
+    _version(root, key)
+    raw = root.get("devices")
+    if not isinstance(raw, list):
+        raise CodecError(f"{key}.devices: expected a list")
+    devices: list[Device] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        where = f"{key}.devices[{i}]"
+        obj = _obj(item, where)
+        device = Device(
+            uuid=_str(obj, "uuid", where), index=_int(obj, "index", where),
+            model=_str(obj, "model", where), memory_mib=_int(obj, "memory_mib", where, lo=1),
+            cores=_int(obj, "cores", where, lo=1), split=_int(obj, "split", where, lo=1),
+            numa=_int(obj, "numa", where, lo=-1), healthy=_bool(obj, "healthy", where),
+        )
+        if device.uuid in seen:
+            raise CodecError(f"{where}.uuid: {device.uuid} appears twice")
+        seen.add(device.uuid)
+        devices.append(device)
+    return NodeInventory(devices=tuple(devices))
+
+
+# --- heartbeat ---------------------------------------------------------------------------
+
+def encode_heartbeat(when: dt.datetime) -> str:
+    if when.tzinfo is None:
+        raise ValueError("heartbeat time must be timezone-aware")
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def decode_time(text: Any, key: str = NODE_HEARTBEAT) -> dt.datetime:
+    """Parse an RFC 3339 time (``Z`` or an offset; fractional seconds optional)."""
+    if not isinstance(text, str):
+        raise CodecError(f"{key}: expected an RFC 3339 time string")
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise CodecError(f"{key}: {text!r} is not an RFC 3339 time") from None
+    if when.tzinfo is None:
+        raise CodecError(f"{key}: {text!r} has no time zone; RFC 3339 needs one")
+    return when
+
+
+# --- pod assignment ----------------------------------------------------------------------
+
+def encode_assignment(assignment: Assignment) -> str:
+    return _dump({
+        "version": assignment.version,
+        "node": assignment.node,
+        "containers": {
+            name: [{"uuid": g.uuid, "memory_mib": g.memory_mib, "cores": g.cores}
+                   for g in granted]
+            for name, granted in assignment.containers.items()
+        },
+    })
+
+
+def decode_assignment(text: Any) -> Assignment:
+    key = ASSIGNMENT
+    root = _obj(_load(text, key), key)
+    _version(root, key)
+    node = _str(root, "node", key)
+    raw = _obj(root.get("containers"), f"{key}.containers")
+    containers: dict[str, tuple[GrantedDevice, ...]] = {}
+    for name, items in raw.items():
+        where = f"{key}.containers.{name}"
+        if not name:
+            raise CodecError(f"{key}.containers: a container name is empty")
+        if not isinstance(items, list) or not items:
+            raise CodecError(f"{where}: expected a non-empty list of devices")
+        granted: list[GrantedDevice] = []
+        for i, item in enumerate(items):
+            obj = _obj(item, f"{where}[{i}]")
+            granted.append(GrantedDevice(
+                uuid=_str(obj, "uuid", f"{where}[{i}]"),
+                memory_mib=_int(obj, "memory_mib", f"{where}[{i}]"),
+                cores=_int(obj, "cores", f"{where}[{i}]"),
+            ))
+        uuids = [g.uuid for g in granted]
+        if len(set(uuids)) != len(uuids):
+            raise CodecError(f"{where}: a container's vGPUs must be on distinct GPUs")
+        containers[name] = tuple(granted)
+    return Assignment(node=node, containers=containers)

@@ -1,0 +1,143 @@
+"""The device model and the fit arithmetic every placement decision rests on.
+
+A physical GPU is a :class:`Device`; what is already placed on it is a :class:`Usage`.
+:func:`fit` answers whether one vGPU slice fits, and why not; it is the single place that
+enforces the capacity invariants (memory × scaling, cores, split slots, exclusivity).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from vgpu.annotations import GpuSelector
+from vgpu.errors import RequestError
+from vgpu.requests import ContainerRequest
+
+FULL_CORES = 100
+
+
+@dataclass(frozen=True)
+class Device:
+    """One physical GPU as its node agent reports it."""
+
+    uuid: str
+    index: int
+    model: str
+    memory_mib: int
+    cores: int = FULL_CORES
+    split: int = 10
+    numa: int = 0
+    healthy: bool = True
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What is allocated on one GPU: memory (MiB), compute percent and task count."""
+
+    memory_mib: int = 0
+    cores: int = 0
+    tasks: int = 0
+
+    def add(self, memory_mib: int, cores: int) -> Usage:
+        return Usage(self.memory_mib + memory_mib, self.cores + cores, self.tasks + 1)
+
+    def remove(self, memory_mib: int, cores: int) -> Usage:
+        return Usage(
+            max(0, self.memory_mib - memory_mib), max(0, self.cores - cores), max(0, self.tasks - 1)
+        )
+
+
+EMPTY = Usage()
+
+
+class FitReason(enum.Enum):
+    """Why a slice does not fit a GPU. The value is the phrase in scheduling summaries."""
+
+    UNHEALTHY = "GPU unhealthy"
+    TYPE_EXCLUDED = "GPU type excluded"
+    UUID_EXCLUDED = "GPU UUID excluded"
+    NO_SLOTS = "no free GPU slots"
+    MEMORY = "insufficient GPU memory"
+    CORES = "insufficient GPU cores"
+    EXCLUSIVE = "GPU busy, exclusive use requested"
+    FULLY_CLAIMED = "GPU compute fully claimed"
+
+
+def memory_capacity(device: Device, scaling: float) -> int:
+    """Schedulable memory of a GPU: physical size × the configured memory scaling."""
+    return math.floor(device.memory_mib * scaling)
+
+
+def resolve_memory(request: ContainerRequest, device: Device, scaling: float) -> int:
+    """MiB one vGPU of ``request`` takes on ``device``; percentages are of the scaled size."""
+    if request.memory_mib is not None:
+        return request.memory_mib
+    percent = request.memory_percent if request.memory_percent is not None else 100
+    return percent_of(percent, device, scaling)
+
+
+def percent_of(percent: int, device: Device, scaling: float) -> int:
+    # Floor, so that 100 % is exactly the capacity and two 50 % slices always fit together.
+    return memory_capacity(device, scaling) * percent // 100
+
+
+def selectable(device: Device, selector: GpuSelector) -> FitReason | None:
+    """Whether the pod's annotations allow this GPU at all (independent of usage)."""
+    if not selector.type_allowed(device.model):
+        return FitReason.TYPE_EXCLUDED
+    if not selector.uuid_allowed(device.uuid):
+        return FitReason.UUID_EXCLUDED
+    return None
+
+
+def fit(device: Device, usage: Usage, memory_mib: int, cores: int,
+        scaling: float) -> FitReason | None:
+    """Whether a slice of ``memory_mib`` and ``cores`` fits on ``device``; None when it does."""
+    if not device.healthy:
+        return FitReason.UNHEALTHY
+    if usage.tasks >= device.split:
+        return FitReason.NO_SLOTS
+    if usage.memory_mib + memory_mib > memory_capacity(device, scaling):
+        return FitReason.MEMORY
+    if cores >= device.cores and usage.tasks > 0:
+        return FitReason.EXCLUSIVE
+    # A GPU whose compute is fully handed out (one exclusive task, or shares summing to
+    # 100) takes no further task, not even one asking for 0 cores: it would get no time.
+    if usage.tasks > 0 and usage.cores >= device.cores:
+        return FitReason.FULLY_CLAIMED
+    if usage.cores + cores > device.cores:
+        return FitReason.CORES
+    return None
+
+
+def fit_request(device: Device, usage: Usage, request: ContainerRequest, selector: GpuSelector,
+                scaling: float) -> FitReason | None:
+    """:func:`fit` for one vGPU of a parsed container request, annotations included."""
+    reason = selectable(device, selector)
+    if reason is not None:
+        return reason
+    return fit(device, usage, resolve_memory(request, device, scaling), request.cores, scaling)
+
+
+def check_possible(request: ContainerRequest, devices: Iterable[Device], *,
+                   max_gpus_per_node: int, scaling: float, gpu_name: str, mem_name: str) -> None:
+    """Reject a container no node of the cluster could ever hold, with a message to act on.
+
+    Only called when the cluster's inventory is known; with no inventory every request is
+    possible as far as anyone can tell.
+    """
+    if max_gpus_per_node and request.count > max_gpus_per_node:
+        raise RequestError(
+            f"container {request.name!r}: asks for {request.count} GPUs ({gpu_name}) but no "
+            f"node has more than {max_gpus_per_node}"
+        )
+    if request.memory_mib is not None:
+        largest = max((memory_capacity(d, scaling) for d in devices), default=0)
+        if largest and request.memory_mib > largest:
+            raise RequestError(
+                f"container {request.name!r}: asks for {request.memory_mib} MiB per GPU "
+                f"({mem_name}) but the largest GPU in the cluster offers {largest} MiB"
+            )

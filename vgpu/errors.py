@@ -1,0 +1,52 @@
+"""The one exception tree of the project.
+
+Every error a user or an operator can cause derives from :class:`VgpuError`, so the
+edges (CLI, webhook handler, gRPC servicer) catch one type and turn it into a clear
+message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+
+class VgpuError(Exception):
+    """Base of every error vgpu raises on purpose."""
+
+
+class ConfigError(VgpuError):
+    """A configuration file, key or value is wrong."""
+
+
+class RequestError(VgpuError):
+    """A pod's GPU request is malformed or impossible; the message is meant for its author."""
+
+
+class QuantityError(RequestError):
+    """A Kubernetes quantity string could not be parsed."""
+
+
+class CodecError(VgpuError):
+    """An annotation (node inventory, pod assignment, ...) is malformed."""
+
+
+class DiscoveryError(VgpuError):
+    """GPU discovery failed (no NVML, unreadable fake-device file, ...)."""
+
+
+class ClusterError(VgpuError):
+    """A cluster operation failed; adapters map their transport errors onto these."""
+
+
+class NotFoundError(ClusterError):
+    """The object does not exist (HTTP 404)."""
+
+
+class ConflictError(ClusterError):
+    """A write lost a race: stale resourceVersion or the object already exists (HTTP 409)."""
+
+
+class GoneError(ClusterError):
+    """A watch resourceVersion is too old (HTTP 410); the caller must re-list."""
+
+
+class NotAvailableError(VgpuError):
+    """A feature exists in the command line but is not built into this version."""

@@ -1,0 +1,53 @@
+"""Structured logging, set up once per process.
+
+JSON lines when stderr is not a terminal (what log collectors want), coloured key=value
+when a person is watching. ``VGPU_LOG_LEVEL`` and ``VGPU_LOG_FORMAT`` (``json``/``console``)
+override the choice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+import structlog
+
+_configured = False
+
+
+def setup(level: str | None = None, fmt: str | None = None) -> None:
+    global _configured
+    level_name = (level or os.environ.get("VGPU_LOG_LEVEL") or "info").upper()
+    numeric = logging.getLevelName(level_name)
+    if not isinstance(numeric, int):
+        numeric = logging.INFO
+    fmt = fmt or os.environ.get("VGPU_LOG_FORMAT") or ("console" if sys.stderr.isatty() else "json")
+    renderer: Any = (
+        structlog.dev.ConsoleRenderer() if fmt == "console" else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.StackInfoRenderer(),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    # Libraries (aiohttp, kubernetes, grpc) log through stdlib logging; keep them quiet
+    # unless asked, and on the same stream.
+    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    _configured = True
+
+
+def get(name: str) -> Any:
+    if not _configured:
+        setup()
+    return structlog.get_logger(name)

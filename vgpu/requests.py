@@ -1,0 +1,225 @@
+"""A pod's GPU request, parsed once with the defaulting rules of DESIGN §2–3.
+
+The webhook, the scheduler and the node agent all call :func:`parse_pod`, so they agree
+by construction on what a container asked for. Input is the pod as a plain dict, the way
+the API server returns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vgpu.annotations import PodChoices, parse_pod_choices
+from vgpu.config import Config
+from vgpu.errors import QuantityError, RequestError
+from vgpu.quantity import parse_whole
+
+#: The in-container limiter understands these two: 0 is high priority, 1 is low.
+PRIORITIES = (0, 1)
+
+
+@dataclass(frozen=True)
+class ContainerRequest:
+    """What one container asked for, per vGPU, after defaulting.
+
+    Exactly one of ``memory_mib`` and ``memory_percent`` is set: an absolute size, or a
+    share of whichever GPU the scheduler picks (100 = the whole GPU).
+    """
+
+    name: str
+    count: int
+    memory_mib: int | None
+    memory_percent: int | None
+    cores: int
+    priority: int | None = None
+    init: bool = False
+    #: True when the container itself named no count and the default of 1 was applied.
+    count_defaulted: bool = False
+
+    @property
+    def exclusive(self) -> bool:
+        """100 cores means the whole GPU: it needs an idle one and takes it alone."""
+        return self.cores >= 100
+
+
+@dataclass(frozen=True)
+class PodRequest:
+    """All GPU containers of a pod (init containers included), keyed by container name."""
+
+    containers: tuple[ContainerRequest, ...]
+    choices: PodChoices
+
+    def by_name(self) -> dict[str, ContainerRequest]:
+        return {c.name: c for c in self.containers}
+
+    @property
+    def is_gpu_pod(self) -> bool:
+        return bool(self.containers)
+
+    @property
+    def max_count(self) -> int:
+        return max((c.count for c in self.containers), default=0)
+
+
+def _resources(container: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any],
+                                                                  Mapping[str, Any]]:
+    resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise RequestError(f"{where}: resources must be a mapping")
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    if not isinstance(limits, Mapping) or not isinstance(requests, Mapping):
+        raise RequestError(f"{where}: resources.limits and resources.requests must be mappings")
+    return limits, requests
+
+
+def _value(limits: Mapping[str, Any], requests: Mapping[str, Any], name: str,
+           where: str) -> int | None:
+    # Limits win: for extended resources Kubernetes requires requests == limits anyway,
+    # and a pod that gives only limits gets requests copied from them.
+    raw = limits.get(name, requests.get(name))
+    if raw is None:
+        return None
+    try:
+        return parse_whole(raw)
+    except QuantityError as exc:
+        raise QuantityError(f"{where}: {name}: {exc}") from None
+
+
+def names_gpu_resource(pod: Mapping[str, Any], config: Config) -> bool:
+    """Whether any container or init container names one of the vgpu resources.
+
+    This is the cheap test that decides whether the webhook touches a pod at all, so it
+    never raises on malformed input: a pod too broken to inspect is not a GPU pod.
+    """
+    spec = pod.get("spec") if isinstance(pod, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return False
+    names = set(config.resource_names.all())
+    for key in ("initContainers", "containers"):
+        containers = spec.get(key)
+        if not isinstance(containers, list):
+            continue
+        for container in containers:
+            if not isinstance(container, Mapping):
+                continue
+            resources = container.get("resources")
+            if not isinstance(resources, Mapping):
+                continue
+            for part in ("limits", "requests"):
+                section = resources.get(part)
+                if isinstance(section, Mapping) and names.intersection(section):
+                    return True
+    return False
+
+
+def parse_container(container: Mapping[str, Any], config: Config, *, init: bool = False,
+                    where: str | None = None) -> ContainerRequest | None:
+    """Parse one container; ``None`` when it names no vgpu resource."""
+    name = container.get("name")
+    if not isinstance(name, str) or not name:
+        raise RequestError(f"{where or 'container'}: every container needs a name")
+    where = where or f"container {name!r}"
+    limits, requests = _resources(container, where)
+    rn = config.resource_names
+    count = _value(limits, requests, rn.gpu, where)
+    memory = _value(limits, requests, rn.gpumem, where)
+    percent = _value(limits, requests, rn.gpumem_percentage, where)
+    cores = _value(limits, requests, rn.gpucores, where)
+    priority = _value(limits, requests, rn.priority, where)
+    if count is None and memory is None and percent is None and cores is None and priority is None:
+        return None
+
+    count_defaulted = count is None
+    if count is None:
+        count = 1
+    if count < 1:
+        raise RequestError(f"{where}: {rn.gpu} is {count}; ask for at least 1 GPU")
+    if memory is not None and percent is not None:
+        raise RequestError(
+            f"{where}: gives both {rn.gpumem} and {rn.gpumem_percentage}; keep only one"
+        )
+    if memory is not None and memory < 1:
+        raise RequestError(f"{where}: {rn.gpumem} is {memory}; give at least 1 MiB")
+    if percent is not None and not 1 <= percent <= 100:
+        raise RequestError(
+            f"{where}: {rn.gpumem_percentage} is {percent}; it must be between 1 and 100"
+        )
+    if cores is not None and not 0 <= cores <= 100:
+        raise RequestError(f"{where}: {rn.gpucores} is {cores}; it must be between 0 and 100")
+    if priority is not None and priority not in PRIORITIES:
+        raise RequestError(
+            f"{where}: {rn.priority} is {priority}; use 0 (high) or 1 (low)"
+        )
+    if memory is None and percent is None:
+        if config.default_mem > 0:
+            memory = config.default_mem
+        else:
+            percent = 100
+    return ContainerRequest(
+        name=name,
+        count=count,
+        memory_mib=memory,
+        memory_percent=percent,
+        cores=config.default_cores if cores is None else cores,
+        priority=priority,
+        init=init,
+        count_defaulted=count_defaulted,
+    )
+
+
+def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:
+    """Parse every GPU container of a pod and its placement annotations.
+
+    Raises :class:`RequestError` with a message naming the container and resource.
+    """
+    if not isinstance(pod, Mapping):
+        raise RequestError("pod must be a JSON object")
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        raise RequestError("pod has no spec")
+    metadata = pod.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise RequestError("pod metadata must be a mapping")
+    annotations = metadata.get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise RequestError("pod metadata.annotations must be a mapping of strings")
+
+    parsed: list[ContainerRequest] = []
+    seen: set[str] = set()
+    for key, init in (("initContainers", True), ("containers", False)):
+        containers = spec.get(key) or []
+        if not isinstance(containers, list):
+            raise RequestError(f"spec.{key} must be a list")
+        for position, container in enumerate(containers):
+            if not isinstance(container, Mapping):
+                raise RequestError(f"spec.{key}[{position}] must be a mapping")
+            label = "init container" if init else "container"
+            cname = container.get("name")
+            where = f"{label} {cname!r}" if isinstance(cname, str) and cname else (
+                f"spec.{key}[{position}]")
+            request = parse_container(container, config, init=init, where=where)
+            if request is None:
+                continue
+            if request.name in seen:
+                raise RequestError(f"{where}: container names must be unique in a pod")
+            seen.add(request.name)
+            parsed.append(request)
+    return PodRequest(containers=tuple(parsed), choices=parse_pod_choices(annotations))
+
+
+def privileged_gpu_containers(pod: Mapping[str, Any], request: PodRequest) -> list[str]:
+    """Names of GPU containers running privileged: they would see every GPU on the node."""
+    spec = pod.get("spec") or {}
+    wanted = {c.name for c in request.containers}
+    names: list[str] = []
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or []:
+            if not isinstance(container, Mapping) or container.get("name") not in wanted:
+                continue
+            security = container.get("securityContext") or {}
+            if isinstance(security, Mapping) and security.get("privileged") is True:
+                names.append(str(container["name"]))
+    return names

@@ -1,0 +1,3 @@
+"""webhook component of vgpu."""
+
+from __future__ import annotations
