@@ -1,0 +1,81 @@
+"""The cluster port.
+
+Objects cross it as plain dicts in the API's JSON shape (``metadata``, ``spec``,
+``status``), so the same decision code reads a pod from the API server and from the
+in-memory cluster. Errors are the :mod:`vgpu.errors` cluster errors: ``NotFoundError``,
+``ConflictError`` (stale resourceVersion, already bound, already exists) and ``GoneError``
+(watch resourceVersion too old: re-list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+Obj = dict[str, Any]
+Kind = Literal["pods", "nodes"]
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+
+@dataclass(frozen=True)
+class ListResult:
+    items: list[Obj]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: EventType
+    object: Obj
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which objects a list or watch covers. ``node_name`` is the field selector
+    ``spec.nodeName=<node>`` the node agent uses; ``namespace`` limits pods to one."""
+
+    namespace: str | None = None
+    node_name: str | None = None
+
+
+ALL = Selector()
+
+
+class ClusterPort(Protocol):
+    """What vgpu needs from Kubernetes; each component uses a subset."""
+
+    def list(self, kind: Kind, selector: Selector = ALL) -> ListResult: ...
+
+    def watch(self, kind: Kind, resource_version: str, selector: Selector = ALL,
+              timeout_seconds: float = 30.0) -> Iterator[WatchEvent]:
+        """Events after ``resource_version``; ends after ``timeout_seconds`` (callers loop).
+
+        Raises ``GoneError`` when the version is too old to resume from.
+        """
+        ...
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj: ...
+
+    def create(self, kind: Kind, obj: Obj) -> Obj: ...
+
+    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None: ...
+
+    def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
+                          namespace: str | None = None,
+                          resource_version: str | None = None) -> Obj:
+        """Merge-patch ``metadata.annotations`` (``None`` removes a key).
+
+        With ``resource_version`` the write is conditional: a stale version raises
+        ``ConflictError``.
+        """
+        ...
+
+    def bind(self, namespace: str, name: str, node: str,
+             annotations: Mapping[str, str]) -> None:
+        """POST ``pods/binding``: sets ``spec.nodeName`` and copies ``annotations`` onto the
+        pod in the same write. A pod already bound raises ``ConflictError``."""
+        ...
+
+    def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
+                     message: str, component: str) -> None: ...
