@@ -77,11 +77,11 @@ class Informer:
                     del self._cache[key]
                     self._emit(old, None)
             for key, new in fresh.items():
-                old = self._cache.get(key)
-                if old is not None and resource_version(old) == resource_version(new):
+                cached = self._cache.get(key)
+                if cached is not None and resource_version(cached) == resource_version(new):
                     continue
                 self._cache[key] = new
-                self._emit(old, new)
+                self._emit(cached, new)
             self._rv = result.resource_version
         self.synced.set()
 

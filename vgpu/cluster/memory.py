@@ -11,6 +11,7 @@ object entering the selection as ADDED and leaving it as DELETED.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import datetime as dt
 import itertools
@@ -80,9 +81,12 @@ class MemoryCluster:
         self._events: dict[tuple[str, str, str, str, str], RecordedEvent] = {}
         # The simulator turns copying off: it never mutates what it is given, and deep copies
         # of every object at every read dominate a 10,000-pod replay.
-        self._copy = copy.deepcopy if copy_objects else (lambda o: o)
+        self._copy_objects = copy_objects
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _copy(self, obj: Obj) -> Obj:
+        return copy.deepcopy(obj) if self._copy_objects else obj
 
     def _next_rv(self) -> int:
         self._last_rv = next(self._rv)
@@ -256,7 +260,8 @@ class MemoryCluster:
 
     # -- for tests, the simulator and `vgpu inspect` on a memory cluster -------------------
 
-    def events(self, name: str | None = None, reason: str | None = None) -> list[RecordedEvent]:
+    def events(self, name: str | None = None,
+               reason: str | None = None) -> builtins.list[RecordedEvent]:
         with self._lock:
             return [e for e in self._events.values()
                     if (name is None or e.name == name) and (reason is None or e.reason == reason)]
