@@ -157,7 +157,7 @@ class MemoryCluster:
         now = new is not None and _matches(kind, new, selector)
         if etype == "DELETED":
             return WatchEvent("DELETED", self._copy(old)) if was and old is not None else None
-        if now and not was:
+        if now and not was and new is not None:
             return WatchEvent("ADDED", self._copy(new))
         if was and not now and new is not None:
             return WatchEvent("DELETED", self._copy(new))
