@@ -46,7 +46,7 @@ def parse_quantity(value: object) -> Fraction:
     if isinstance(value, float):
         try:
             return Fraction(Decimal(repr(value)))
-        except (InvalidOperation, ValueError):
+        except (InvalidOperation, ValueError, OverflowError):  # nan, inf (YAML's .inf)
             raise QuantityError(f"{value!r} is not a quantity") from None
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
