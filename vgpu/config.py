@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -132,6 +133,10 @@ def _coerce(path: str, value: Any, tp: Any, meta: Mapping[str, Any], from_env: b
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         if ok:
             value = float(value)
+            # nan passes every bound check (all comparisons are false) and inf makes no
+            # sense for a size or a duration; both come from YAML's .nan/.inf or the env.
+            if not math.isfinite(value):
+                raise ConfigError(f"{path}: {value!r} is not valid; expected a finite number")
     else:
         ok = isinstance(value, str)
     if not ok:
