@@ -175,7 +175,8 @@ def _build(cls: Any, data: Mapping[str, Any], env: Mapping[str, str], path: str,
         raise ConfigError(f"{path or 'config'}: expected a mapping of keys, got {data!r}")
     hints = typing.get_type_hints(cls)
     fields = {camel(f.name): f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
+    # key=str: YAML keys need not be strings (``1: a``), and ints do not sort with strs.
+    unknown = sorted(set(data) - set(fields), key=str)
     if unknown:
         where = f"{path}." if path else ""
         raise ConfigError(
