@@ -239,6 +239,8 @@ def load(path: str | None, env: Mapping[str, str] | None = None) -> Config:
             text = handle.read()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_text(text, path, env)
 
 
