@@ -212,15 +212,17 @@ def parse_text(text: str, source: str = "config",
     """Parse YAML or JSON text (JSON is YAML, but JSON gets JSON's precise error messages)."""
     stripped = text.lstrip()
     data: Any
+    # ValueError: an integer of more than 4300 digits (Python's int-from-text limit);
+    # RecursionError: nesting deeper than the parsers' recursion allows.
     if stripped.startswith("{"):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ConfigError(f"{source}: not valid JSON: {exc}") from None
     else:
         try:
             data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:
             raise ConfigError(f"{source}: not valid YAML: {exc}") from None
     if data is None:
         data = {}
