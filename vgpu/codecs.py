@@ -53,6 +53,9 @@ def _load(text: Any, key: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CodecError(f"{key}: not valid JSON: {exc.msg} at position {exc.pos}") from None
+    except (ValueError, RecursionError) as exc:
+        # An integer of more than 4300 digits, or nesting deeper than the parser recurses.
+        raise CodecError(f"{key}: not valid JSON: {exc}") from None
 
 
 def _obj(value: Any, where: str) -> Mapping[str, Any]:
