@@ -181,6 +181,10 @@ def decode_assignment(text: Any) -> Assignment:
     _version(root, key)
     node = _str(root, "node", key)
     raw = _obj(root.get("containers"), f"{key}.containers")
+    if not raw:
+        # The scheduler assigns only GPU pods, which have at least one GPU container; an
+        # empty assignment would leave the node agent nothing to match Allocate against.
+        raise CodecError(f"{key}.containers: expected at least one container")
     containers: dict[str, tuple[GrantedDevice, ...]] = {}
     for name, items in raw.items():
         where = f"{key}.containers.{name}"
