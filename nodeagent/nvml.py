@@ -37,6 +37,8 @@ def sysfs_pci_address(bus_id: str) -> str:
 
 class NvmlDiscovery:
     name = "nvml"
+    #: Pause after a failed event wait, so a broken driver does not spin the thread.
+    error_pause = 1.0
 
     def __init__(self, nvml: Any = None, sysfs_pci: str = SYSFS_PCI) -> None:
         if nvml is None:
@@ -166,7 +168,7 @@ class NvmlDiscovery:
             except nvml.NVMLError as exc:
                 if getattr(exc, "value", None) != nvml.NVML_ERROR_TIMEOUT:
                     _log.error("waiting for GPU events failed", error=str(exc))
-                    stop.wait(1.0)
+                    stop.wait(self.error_pause)
                 continue
             if event.eventType != nvml.nvmlEventTypeXidCriticalError:
                 continue
