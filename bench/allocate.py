@@ -22,6 +22,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -232,6 +233,7 @@ def main() -> int:
             if agent.poll() is None:
                 agent.kill()
             kubelet.stop()
+    shutil.rmtree(folder, ignore_errors=True)
 
     result = {
         "bench": "allocate",

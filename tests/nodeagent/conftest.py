@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from nodeagent.agent import NodeAgent, Options
+from nodeagent.discovery import Discovery
 from nodeagent.fake import FakeDiscovery
 from tests.support.kubelet import KubeletStandIn, device_plugin_dir
 from vgpu.cluster.memory import MemoryCluster
@@ -74,9 +75,9 @@ def make_env() -> Iterator[Callable[..., Env]]:
     """Build an agent (on the fake backend and a memory cluster) and its kubelet."""
     stack: list[tuple[Any, ...]] = []
 
-    def build(config: Config | None = None, gpus: Sequence[Mapping[str, Any]] = DEFAULT_GPUS,
+    def build(config: Config | None = None, *, gpus: Sequence[Mapping[str, Any]] = DEFAULT_GPUS,
               cluster: MemoryCluster | None = None, start_kubelet: bool = True,
-              split: int | None = None) -> Env:
+              split: int | None = None, discovery: Discovery | None = None) -> Env:
         ctx = device_plugin_dir()
         folder = ctx.__enter__()
         cfg = config or small_config()
@@ -92,7 +93,7 @@ def make_env() -> Iterator[Callable[..., Env]]:
         kubelet = KubeletStandIn(folder)
         if start_kubelet:
             kubelet.start()
-        agent = NodeAgent(cfg, FakeDiscovery(devices_file), memory,
+        agent = NodeAgent(cfg, discovery or FakeDiscovery(devices_file), memory,
                           Options(node_name=NODE, metrics_port=0, metrics_host="127.0.0.1",
                                   poll_seconds=0.05, watch_timeout=0.2))
         stack.append((ctx, kubelet, agent))

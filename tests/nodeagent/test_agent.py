@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nodeagent.agent import NodeAgent, Options
 from nodeagent.fake import FakeDiscovery
+from nodeagent.nvml import NvmlDiscovery
 from nodeagent.proto import api_pb2
 from tests.nodeagent.conftest import (
     GPU0,
@@ -27,6 +28,7 @@ from tests.nodeagent.conftest import (
     wait_until,
     write_devices,
 )
+from tests.nodeagent.fake_pynvml import FakeNvml, Gpu
 from tests.support.kubelet import KubeletStandIn, device_plugin_dir
 from tests.support.pods import bind_assigned, container, pod, slices
 from vgpu.annotations import BIND_PHASE, BIND_REASON, NODE_GPUS, NODE_HEARTBEAT
@@ -124,14 +126,20 @@ def test_health_flip_is_streamed_and_published(make_env: Any) -> None:
 
 
 def test_xid_fault_marks_gpu_unhealthy_until_quiet_period_passes(make_env: Any) -> None:
-    env = make_env(small_config(health_quiet_seconds=0.5), split=1)
+    a, b = Gpu("GPU-a", numa=0), Gpu("GPU-b", numa=0)
+    nvml = FakeNvml([a, b])
+    env = make_env(small_config(health_quiet_seconds=0.5), split=1,
+                   discovery=NvmlDiscovery(nvml))
     env.kubelet.wait_registration()
     watch = env.kubelet.devices()
-    watch.wait_for(lambda d: len(d) == 3)
-    env.agent._on_fault(GPU2, 79)  # what the fault watch calls on a device XID
-    watch.wait_for(lambda d: [x.health for x in d] == ["Healthy", "Healthy", "Unhealthy"],
-                   timeout=1.0)
-    watch.wait_for(lambda d: all(x.health == "Healthy" for x in d), timeout=3.0)
+    watch.wait_for(lambda d: [x.health for x in d] == ["Healthy", "Healthy"])
+    nvml.push_xid(b, 43)  # an application's error: the GPU stays healthy
+    nvml.push_xid(b, 79)  # the GPU fell off the bus
+    faulted = time.monotonic()
+    watch.wait_for(lambda d: [x.health for x in d] == ["Healthy", "Unhealthy"], timeout=2.0)
+    watch.wait_for(lambda d: [x.health for x in d] == ["Healthy", "Healthy"], timeout=3.0)
+    assert time.monotonic() - faulted >= 0.5
+    assert env.agent.inventory().devices[1].healthy
 
 
 # -- inventory ------------------------------------------------------------------------------

@@ -25,8 +25,11 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.fixture
 def no_cluster_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for name in ("NODE_NAME", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "VGPU_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
+    # VGPU_* settings of the caller's shell (or CI's own, like VGPU_CI_VENV) are not ours.
+    for name in list(os.environ):
+        if name.startswith("VGPU_") or name in ("NODE_NAME", "KUBECONFIG",
+                                                "KUBERNETES_SERVICE_HOST"):
+            monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     devices = tmp_path / "gpus.json"
     devices.write_text(json.dumps({"devices": DEFAULT_GPUS}))
