@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vgpu import __version__
+from vgpu import __version__, logs
 from vgpu.errors import NotAvailableError, VgpuError
 
 
@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if cmd.module is None:
             raise NotAvailableError(f"'vgpu {cmd.name}' is not available in vgpu {__version__}")
+        logs.setup()
         module = importlib.import_module(cmd.module)
         result: int = module.run(args)
         return result

@@ -14,11 +14,8 @@ from typing import Any
 
 import structlog
 
-_configured = False
-
 
 def setup(level: str | None = None, fmt: str | None = None) -> None:
-    global _configured
     level_name = (level or os.environ.get("VGPU_LOG_LEVEL") or "info").upper()
     numeric = logging.getLevelName(level_name)
     if not isinstance(numeric, int):
@@ -44,10 +41,9 @@ def setup(level: str | None = None, fmt: str | None = None) -> None:
     # unless asked, and on the same stream.
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    _configured = True
 
 
 def get(name: str) -> Any:
-    if not _configured:
-        setup()
+    # Lazy: the logger binds to whatever configuration setup() made by its first use, so
+    # modules may call this at import time, before the command line chose the format.
     return structlog.get_logger(name)

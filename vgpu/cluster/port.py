@@ -42,6 +42,18 @@ class Selector:
 ALL = Selector()
 
 
+def key_of(obj: Obj) -> str:
+    """The cache key of an object: ``namespace/name`` for namespaced objects, else ``name``."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    name = meta.get("name", "")
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
+def resource_version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
 class ClusterPort(Protocol):
     """What vgpu needs from Kubernetes; each component uses a subset."""
 
@@ -60,6 +72,11 @@ class ClusterPort(Protocol):
     def create(self, kind: Kind, obj: Obj) -> Obj: ...
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None: ...
+
+    def replace(self, kind: Kind, obj: Obj) -> Obj:
+        """PUT the whole object; ``metadata.resourceVersion`` in ``obj``, when set, must be
+        current or ``ConflictError`` is raised."""
+        ...
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,

@@ -1,0 +1,146 @@
+"""List + watch over the cluster port, keeping a local cache and calling handlers.
+
+One implementation for every component and both adapters (client-go's reflector and
+informer in miniature): list, then watch from the list's resourceVersion; resume from the
+last version seen after a watch ends; re-list on ``GoneError`` and reconcile the cache
+(synthesising the adds, updates and deletes the gap hid); reconnect with capped
+exponential backoff on other errors. An event whose object carries the resourceVersion
+already cached is skipped, so a re-list never double-applies an event.
+
+It can run in a thread (:meth:`run`) or be pumped synchronously (:meth:`pump` with a zero
+timeout), which is how the simulator and deterministic tests drive it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from vgpu import logs
+from vgpu.cluster.port import ALL, ClusterPort, Kind, Obj, Selector, key_of, resource_version
+from vgpu.errors import ClusterError, GoneError
+
+Handler = Callable[[Obj | None, Obj | None], None]
+"""Called as ``handler(old, new)``: add is ``(None, new)``, delete is ``(old, None)``."""
+
+_log = logs.get("vgpu.informer")
+
+
+class Informer:
+    def __init__(self, port: ClusterPort, kind: Kind, handler: Handler | None = None,
+                 selector: Selector = ALL, *, watch_timeout: float = 30.0,
+                 max_backoff: float = 10.0) -> None:
+        self.port = port
+        self.kind = kind
+        self.selector = selector
+        self._handlers: list[Handler] = [handler] if handler else []
+        self._cache: dict[str, Obj] = {}
+        self._rv = ""
+        self._watch_timeout = watch_timeout
+        self._max_backoff = max_backoff
+        self.synced = threading.Event()
+        self._lock = threading.RLock()
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    # -- cache -----------------------------------------------------------------------------
+
+    def get(self, key: str) -> Obj | None:
+        with self._lock:
+            return self._cache.get(key)
+
+    def items(self) -> list[Obj]:
+        with self._lock:
+            return list(self._cache.values())
+
+    @property
+    def resource_version(self) -> str:
+        return self._rv
+
+    def _emit(self, old: Obj | None, new: Obj | None) -> None:
+        for handler in self._handlers:
+            try:
+                handler(old, new)
+            except Exception:  # a handler's bug must not stop the watch for everyone
+                _log.exception("informer handler failed", kind=self.kind)
+
+    # -- list and watch --------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """List and reconcile the cache with what the server has now."""
+        result = self.port.list(self.kind, self.selector)
+        with self._lock:
+            fresh = {key_of(o): o for o in result.items}
+            for key, old in list(self._cache.items()):
+                if key not in fresh:
+                    del self._cache[key]
+                    self._emit(old, None)
+            for key, new in fresh.items():
+                cached = self._cache.get(key)
+                if cached is not None and resource_version(cached) == resource_version(new):
+                    continue
+                self._cache[key] = new
+                self._emit(cached, new)
+            self._rv = result.resource_version
+        self.synced.set()
+
+    def apply(self, etype: str, obj: Obj) -> None:
+        key = key_of(obj)
+        with self._lock:
+            old = self._cache.get(key)
+            if etype == "DELETED":
+                if old is not None:
+                    del self._cache[key]
+                    self._emit(old, None)
+            elif old is None or resource_version(old) != resource_version(obj):
+                self._cache[key] = obj
+                self._emit(old, obj)
+            rv = resource_version(obj)
+            if rv:
+                self._rv = rv
+
+    def pump(self, timeout: float = 0.0) -> int:
+        """Apply the events available within ``timeout`` seconds; returns how many.
+
+        Lists first when never synced, and re-lists when the watch answers Gone.
+        """
+        if not self.synced.is_set():
+            self.sync()
+        count = 0
+        try:
+            for event in self.port.watch(self.kind, self._rv, self.selector, timeout):
+                self.apply(event.type, event.object)
+                count += 1
+        except GoneError:
+            _log.info("watch expired, re-listing", kind=self.kind)
+            self.sync()
+        return count
+
+    def run(self, stop: threading.Event) -> None:
+        """Keep the cache current until ``stop`` is set; errors back off and retry."""
+        backoff = 0.2
+        while not stop.is_set():
+            try:
+                if not self.synced.is_set():
+                    self.sync()
+                self.pump(self._watch_timeout)
+                backoff = 0.2
+            except ClusterError as exc:
+                _log.warning("watch failed, retrying", kind=self.kind, error=str(exc),
+                             retry_in=backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
+
+    def start(self, stop: threading.Event, name: str | None = None) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(stop,), daemon=True,
+                                  name=name or f"informer-{self.kind}")
+        thread.start()
+        return thread
+
+
+def wait_synced(informers: list[Informer], timeout: float | None = None) -> bool:
+    return all(i.synced.wait(timeout) for i in informers)
+
+
+__all__ = ["Handler", "Informer", "wait_synced"]
