@@ -1,0 +1,18 @@
+"""parse_whole's fast path gives exactly what the full quantity grammar gives."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vgpu.quantity import parse_quantity, parse_whole
+
+
+@given(st.one_of(
+    st.integers(-10**20, 10**20),
+    st.integers(0, 10**20).map(str),
+    st.tuples(st.integers(0, 5), st.integers(0, 10**6)).map(lambda t: "0" * t[0] + str(t[1])),
+    st.text(alphabet="0123456789", min_size=1, max_size=25),
+))
+def test_fast_path_agrees_with_the_grammar(value: int | str) -> None:
+    assert parse_whole(value) == int(parse_quantity(value))
