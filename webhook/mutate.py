@@ -35,7 +35,7 @@ from vgpu.requests import (
     privileged_gpu_containers,
 )
 from webhook.gpus import ClusterGpus
-from webhook.patch import Op, add, pointer, update_mapping
+from webhook.patch import Op, add, update_mapping
 
 Outcome = Literal["skipped", "unchanged", "mutated", "denied"]
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -189,7 +189,8 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
                 mib = resolve_percentage(request.memory_percent, parsed, config, gpus)
                 if mib is not None:
                     resolved[request.name] = request.memory_percent
-            ops.extend(_container_ops(pointer("spec", key, position, "resources"), container,
+            # key and position need no escaping; resource names are escaped in the ops.
+            ops.extend(_container_ops(f"/spec/{key}/{position}/resources", container,
                                       request, mib, config))
 
     if resolved:
