@@ -135,15 +135,16 @@ def resolve_percentage(percent: int, parsed: PodRequest, config: Config,
     return mib if mib >= 1 else None
 
 
-def _sections(container: Mapping[str, Any]) -> tuple[Mapping[str, Any], Any, Any]:
+def _sections(container: Mapping[str, Any]) -> tuple[Any, Any]:
+    """A GPU container's limits and requests as they are (parse_pod checked the shapes)."""
     resources: Mapping[str, Any] = container["resources"]
-    return resources, resources.get("limits"), resources.get("requests")
+    return resources.get("limits"), resources.get("requests")
 
 
 def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRequest,
                    resolved_mib: int | None, config: Config) -> list[Op]:
     names = config.resource_names
-    _, current_limits, current_requests = _sections(container)
+    current_limits, current_requests = _sections(container)
     limits: Mapping[str, Any] = current_limits or {}
     requests: Mapping[str, Any] = current_requests or {}
     want_limits = dict(limits)
@@ -182,7 +183,7 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
             request = by_name.get(container.get("name"))
             if request is None or request.init != (key == "initContainers"):
                 continue
-            _, limits, requests = _sections(container)
+            limits, requests = _sections(container)
             explicit = percentage in (limits or {}) or percentage in (requests or {})
             mib = None
             if explicit and request.memory_percent is not None:

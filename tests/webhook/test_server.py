@@ -186,8 +186,12 @@ async def test_probes_and_metrics(env: Env) -> None:
         assert response.status in (404, 405)
 
 
-async def peer_serial(env: Env) -> int:
-    _, writer = await asyncio.open_connection("127.0.0.1", env.server.port, ssl=env.client_tls,
+async def peer_serial(env: Env, version: ssl.TLSVersion | None = None) -> int:
+    context = env.client_tls
+    if version is not None:
+        context = ssl.create_default_context(cafile=str(env.ca_file))
+        context.minimum_version = context.maximum_version = version
+    _, writer = await asyncio.open_connection("127.0.0.1", env.server.port, ssl=context,
                                               server_hostname="localhost")
     der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
     writer.close()
@@ -255,7 +259,8 @@ async def test_half_rotated_pair_keeps_the_old_certificate(env: Env, tmp_path: P
 
     os.replace(tmp_path / "new.key", env.key_file)
     await wait_for(lambda: env.server.tls.reloads == 1)
-    assert await peer_serial(env) == new_cert.serial_number
+    for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        assert await peer_serial(env, version) == new_cert.serial_number
     assert env.server.tls.expires == new_cert.not_valid_after_utc
 
 
