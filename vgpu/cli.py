@@ -32,7 +32,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("certs", "create or renew the webhook's certificates", None),
     Subcommand("simulate", "replay a workload trace through the scheduler, no cluster needed",
                None),
-    Subcommand("inspect", "show GPU allocation per node and GPU", None),
+    Subcommand("inspect", "show GPU allocation per node and GPU", "vgpu.inspect_cli"),
     Subcommand("config", "validate a config file or print the defaults", "vgpu.config_cli"),
 )
 
