@@ -26,7 +26,7 @@ class Subcommand:
 
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
-    Subcommand("webhook", "run the mutating admission webhook", None),
+    Subcommand("webhook", "run the mutating admission webhook", "webhook.cli"),
     Subcommand("scheduler", "run the vgpu scheduler", None),
     Subcommand("nodeagent", "run the node agent (kubelet device plugin)", None),
     Subcommand("certs", "create or renew the webhook's certificates", "certs.cli"),

@@ -55,6 +55,9 @@ class WebhookConfig:
     port: int = _knob(9443, "HTTPS port of /mutate", lo=1, hi=65535)
     metrics_port: int = _knob(9395, "plain-HTTP port of /healthz, /readyz and /metrics",
                               lo=1, hi=65535)
+    cert_reload_seconds: float = _knob(
+        10.0, "how often the certificate and key files are checked for a change", lo=0.1,
+        hi=3600)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ def parse_quantity(value: object) -> Fraction:
     if isinstance(value, float):
         try:
             return Fraction(Decimal(repr(value)))
-        except (InvalidOperation, ValueError):
+        except (InvalidOperation, ValueError, OverflowError):
+            # OverflowError: infinities (a JSON ``1e400`` decodes to one).
             raise QuantityError(f"{value!r} is not a quantity") from None
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
