@@ -90,7 +90,8 @@ for path in ["/etc/apt/sources.list", *sorted(glob.glob("/etc/apt/sources.list.d
                 out.append(f"{t}{opts} {m.group(2)} {m.group(3)} {m.group(4).strip()}")
 
 if mirror:
-    out = [f"{t} {mirror} bookworm main" for t in ("deb", "deb-src")]
+    key = "/usr/share/keyrings/debian-archive-keyring.gpg"
+    out = [f"{t} [signed-by={key}] {mirror} bookworm main" for t in ("deb", "deb-src")]
 if not out:
     sys.exit("no bookworm entries in /etc/apt; set VGPU_CP_DEBIAN_MIRROR to a Debian mirror URL")
 open(sys.argv[1], "w").write("\n".join(dict.fromkeys(out)) + "\n")
@@ -105,7 +106,10 @@ APT::Sandbox::User "root";
 EOF
     export APT_CONFIG="$APT_DIR/apt.conf"
     log "apt-get update (private config $APT_CONFIG)"
-    apt-get -q update >"$APT_DIR/update.log" 2>&1 || { cat "$APT_DIR/update.log" >&2; die "apt-get update failed"; }
+    # --error-on=any: by default an unreachable mirror is only a warning, and
+    # the failure would surface later as a confusing "no such package".
+    apt-get -q update --error-on=any >"$APT_DIR/update.log" 2>&1 \
+        || { cat "$APT_DIR/update.log" >&2; die "apt-get update failed (private config $APT_CONFIG)"; }
 }
 
 # Download a binary package and unpack it (no install, nothing system-wide).
@@ -119,11 +123,23 @@ unpack_deb() {
     log "unpacked $(basename "$deb")"
 }
 
+# Two concurrent callers (e.g. a developer's pytest and a CLI run) must not
+# share the private apt lists or build over each other.
 mkdir -p "$CACHE_ROOT"
+exec 9>"$CACHE_ROOT/.lock"
+if ! flock -n 9; then
+    log "another build holds $CACHE_ROOT/.lock; waiting for it"
+    flock 9
+fi
+if built; then
+    echo "$BIN"
+    exit 0
+fi
+START=$SECONDS
 setup_apt
 
-available=$(apt-cache showsrc --only-source kubernetes 2>/dev/null | sed -n 's/^Version: //p' | sort -u)
-[ -n "$available" ] || die "no kubernetes source package in the Debian archive"
+available=$(apt-cache showsrc --only-source kubernetes 2>/dev/null | sed -n 's/^Version: //p' | sort -u) || true
+[ -n "$available" ] || die "no kubernetes source package in the Debian archive (sources: $APT_DIR/sources.list)"
 if ! grep -qxF "$KUBE_DEB_VERSION" <<<"$available"; then
     newest=""
     for v in $available; do
@@ -133,19 +149,10 @@ if ! grep -qxF "$KUBE_DEB_VERSION" <<<"$available"; then
     set_version "$newest"
 fi
 
-# Two concurrent callers (e.g. a developer's pytest and a CLI run) must not
-# build over each other.
-mkdir -p "$VDIR"
-exec 9>"$VDIR/.lock"
-if ! flock -n 9; then
-    log "another build holds $VDIR/.lock; waiting for it"
-    flock 9
-fi
 if built; then
     echo "$BIN"
     exit 0
 fi
-START=$SECONDS
 mkdir -p "$WORK" "$BIN"
 log "building kubernetes $KUBE_DEB_VERSION ($KUBE_GIT_VERSION) into $VDIR"
 

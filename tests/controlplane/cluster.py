@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import collections
 import contextlib
 import datetime
 import ipaddress
@@ -71,20 +72,27 @@ class Binaries:
 def ensure_binaries(build_script: Path = BUILD_SCRIPT) -> Binaries:
     """Run build.sh (instant once cached) and return the binaries it made.
 
-    Progress goes to our stderr as it happens: a cold build takes minutes and
-    silence would look like a hang.
+    Its progress is passed on to our stderr as it comes (a cold build takes
+    minutes, and silence would look like a hang) and its last lines go into
+    the error, so that a failed build is explained wherever it is reported.
     """
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         ["bash", str(build_script)],
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=None,
+        stderr=subprocess.PIPE,
         text=True,
-        check=False,
     )
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
+    assert proc.stdout is not None and proc.stderr is not None
+    tail: collections.deque[str] = collections.deque(maxlen=30)
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        tail.append(line)
+    lines = proc.stdout.read().strip().splitlines()
+    returncode = proc.wait()
+    if returncode != 0 or not lines:
         raise ControlPlaneError(
-            f"{build_script} failed with exit code {proc.returncode}; its stderr above says why"
+            f"{build_script} failed with exit code {returncode}:\n{''.join(tail)}"
         )
     bin_dir = Path(lines[-1])
     binaries = Binaries(bin_dir / "kube-apiserver", bin_dir / "kubectl", bin_dir / "etcd")
@@ -312,6 +320,11 @@ class ControlPlane:
     @property
     def kubectl_path(self) -> Path:
         return self.binaries.kubectl
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the running etcd and kube-apiserver."""
+        return [p.popen.pid for p in self._procs if p.alive()]
 
     @property
     def apiserver_log(self) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import ssl
 import threading
 import time
@@ -263,6 +264,7 @@ def test_watch_from_a_compacted_version_is_410_gone(tmp_path: Path) -> None:
     # events younger than 75 s), so no watch there is ever too old. Without
     # the cache, watches read etcd, and compaction makes old versions 410.
     with ControlPlane(extra_apiserver_args=["--watch-cache=false"]) as cp:
+        pids = cp.pids
         cp.ensure_namespace("e2e")
         with cp.api_client() as api_client:
             core = CoreV1Api(api_client)
@@ -280,6 +282,12 @@ def test_watch_from_a_compacted_version_is_410_gone(tmp_path: Path) -> None:
     assert len(events) == 1
     assert events[0]["type"] == "ERROR"
     assert events[0]["object"]["code"] == 410
+
+    # Leaving the block stopped exactly the two processes it had started.
+    assert len(pids) == 2
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_exact_list_after_etcd_compaction_is_410_gone(
@@ -433,20 +441,37 @@ def test_webhook_by_loopback_url_is_called_and_match_conditions_are_dropped(
 def test_kubectl_kustomize_and_apply_k(
     control_plane: ControlPlane, core_v1: CoreV1Api, namespace: str, tmp_path: Path
 ) -> None:
-    (tmp_path / "cm.yaml").write_text(
+    # kubectl 1.20 embeds kustomize v2.0.3. What works there: `bases:` for
+    # folders, file-based patchesStrategicMerge and patchesJson6902,
+    # namePrefix, namespace, commonLabels, generators. What does not: folders
+    # under `resources:`, inline `patches:`, `components:`, `labels:`.
+    base, overlay = tmp_path / "base", tmp_path / "overlay"
+    base.mkdir()
+    overlay.mkdir()
+    (base / "cm.yaml").write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: '1'\n"
     )
-    (tmp_path / "kustomization.yaml").write_text(
-        f"namespace: {namespace}\nnamePrefix: vgpu-\n"
-        "commonLabels:\n  app: vgpu\nresources:\n- cm.yaml\n"
+    (base / "kustomization.yaml").write_text("resources:\n- cm.yaml\n")
+    (overlay / "patch.yaml").write_text("- op: replace\n  path: /data/a\n  value: '2'\n")
+    (overlay / "kustomization.yaml").write_text(
+        f"namespace: {namespace}\nnamePrefix: vgpu-\ncommonLabels:\n  app: vgpu\n"
+        "bases:\n- ../base\n"
+        "patchesJson6902:\n- target: {version: v1, kind: ConfigMap, name: settings}\n"
+        "  path: patch.yaml\n"
     )
-    rendered = control_plane.kubectl("kustomize", str(tmp_path)).stdout
+    rendered = control_plane.kubectl("kustomize", str(overlay)).stdout
     assert "name: vgpu-settings" in rendered
     assert f"namespace: {namespace}" in rendered
 
-    control_plane.kubectl("apply", "-k", str(tmp_path))
+    control_plane.kubectl("apply", "-k", str(overlay))
     cm = core_v1.read_namespaced_config_map("vgpu-settings", namespace)
     assert cm.metadata is not None and cm.metadata.labels == {"app": "vgpu"}
+    assert cm.data == {"a": "2"}
+
+    (overlay / "kustomization.yaml").write_text("resources:\n- ../base\n")
+    old_style = control_plane.kubectl("kustomize", str(overlay), check=False)
+    assert old_style.returncode != 0
+    assert "must be a file" in old_style.stderr
 
 
 def test_kubectl_auth_can_i_follows_rbac(control_plane: ControlPlane, namespace: str) -> None:
