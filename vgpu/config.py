@@ -85,6 +85,10 @@ class NodeAgentConfig:
     health_quiet_seconds: float = _knob(
         60.0, "how long a GPU must stay free of faults before it is healthy again", lo=0
     )
+    allocate_wait_seconds: float = _knob(
+        5.0, "how long Allocate waits for the in-flight pod to reach the local pod watch",
+        lo=0, hi=60
+    )
 
 
 @dataclass(frozen=True)
