@@ -313,3 +313,29 @@ def test_dockerfile_builds_every_package_and_runs_as_non_root() -> None:
     assert re.findall(r"^FROM (\S+)", text, re.M) == ["python:3.11-slim"] * 2
     assert re.search(r"^USER 65532:65532$", text, re.M)
     assert re.search(r'^ENTRYPOINT \["vgpu"\]$', text, re.M)
+
+
+# --- the commands the pods run -----------------------------------------------------------
+
+def _commands() -> list[tuple[str, list[str]]]:
+    out = []
+    for where, spec in pod_specs(BASE):
+        for c in spec["containers"]:
+            out.append((f"{where}/{c['name']}", list(c["args"])))
+    fake = docs(MANIFESTS / "overlays" / "fake-gpus" / "nodeagent-fake.yaml")[0]
+    agent = fake["spec"]["template"]["spec"]["containers"][0]
+    out.append(("fake-gpus DaemonSet/vgpu-nodeagent", list(agent["args"])))
+    return out
+
+
+@pytest.mark.parametrize(("where", "args"), _commands(), ids=[w for w, _ in _commands()])
+def test_every_pod_runs_a_vgpu_command_line_that_parses(where: str, args: list[str]) -> None:
+    from vgpu import cli
+
+    command = next(c for c in cli.SUBCOMMANDS if c.name == args[0])
+    if command.module is None:
+        pytest.skip(f"`vgpu {command.name}` is not in this tree yet; its flags are unchecked")
+    # $(VAR) is the kubelet's substitution from the container's env.
+    expanded = [re.sub(r"\$\(\w+\)", "vgpu-system", a) for a in args]
+    parsed = cli.build_parser(expanded).parse_args(expanded)
+    assert parsed._subcommand is command
