@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import kubernetes.client
@@ -67,6 +71,17 @@ def test_inspect_reports_the_known_allocation(control_plane: ControlPlane,
         (namespace, "infer", "allocating"), (namespace, "train", "success")]
     objects = {w["object"] for w in out["warnings"]}
     assert f"node inspect-bad-{tag}" in objects and f"pod {namespace}/garbled" in objects
+
+    # As a kubectl plugin: kubectl finds kubectl-vgpu on PATH and hands it the rest; the
+    # plugin reads the same KUBECONFIG.
+    plugin_dir = Path(sys.executable).parent
+    assert (plugin_dir / "kubectl-vgpu").is_file(), "install the project (pip install .)"
+    env = {**os.environ, "PATH": f"{plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+           "KUBECONFIG": str(control_plane.kubeconfig)}
+    plugin = subprocess.run([str(control_plane.kubectl_path), "vgpu", "inspect", "-o", "json"],
+                            capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert plugin.returncode == 0, plugin.stderr
+    assert {n["name"] for n in json.loads(plugin.stdout)["nodes"]} >= {a, b}
 
     table = vgpu("inspect", "--kubeconfig", str(control_plane.kubeconfig), "-d")
     assert table.returncode == 0, table.stderr
