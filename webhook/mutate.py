@@ -35,7 +35,7 @@ from vgpu.requests import (
     privileged_gpu_containers,
 )
 from webhook.gpus import ClusterGpus
-from webhook.patch import Op, add, pointer, update_mapping
+from webhook.patch import Op, add, update_mapping
 
 Outcome = Literal["skipped", "unchanged", "mutated", "denied"]
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -135,15 +135,16 @@ def resolve_percentage(percent: int, parsed: PodRequest, config: Config,
     return mib if mib >= 1 else None
 
 
-def _sections(container: Mapping[str, Any]) -> tuple[Mapping[str, Any], Any, Any]:
+def _sections(container: Mapping[str, Any]) -> tuple[Any, Any]:
+    """A GPU container's limits and requests as they are (parse_pod checked the shapes)."""
     resources: Mapping[str, Any] = container["resources"]
-    return resources, resources.get("limits"), resources.get("requests")
+    return resources.get("limits"), resources.get("requests")
 
 
 def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRequest,
                    resolved_mib: int | None, config: Config) -> list[Op]:
     names = config.resource_names
-    _, current_limits, current_requests = _sections(container)
+    current_limits, current_requests = _sections(container)
     limits: Mapping[str, Any] = current_limits or {}
     requests: Mapping[str, Any] = current_requests or {}
     want_limits = dict(limits)
@@ -182,14 +183,15 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
             request = by_name.get(container.get("name"))
             if request is None or request.init != (key == "initContainers"):
                 continue
-            _, limits, requests = _sections(container)
+            limits, requests = _sections(container)
             explicit = percentage in (limits or {}) or percentage in (requests or {})
             mib = None
             if explicit and request.memory_percent is not None:
                 mib = resolve_percentage(request.memory_percent, parsed, config, gpus)
                 if mib is not None:
                     resolved[request.name] = request.memory_percent
-            ops.extend(_container_ops(pointer("spec", key, position, "resources"), container,
+            # key and position need no escaping; resource names are escaped in the ops.
+            ops.extend(_container_ops(f"/spec/{key}/{position}/resources", container,
                                       request, mib, config))
 
     if resolved:

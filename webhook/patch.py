@@ -20,10 +20,6 @@ def escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-def pointer(*tokens: str | int) -> str:
-    return "".join("/" + escape(str(token)) for token in tokens)
-
-
 def add(path: str, value: Any) -> Op:
     # "add" on an existing object member replaces it (RFC 6902 §4.1), so it serves for
     # both "set" and "create" of a member.

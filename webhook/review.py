@@ -38,7 +38,7 @@ class Review:
 def parse(body: bytes) -> Review:
     """Read an AdmissionReview v1 request; :class:`BadReview` says what is wrong."""
     try:
-        document = json.loads(body, parse_constant=_no_constant)
+        document = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadReview(f"body is not JSON: {exc}") from None
     except RecursionError:
@@ -62,6 +62,10 @@ def parse(body: bytes) -> Review:
 def _no_constant(name: str) -> Any:
     # NaN and Infinity are not JSON; Python accepts them by default.
     raise ValueError(f"{name} is not valid JSON")
+
+
+# One decoder for every request: json.loads with an argument builds a new one per call.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def _short(value: Any) -> str:

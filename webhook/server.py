@@ -84,9 +84,14 @@ class WebhookServer:
                     allowed=False, outcome="denied", code=500,
                     message=f"the vgpu webhook failed on this pod (request {review.uid}); "
                             f"its log has the details")
-            if decision.outcome in ("mutated", "denied"):
-                log.info(f"pod {decision.outcome}", **review.describe(),
-                         message=decision.message, operations=len(decision.patch))
+            # A denial is logged for the operator (the user sees its message anyway); a
+            # mutation only at debug level: every GPU pod is mutated, the API server's
+            # audit log records patches, and a log line per admission costs more CPU
+            # than the decision itself.
+            if decision.outcome == "denied":
+                log.info("pod denied", **review.describe(), message=decision.message)
+            elif decision.outcome == "mutated":
+                log.debug("pod mutated", **review.describe(), operations=len(decision.patch))
             return web.Response(body=answer(review.uid, decision), content_type=JSON)
         finally:
             self.metrics.outcome[outcome].inc()

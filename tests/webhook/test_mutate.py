@@ -230,6 +230,8 @@ CASES = [
          denied="not a boolean"),
     Case("GPU container without a name", pod({"resources": {"limits": {GPU: "1"}}}),
          denied="needs a name"),
+    Case("GPU container named like another container",
+         pod(ctr("c", {"cpu": "1"}), ctr("c", {MEM: "100"})), denied="must be unique"),
 ]
 
 
@@ -259,8 +261,11 @@ def test_decision(case: Case) -> None:
     want = copy.deepcopy(case.pod)
     case.expect(want)
     assert patched == want
-    # What the webhook let through, the scheduler must read the same way.
+    # What the webhook let through, the scheduler must read the same way ...
     parse_pod(patched, case.config)
+    # ... and a second pass (reinvocationPolicy: IfNeeded) changes nothing more.
+    again, _ = admit(patched, case.gpus, case.config, **case.review)
+    assert again["allowed"] is True and "patch" not in again
 
 
 def test_resolution_keeps_every_other_request_field() -> None:
