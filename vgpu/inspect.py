@@ -18,7 +18,7 @@ from typing import Any
 
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, NODE_GPUS, NODE_HEARTBEAT
 from vgpu.codecs import Assignment, decode_assignment, decode_inventory, decode_time
-from vgpu.devices import EMPTY, Device, Usage
+from vgpu.devices import EMPTY, Device, Usage, memory_capacity
 from vgpu.errors import CodecError
 from vgpu.usage import tally
 
@@ -42,6 +42,9 @@ class GpuRow:
     device: Device
     usage: Usage
     pods: tuple[PodSlice, ...] = ()
+    # Schedulable memory: the physical size × deviceMemoryScaling (above it when the
+    # cluster oversubscribes), what allocations are measured against.
+    capacity_mib: int = 0
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class Totals:
     nodes: int = 0
     gpus: int = 0
     healthy_gpus: int = 0
-    memory_mib: int = 0
+    memory_mib: int = 0              # schedulable (capacity), summed
     memory_allocated_mib: int = 0
     cores: int = 0
     cores_allocated: int = 0
@@ -108,7 +111,7 @@ def _spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], *,
           now: dt.datetime, heartbeat_expiry_seconds: float,
-          scheduler_name: str) -> Report:
+          scheduler_name: str, memory_scaling: float = 1.0) -> Report:
     """The allocation report of a cluster at ``now``.
 
     Pods in phase Succeeded or Failed hold no GPU. A pod still ``Pending`` without a node
@@ -168,7 +171,8 @@ def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
             seen.add((name, device.uuid))
             on_gpu = sorted(slices.get((name, device.uuid), ()),
                             key=lambda s: (s.namespace, s.pod, s.container))
-            gpus.append(GpuRow(device, usages.get(device.uuid, EMPTY), tuple(on_gpu)))
+            gpus.append(GpuRow(device, usages.get(device.uuid, EMPTY), tuple(on_gpu),
+                               memory_capacity(device, memory_scaling)))
         rows.append(NodeRow(name, tuple(gpus), heartbeat, stale))
     rows.sort(key=lambda r: r.name)
 
@@ -187,7 +191,7 @@ def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
         nodes=len(rows),
         gpus=len(all_gpus),
         healthy_gpus=sum(1 for g in all_gpus if g.device.healthy),
-        memory_mib=sum(g.device.memory_mib for g in all_gpus),
+        memory_mib=sum(g.capacity_mib for g in all_gpus),
         memory_allocated_mib=sum(g.usage.memory_mib for g in all_gpus),
         cores=sum(g.device.cores for g in all_gpus),
         cores_allocated=sum(g.usage.cores for g in all_gpus),
@@ -221,7 +225,8 @@ def to_json(report: Report) -> dict[str, Any]:
             "gpus": [{
                 "uuid": g.device.uuid, "index": g.device.index, "model": g.device.model,
                 "healthy": g.device.healthy,
-                "memoryMiB": g.device.memory_mib, "memoryAllocatedMiB": g.usage.memory_mib,
+                "memoryMiB": g.device.memory_mib, "memoryCapacityMiB": g.capacity_mib,
+                "memoryAllocatedMiB": g.usage.memory_mib,
                 "cores": g.device.cores, "coresAllocated": g.usage.cores,
                 "tasks": g.usage.tasks, "split": g.device.split,
                 "pods": [{"namespace": p.namespace, "name": p.pod, "container": p.container,
@@ -231,7 +236,7 @@ def to_json(report: Report) -> dict[str, Any]:
         } for n in report.nodes],
         "totals": {
             "nodes": t.nodes, "gpus": t.gpus, "healthyGpus": t.healthy_gpus,
-            "memoryMiB": t.memory_mib, "memoryAllocatedMiB": t.memory_allocated_mib,
+            "memoryCapacityMiB": t.memory_mib, "memoryAllocatedMiB": t.memory_allocated_mib,
             "cores": t.cores, "coresAllocated": t.cores_allocated,
             "tasks": t.tasks, "slots": t.slots, "pendingPods": t.pending_pods,
         },
@@ -263,7 +268,8 @@ def render_table(report: Report, details: bool = False) -> str:
         for i, gpu in enumerate(node.gpus):
             d, u = gpu.device, gpu.usage
             rows.append((node.name if i == 0 else "", str(d.index), d.model,
-                         f"{u.memory_mib}/{d.memory_mib}", _percent(u.memory_mib, d.memory_mib),
+                         f"{u.memory_mib}/{gpu.capacity_mib}",
+                         _percent(u.memory_mib, gpu.capacity_mib),
                          f"{u.cores}/{d.cores}", f"{u.tasks}/{d.split}", _health(node, gpu)))
             if details and gpu.pods:
                 after[len(rows) - 1] = [

@@ -17,8 +17,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", default=None,
                         help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--config", default=os.environ.get("VGPU_CONFIG"),
-                        help="vgpu config file, for the scheduler name and the heartbeat "
-                        "expiry (default: $VGPU_CONFIG, else the defaults)")
+                        help="vgpu config file, for the scheduler name, memory scaling and "
+                        "heartbeat expiry (default: $VGPU_CONFIG, else the defaults)")
     parser.add_argument("-d", "--details", action="store_true",
                         help="list the pods on each GPU")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
@@ -45,4 +45,5 @@ def collect(cluster: ClusterPort, cfg: config.Config, now: dt.datetime) -> inspe
     pods = cluster.list("pods").items
     return inspect.build(nodes, pods, now=now,
                          heartbeat_expiry_seconds=cfg.node_heartbeat_expiry_seconds,
-                         scheduler_name=cfg.scheduler_name)
+                         scheduler_name=cfg.scheduler_name,
+                         memory_scaling=cfg.device_memory_scaling)

@@ -70,7 +70,7 @@ def test_json_on_the_known_cluster() -> None:
     assert b["stale"] is True and b["heartbeat"] == "2024-05-01T11:00:00+00:00"
     assert b["gpus"][0]["uuid"] == B0 and b["gpus"][0]["healthy"] is False
     assert out["totals"] == {
-        "nodes": 2, "gpus": 3, "healthyGpus": 2, "memoryMiB": 97280,
+        "nodes": 2, "gpus": 3, "healthyGpus": 2, "memoryCapacityMiB": 97280,
         "memoryAllocatedMiB": 43120, "cores": 300, "coresAllocated": 90, "tasks": 5,
         "slots": 30, "pendingPods": 1}
     assert [w["object"] for w in out["warnings"]] == [
@@ -99,6 +99,17 @@ def test_stale_heartbeat(heartbeat: str | None, stale: bool) -> None:
     r = report([n], [])
     assert r.nodes[0].stale is stale
     assert bool(r.warnings) is (heartbeat == "yesterday")
+
+
+def test_oversubscribed_memory_is_measured_against_the_scaled_capacity() -> None:
+    r = inspect.build([node("n", [gpu("G", 0, "m", 1000)])],
+                      [pod("p", "n", {"c": [("G", 1500, 0)]})], now=NOW,
+                      heartbeat_expiry_seconds=180, scheduler_name="vgpu-scheduler",
+                      memory_scaling=2.0)
+    assert r.nodes[0].gpus[0].capacity_mib == 2000 and r.totals.memory_mib == 2000
+    assert inspect.render_table(r).splitlines()[1].split()[3:5] == ["1500/2000", "75%"]
+    out = json.loads(inspect.render_json(r))["nodes"][0]["gpus"][0]
+    assert (out["memoryMiB"], out["memoryCapacityMiB"]) == (1000, 2000)
 
 
 def test_empty_cluster() -> None:
