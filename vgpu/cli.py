@@ -29,10 +29,10 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("webhook", "run the mutating admission webhook", "webhook.cli"),
     Subcommand("scheduler", "run the vgpu scheduler", None),
     Subcommand("nodeagent", "run the node agent (kubelet device plugin)", "nodeagent.cli"),
-    Subcommand("certs", "create or renew the webhook's certificates", None),
+    Subcommand("certs", "create or renew the webhook's certificates", "certs.cli"),
     Subcommand("simulate", "replay a workload trace through the scheduler, no cluster needed",
                None),
-    Subcommand("inspect", "show GPU allocation per node and GPU", None),
+    Subcommand("inspect", "show GPU allocation per node and GPU", "vgpu.inspect_cli"),
     Subcommand("config", "validate a config file or print the defaults", "vgpu.config_cli"),
 )
 
