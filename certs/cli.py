@@ -71,16 +71,16 @@ def run(args: argparse.Namespace) -> int:
         secrets = DirStore(args.out_dir)
         where = args.out_dir
     else:
-        from certs.kube import SecretApi, WebhookApi  # noqa: PLC0415 (the client is heavy)
+        from certs.kube import SecretApi, WebhookApi  # noqa: PLC0415 (only for a cluster)
         from vgpu.kube.adapter import connect  # noqa: PLC0415
 
         cluster = connect(args.kubeconfig)
         if cluster is None:
             raise ConfigError("no cluster configuration")
-        secrets = SecretApi(cluster.api, args.namespace, args.secret)
+        secrets = SecretApi(cluster, args.namespace, args.secret)
         where = f"secret {args.namespace}/{args.secret}"
         if args.webhook_config:
-            webhooks = WebhookApi(cluster.api, args.webhook_config)
+            webhooks = WebhookApi(cluster, args.webhook_config)
     deadline = time.monotonic() + args.wait
     while True:
         outcome = reconcile_retrying(secrets, webhooks, settings, dt.datetime.now(dt.UTC))

@@ -1,55 +1,34 @@
-"""The certificate stores over the Kubernetes API (the ``kubernetes`` client).
+"""The certificate stores over the Kubernetes API.
 
 Secrets and webhook configurations are not part of the cluster port the components share:
-only ``vgpu certs`` touches them, so they are reached here with the client's typed API
-classes. Responses are read as the API's JSON (``_preload_content=False``) and requests
-are sent as plain dicts, so base64 and byte fields mean exactly what the API says.
+only ``vgpu certs`` touches them. They are reached through the same adapter transport as
+everything else (``KubeCluster.request_json``), so auth, TLS, rate limiting and the
+mapping of HTTP errors onto the vgpu error tree are the adapter's, not redone here.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import kubernetes
+from urllib.parse import quote
 
 from certs.store import StoredSecret, WebhookBundle
-from vgpu.errors import ClusterError, ConfigError, ConflictError, NotFoundError
+from vgpu.errors import ConfigError, ConflictError, InvalidError, NotFoundError
+from vgpu.kube.adapter import KubeCluster
 
 TLS_TYPE = "kubernetes.io/tls"
-
-
-def _error(exc: Any, what: str) -> ClusterError:
-    status = getattr(exc, "status", None)
-    message = str(getattr(exc, "reason", "") or exc)
-    body = getattr(exc, "body", None)
-    if body:
-        try:
-            message = str(json.loads(body).get("message", message))
-        except (ValueError, AttributeError):
-            message = str(body)[:300]
-    text = f"{what}: {message} (HTTP {status})"
-    if status == 404:
-        return NotFoundError(text)
-    if status == 409:
-        return ConflictError(text)
-    return ClusterError(text)
-
-
-def _json(response: Any) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(response.data)
-    return data
+_WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 class SecretApi:
     """The one ``kubernetes.io/tls`` Secret holding the webhook's certificate."""
 
-    def __init__(self, api_client: Any, namespace: str, name: str) -> None:
-        self._core = kubernetes.client.CoreV1Api(api_client)
+    def __init__(self, cluster: KubeCluster, namespace: str, name: str) -> None:
+        self._cluster = cluster
         self.namespace = namespace
         self.name = name
+        self._collection = f"/api/v1/namespaces/{quote(namespace, safe='')}/secrets"
 
     @property
     def _what(self) -> str:
@@ -57,12 +36,10 @@ class SecretApi:
 
     def read(self) -> StoredSecret | None:
         try:
-            obj = _json(self._core.read_namespaced_secret(self.name, self.namespace,
-                                                          _preload_content=False))
-        except kubernetes.client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise _error(exc, f"reading {self._what}") from None
+            obj = self._cluster.request_json(
+                "GET", f"{self._collection}/{quote(self.name, safe='')}", f"reading {self._what}")
+        except NotFoundError:
+            return None
         if obj.get("type") != TLS_TYPE:
             # The type of a Secret cannot change; deleting someone's Secret is not ours to do.
             raise ConfigError(f"{self._what} exists with type {obj.get('type')!r}, not "
@@ -78,34 +55,27 @@ class SecretApi:
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Secret", "type": TLS_TYPE, "metadata": meta,
             "data": {k: base64.b64encode(v).decode() for k, v in data.items()}}
-        if resource_version is not None:
+        if resource_version is None:
+            self._cluster.request_json("POST", self._collection, f"writing {self._what}",
+                                       body=body)
+        else:
+            # Conditional on the version read: a concurrent writer makes this a 409.
             meta["resourceVersion"] = resource_version
-        secret = kubernetes.client.V1Secret.from_dict(body)
-        assert secret is not None  # from_dict answers None only for None
-        try:
-            if resource_version is None:
-                self._core.create_namespaced_secret(self.namespace, secret,
-                                                    _preload_content=False)
-            else:
-                self._core.replace_namespaced_secret(self.name, self.namespace, secret,
-                                                     _preload_content=False)
-        except kubernetes.client.ApiException as exc:
-            raise _error(exc, f"writing {self._what}") from None
+            self._cluster.request_json("PUT", f"{self._collection}/{quote(self.name, safe='')}",
+                                       f"writing {self._what}", body=body)
 
 
 class WebhookApi:
     """The one MutatingWebhookConfiguration whose ``caBundle`` fields trust the webhook."""
 
-    def __init__(self, api_client: Any, name: str) -> None:
-        self._admission = kubernetes.client.AdmissionregistrationV1Api(api_client)
+    def __init__(self, cluster: KubeCluster, name: str) -> None:
+        self._cluster = cluster
         self.name = name
+        self._path = f"{_WEBHOOKS}/{quote(name, safe='')}"
 
     def read(self) -> Sequence[WebhookBundle]:
-        try:
-            obj = _json(self._admission.read_mutating_webhook_configuration(
-                self.name, _preload_content=False))
-        except kubernetes.client.ApiException as exc:
-            raise _error(exc, f"reading mutatingwebhookconfiguration {self.name}") from None
+        obj = self._cluster.request_json("GET", self._path,
+                                         f"reading mutatingwebhookconfiguration {self.name}")
         return [WebhookBundle(str(w.get("name", "")),
                               base64.b64decode((w.get("clientConfig") or {}).get("caBundle", "")))
                 for w in obj.get("webhooks") or []]
@@ -119,12 +89,10 @@ class WebhookApi:
             ops.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle",
                         "value": base64.b64encode(w.ca_bundle).decode()})
         try:
-            self._admission.patch_mutating_webhook_configuration(
-                self.name, ops, _content_type="application/json-patch+json",
-                _preload_content=False)
-        except kubernetes.client.ApiException as exc:
-            if exc.status == 422:
-                # A failed `test` op: someone edited the list in between; read again.
-                raise ConflictError(f"mutatingwebhookconfiguration {self.name} changed while "
-                                    f"being patched") from None
-            raise _error(exc, f"patching mutatingwebhookconfiguration {self.name}") from None
+            self._cluster.request_json("PATCH", self._path,
+                                       f"patching mutatingwebhookconfiguration {self.name}",
+                                       body=ops, content_type="application/json-patch+json")
+        except InvalidError:
+            # A failed `test` op: someone edited the list in between; read again.
+            raise ConflictError(f"mutatingwebhookconfiguration {self.name} changed while "
+                                f"being patched") from None

@@ -107,7 +107,7 @@ def test_record_event(kube: adapter.KubeCluster, namespace: str) -> None:
     created = kube.create("pods", pod("e", namespace))
     kube.record_event(created, "Warning", "FailedScheduling",
                       "0/1 nodes are available: 1 insufficient GPU memory.", "vgpu-scheduler")
-    events = kube._json("GET", f"/api/v1/namespaces/{namespace}/events", "list events")
+    events = kube.request_json("GET", f"/api/v1/namespaces/{namespace}/events", "list events")
     reasons = [(e["reason"], e["involvedObject"]["name"]) for e in events["items"]]
     assert ("FailedScheduling", "e") in reasons
 
@@ -129,18 +129,18 @@ def test_in_cluster_transport_with_a_service_account_token(
         control_plane: ControlPlane, kube: adapter.KubeCluster, namespace: str,
         tmp_path: Path) -> None:
     # A real bound token for the namespace's default account, allowed to read pods there.
-    token: dict[str, Any] = kube._json(
+    token: dict[str, Any] = kube.request_json(
         "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/default/token", "token",
         body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
               "spec": {"expirationSeconds": 600}})
     (tmp_path / "token").write_text(token["status"]["token"])
     (tmp_path / "ca.crt").write_bytes(control_plane.ca_cert.read_bytes())
     rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + namespace
-    kube._json("POST", f"{rbac}/roles", "role", body={
+    kube.request_json("POST", f"{rbac}/roles", "role", body={
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "read-pods"},
         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]}]})
-    kube._json("POST", f"{rbac}/rolebindings", "binding", body={
+    kube.request_json("POST", f"{rbac}/rolebindings", "binding", body={
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "read-pods"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",

@@ -27,7 +27,14 @@ from urllib.parse import quote, urlencode
 import urllib3
 
 from vgpu.cluster.port import ALL, Kind, ListResult, Obj, Selector, WatchEvent
-from vgpu.errors import ClusterError, ConfigError, ConflictError, GoneError, NotFoundError
+from vgpu.errors import (
+    ClusterError,
+    ConfigError,
+    ConflictError,
+    GoneError,
+    InvalidError,
+    NotFoundError,
+)
 from vgpu.kube.ratelimit import TokenBucket
 
 _MERGE_PATCH = "application/merge-patch+json"
@@ -65,6 +72,8 @@ def _error(status: int, body: bytes, what: str) -> ClusterError:
         return ConflictError(text)
     if status == 410:
         return GoneError(text)
+    if status == 422:
+        return InvalidError(text)
     return ClusterError(text)
 
 
@@ -157,7 +166,9 @@ class KubeCluster:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterError(f"{method} {path}: {exc}") from None
 
-    def _json(self, method: str, path: str, what: str, **kwargs: Any) -> Obj:
+    def request_json(self, method: str, path: str, what: str, **kwargs: Any) -> Obj:
+        """One request for an API path outside the port (leases, secrets, webhook
+        configurations); errors are mapped as for the port's own calls."""
         response = self._send(method, path, **kwargs)
         try:
             data: bytes = response.data
@@ -176,9 +187,9 @@ class KubeCluster:
         cont = ""
         # Page through large lists so a 10,000-pod cluster is not one giant response.
         while True:
-            page = self._json("GET", _path(kind, namespace=selector.namespace), f"list {kind}",
-                              query=[*query, ("limit", "2000"), *(
-                                  [("continue", cont)] if cont else [])])
+            paging = [("limit", "2000"), *([("continue", cont)] if cont else [])]
+            page = self.request_json("GET", _path(kind, namespace=selector.namespace),
+                                     f"list {kind}", query=[*query, *paging])
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
             cont = meta.get("continue") or ""
@@ -214,7 +225,7 @@ class KubeCluster:
             raw.release_conn()
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
-        return self._json("GET", _path(kind, name, namespace), f"get {kind[:-1]} {name}")
+        return self.request_json("GET", _path(kind, name, namespace), f"get {kind[:-1]} {name}")
 
     def create(self, kind: Kind, obj: Obj) -> Obj:
         namespace = (obj.get("metadata") or {}).get("namespace") or (
@@ -222,15 +233,15 @@ class KubeCluster:
         body = dict(obj)
         body.setdefault("apiVersion", "v1")
         body.setdefault("kind", "Pod" if kind == "pods" else "Node")
-        return self._json("POST", _path(kind, namespace=namespace), f"create {kind[:-1]}",
+        return self.request_json("POST", _path(kind, namespace=namespace), f"create {kind[:-1]}",
                           body=body)
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
-        self._json("DELETE", _path(kind, name, namespace), f"delete {kind[:-1]} {name}")
+        self.request_json("DELETE", _path(kind, name, namespace), f"delete {kind[:-1]} {name}")
 
     def replace(self, kind: Kind, obj: Obj) -> Obj:
         meta = obj.get("metadata") or {}
-        return self._json("PUT", _path(kind, meta.get("name"), meta.get("namespace")),
+        return self.request_json("PUT", _path(kind, meta.get("name"), meta.get("namespace")),
                           f"replace {kind[:-1]} {meta.get('name')}", body=obj)
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
@@ -240,7 +251,7 @@ class KubeCluster:
         if resource_version:
             # A merge patch carrying resourceVersion is a conditional write: 409 if stale.
             metadata["resourceVersion"] = resource_version
-        return self._json("PATCH", _path(kind, name, namespace), f"patch {kind[:-1]} {name}",
+        return self.request_json("PATCH", _path(kind, name, namespace), f"patch {kind[:-1]} {name}",
                           body={"metadata": metadata}, content_type=_MERGE_PATCH)
 
     def bind(self, namespace: str, name: str, node: str,
@@ -250,7 +261,7 @@ class KubeCluster:
             "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        self._json("POST", _path("pods", name, namespace, "binding"), f"bind pod {name}",
+        self.request_json("POST", _path("pods", name, namespace, "binding"), f"bind pod {name}",
                    body=body)
 
     def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
@@ -271,7 +282,7 @@ class KubeCluster:
             "reportingInstance": os.environ.get("HOSTNAME", component),
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
-        self._json("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
+        self.request_json("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
                    "record event", body=event)
 
 
