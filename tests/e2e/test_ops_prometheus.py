@@ -18,11 +18,8 @@ import datetime as dt
 import json
 import re
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
-import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -35,6 +32,7 @@ import pytest
 import yaml
 
 from tests.controlplane.cluster import ControlPlane
+from tests.e2e.harness import Processes, free_port, vgpu_command, wait_until
 from tests.e2e.ops_support import MANIFESTS, ROOT, vgpu
 from tests.ops import metrics_fixture
 from tests.ops.promql import metric_names
@@ -45,13 +43,6 @@ DASHBOARDS = MANIFESTS / "dashboards"
 # What Grafana puts in for its variables; a 1 s scrape interval makes 10 s rate windows.
 GRAFANA = {"$__rate_interval": "10s", "$node": ".*", "$gpu": ".*"}
 RUNNING = ("webhook", "nodeagent")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def queries() -> list[tuple[str, str]]:
@@ -83,22 +74,6 @@ def needs_scheduler(expr: str) -> bool:
     return any(name.startswith("vgpu_scheduler_") for name in metric_names(expr))
 
 
-@contextlib.contextmanager
-def process(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                                start_new_session=True)
-        try:
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-
-
 class Prometheus:
     def __init__(self, port: int) -> None:
         self.url = f"http://127.0.0.1:{port}"
@@ -120,12 +95,9 @@ class Prometheus:
 
 
 def wait(what: str, check: Any, seconds: float, log: Path | None = None) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            tail = log.read_text()[-3000:] if log and log.exists() else ""
-            raise AssertionError(f"{what} not within {seconds:.0f} s\n{tail}")
-        time.sleep(0.25)
+    def tail() -> str:
+        return log.read_text()[-3000:] if log and log.exists() else ""
+    wait_until(what, check, seconds, interval=0.25, context=tail)
 
 
 @pytest.fixture(scope="module")
@@ -175,22 +147,22 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
         ]}
     (work / "prometheus.yml").write_text(yaml.safe_dump(scrape))
     kubeconfig = str(control_plane.kubeconfig)
+    procs = Processes(work)
     with contextlib.ExitStack() as stack:
         stack.callback(kubelet.stop)
-        stack.enter_context(process(
-            [sys.executable, "-m", "vgpu.cli", "webhook", "--cert-file",
-             str(work / "tls" / "tls.crt"), "--key-file", str(work / "tls" / "tls.key"),
-             "--address", "127.0.0.1", "--port", str(hook_port), "--metrics-port",
-             str(hook_metrics), "--kubeconfig", kubeconfig], work / "webhook.log"))
-        stack.enter_context(process(
-            [sys.executable, "-m", "vgpu.cli", "nodeagent", "--node-name", node_name,
-             "--fake-devices", str(devices), "--device-plugin-dir", plugin_dir,
-             "--kubeconfig", kubeconfig, "--metrics-port", str(agent_port)],
-            work / "nodeagent.log"))
-        stack.enter_context(process(
-            [str(bin_dir / "prometheus"), f"--config.file={work / 'prometheus.yml'}",
-             f"--storage.tsdb.path={work / 'data'}",
-             f"--web.listen-address=127.0.0.1:{prom_port}"], work / "prometheus.log"))
+        stack.callback(procs.stop)
+        procs.start("webhook", vgpu_command(
+            "webhook", "--cert-file", str(work / "tls" / "tls.crt"), "--key-file",
+            str(work / "tls" / "tls.key"), "--address", "127.0.0.1", "--port", str(hook_port),
+            "--metrics-port", str(hook_metrics), "--kubeconfig", kubeconfig))
+        procs.start("nodeagent", vgpu_command(
+            "nodeagent", "--node-name", node_name, "--fake-devices", str(devices),
+            "--device-plugin-dir", plugin_dir, "--kubeconfig", kubeconfig, "--metrics-port",
+            str(agent_port)))
+        procs.start("prometheus", [
+            str(bin_dir / "prometheus"), f"--config.file={work / 'prometheus.yml'}",
+            f"--storage.tsdb.path={work / 'data'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}"])
         # The kubelet admits the pod's container: the agent's Allocate answers and marks
         # the pod allocated, so its grant and the Allocate metrics have series.
         try:
