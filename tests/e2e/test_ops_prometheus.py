@@ -149,6 +149,9 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
     kubeconfig = str(control_plane.kubeconfig)
     procs = Processes(work)
     with contextlib.ExitStack() as stack:
+        # Last out: a GPU node with a live heartbeat left behind would take the full-stack
+        # tests' pods.
+        stack.callback(lambda: _delete_node(control_plane, node_name))
         stack.callback(kubelet.stop)
         stack.callback(procs.stop)
         procs.start("webhook", vgpu_command(
@@ -187,6 +190,12 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
         yield prom
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(plugin_dir, ignore_errors=True)
+
+
+def _delete_node(control_plane: ControlPlane, name: str) -> None:
+    with control_plane.api_client() as client, contextlib.suppress(
+            kubernetes.client.ApiException):
+        kubernetes.client.CoreV1Api(client).delete_node(name)
 
 
 QUERIES = queries()
