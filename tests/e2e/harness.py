@@ -199,8 +199,7 @@ class SimNode:
 
 class FullStack:
     def __init__(self, control_plane: ControlPlane, nodes: Sequence[NodeSpec], *,
-                 config: Mapping[str, Any] | None = None, startup_timeout: float = 90.0,
-                 scheduler: bool = True) -> None:
+                 config: Mapping[str, Any] | None = None, startup_timeout: float = 90.0) -> None:
         self.cp = control_plane
         self.tag = uuid.uuid4().hex[:6]
         self.node_specs = [NodeSpec(f"{n.name}-{self.tag}", n.gpus,
@@ -218,7 +217,6 @@ class FullStack:
         self.webhook_metrics_port = 0
         self.scheduler_metrics_port = 0
         self._registered = False
-        self._with_scheduler = scheduler
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -254,10 +252,9 @@ class FullStack:
             "--address", "127.0.0.1", "--port", "0", "--metrics-port", "0",
             "--kubeconfig", kubeconfig, "--config", config))
         self.scheduler_metrics_port = free_port()
-        if self._with_scheduler:
-            self.procs.start("scheduler", vgpu_command(
-                "scheduler", "--kubeconfig", kubeconfig, "--config", config,
-                "--metrics-port", str(self.scheduler_metrics_port)))
+        self.procs.start("scheduler", vgpu_command(
+            "scheduler", "--kubeconfig", kubeconfig, "--config", config, "--address",
+            "127.0.0.1", "--metrics-port", str(self.scheduler_metrics_port)))
         for spec in self.node_specs:
             self._start_node(spec, kubeconfig, config)
 
@@ -268,8 +265,7 @@ class FullStack:
             self._wait_node_ready(node, remaining())
         self._wait_webhook_ready(remaining())
         self._register_webhook(tls / "ca.crt")
-        if self._with_scheduler:
-            self._wait_scheduler_ready(remaining())
+        self._wait_scheduler_ready(remaining())
         self.startup_seconds = time.monotonic() - began
 
     def stop(self) -> None:
