@@ -48,6 +48,7 @@ import yaml
 
 from tests.controlplane.cluster import ChildProcess, ControlPlane
 from tests.support.kubelet_node import Admission, NodeKubelet
+from vgpu import config as vgpu_config
 from vgpu.annotations import BIND_PHASE, NODE_GPUS, NODE_HEARTBEAT, PHASE_SUCCESS
 from vgpu.cluster.port import Obj, Selector, key_of
 from vgpu.codecs import decode_inventory, decode_time
@@ -234,8 +235,8 @@ class FullStack:
 
     def start(self) -> None:
         began = time.monotonic()
-        self._refuse_foreign_gpu_nodes()
         self.config = self._write_config()
+        self._refuse_foreign_gpu_nodes()
         tls = self.workdir / "tls"
         certs = subprocess.run(vgpu_command("certs", "--out-dir", str(tls),
                                             "--dns-name", "localhost"),
@@ -290,6 +291,8 @@ class FullStack:
         """Other GPU nodes with a live heartbeat would take this stack's pods and make
         every capacity assertion wrong: refuse to run rather than pass by luck."""
         now = dt.datetime.now(dt.UTC)
+        expiry = vgpu_config.load(str(self.workdir / "config.yaml"),
+                                  {}).node_heartbeat_expiry_seconds
         foreign = []
         for node in self.cluster.list("nodes").items:
             notes = (node.get("metadata") or {}).get("annotations") or {}
@@ -297,7 +300,7 @@ class FullStack:
                 continue
             with contextlib.suppress(Exception):
                 beat = decode_time(notes.get(NODE_HEARTBEAT))
-                if (now - beat).total_seconds() < 180 and \
+                if (now - beat).total_seconds() < expiry and \
                         decode_inventory(notes[NODE_GPUS]).devices:
                     foreign.append(node["metadata"]["name"])
         if foreign:
