@@ -120,8 +120,33 @@ def _type_name(tp: Any) -> str:
     )
 
 
+_STRINGS = tuple[str, ...]
+
+
+def _coerce_strings(path: str, value: Any, meta: Mapping[str, Any]) -> tuple[str, ...]:
+    """A list of strings: a YAML/JSON list, or one comma-separated string (env, or a file)."""
+    if isinstance(value, str):
+        items: list[Any] = [part.strip() for part in value.split(",") if part.strip()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise ConfigError(f"{path}: {value!r} is not valid; expected a list of strings")
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ConfigError(f"{path}: {item!r} is not valid; expected a non-empty string")
+        out.append(item.strip())
+    choices = meta.get("choices")
+    for item in out:
+        if choices is not None and item not in choices:
+            raise ConfigError(f"{path}: {item!r} is not allowed; allowed: {', '.join(choices)}")
+    return tuple(out)
+
+
 def _coerce(path: str, value: Any, tp: Any, meta: Mapping[str, Any], from_env: bool) -> Any:
     """Check one scalar value against its type and bounds; strings from env are converted."""
+    if tp == _STRINGS:
+        return _coerce_strings(path, value, meta)
     if from_env:
         value = _from_env_text(path, value, tp)
     if tp is bool:
@@ -241,7 +266,11 @@ def to_mapping(config: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        out[camel(f.name)] = to_mapping(value) if dataclasses.is_dataclass(value) else value
+        if dataclasses.is_dataclass(value):
+            value = to_mapping(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[camel(f.name)] = value
     return out
 
 
