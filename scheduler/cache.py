@@ -14,6 +14,7 @@ in the watch *expires* after ``assume_ttl``.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -121,6 +122,7 @@ class Cache:
         # after its pods, and must then start with them counted.
         self._by_node: dict[str, dict[str, PodRecord]] = {}
         self._dirty: set[str] = set()
+        self._deadlines: deque[tuple[float, PodRecord]] = deque()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -266,6 +268,8 @@ class Cache:
             if rec is not None and rec.assumed:
                 rec.binding_finished = True
                 rec.deadline = now + self._ttl
+                # Deadlines are handed out in time order, so a FIFO is a priority queue.
+                self._deadlines.append((rec.deadline, rec))
 
     def forget(self, key: str) -> PodRecord | None:
         """Drop an assumption whose binding failed."""
@@ -278,10 +282,15 @@ class Cache:
 
     def expire(self, now: float) -> list[PodRecord]:
         """Drop assumptions bound more than ``assume_ttl`` ago and never confirmed."""
+        stale: list[PodRecord] = []
         with self._lock:
-            stale = [r for r in self._pods.values()
-                     if r.assumed and r.binding_finished and r.deadline is not None
-                     and r.deadline < now]
+            queue = self._deadlines
+            while queue and queue[0][0] < now:
+                _, rec = queue.popleft()
+                # Only if that very assumption is still in place (not confirmed, forgotten
+                # or replaced since).
+                if rec.assumed and self._pods.get(rec.key) is rec:
+                    stale.append(rec)
             for rec in stale:
                 _log.warning("assumed pod expired without its binding confirmed", pod=rec.key,
                              node=rec.node)

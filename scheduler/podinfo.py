@@ -32,6 +32,13 @@ class PodInfo:
     error: str | None = None
 
     @property
+    def shape(self) -> tuple[Any, ...]:
+        """Everything the built-in filters read, without the pod's identity: pods of one
+        shape get the same answer from the same node."""
+        return (self.cpu_milli, self.memory, self.gpu, self.tolerations,
+                tuple(sorted(self.node_selector.items())), self.required_terms, self.error)
+
+    @property
     def is_gpu_pod(self) -> bool:
         return self.gpu is not None and self.gpu.is_gpu_pod
 

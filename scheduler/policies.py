@@ -1,10 +1,10 @@
 """GPU and node placement policies, by name (the names of :mod:`vgpu.policy`).
 
 A GPU policy ranks the GPUs of the chosen node that fit a container; a node policy scores
-a node with the pod placed on it and may name a snapshot column that ranks nodes the same
-way before placement (so that when only some feasible nodes are scored, the likely best
-are the ones visited). A new policy is one function plus one line in a table here, or a
-call to :func:`register_gpu_policy` / :func:`register_node_policy` from another module
+a node with the pod placed on it, and may compute that score for every node at once from
+snapshot columns (so the framework filters nodes best-first). A new policy is one
+function plus one line in a table here, or a call to :func:`register_gpu_policy` /
+:func:`register_node_policy` from another module
 (the simulator's fragmentation-aware policy does that).
 """
 
@@ -13,8 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from scheduler.nodeinfo import NodeInfo
 from scheduler.placement import Candidate, GpuRanker, Placement
+from scheduler.snapshot import Snapshot
 from vgpu.devices import memory_capacity
 
 
@@ -46,13 +50,32 @@ GPU_POLICIES: dict[str, GpuRanker] = {
 
 
 NodeScorer = Callable[[NodeInfo, Placement], float]
+NodeOrder = Callable[[Snapshot, "npt.NDArray[np.int64]", int], "npt.NDArray[np.float64]"]
+
+# Snapshot columns the vGPU plugin maintains for node policies (sums over healthy GPUs).
+MEMORY_USED = "vgpu.memory_used"
+MEMORY_TOTAL = "vgpu.memory_total"
+CORES_USED = "vgpu.cores_used"
+CORES_TOTAL = "vgpu.cores_total"
+#: Schedulable memory of the node's first healthy GPU: what a percentage resolves against
+#: in the node-level estimate (nodes carry one GPU model in practice).
+CAPACITY = "vgpu.capacity"
 
 
 @dataclass(frozen=True)
 class NodePolicy:
+    """Scores a node (0–100) with the pod placed on it.
+
+    ``order`` computes the same score for every node at once from snapshot columns, given
+    the MiB the pod would add on each node and the cores it adds; the framework then
+    filters nodes best-first, so the first feasible node is the best one. A policy whose
+    score needs to know exactly which GPUs the pod gets (a fragmentation measure) sets
+    ``needs_placement``; otherwise it is given a :class:`Placement` with totals only.
+    """
+
     score: NodeScorer
-    #: (snapshot column, descending) visiting nodes best-first before placement; None: any.
-    order: tuple[str, bool] | None = None
+    order: NodeOrder | None = None
+    needs_placement: bool = False
 
 
 def utilization_after(node: NodeInfo, placement: Placement) -> float:
@@ -64,13 +87,26 @@ def utilization_after(node: NodeInfo, placement: Placement) -> float:
     return (mem + cores) / 2
 
 
-UTILIZATION_COLUMN = "vgpu.utilization"
+def utilization_after_all(snapshot: Snapshot, memory: npt.NDArray[np.int64],
+                          cores: int) -> npt.NDArray[np.float64]:
+    """:func:`utilization_after` for every snapshot position at once."""
+    mem_total = snapshot.column(MEMORY_TOTAL)
+    cores_total = snapshot.column(CORES_TOTAL)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mem = np.minimum((snapshot.column(MEMORY_USED) + memory) / mem_total, 1.0)
+        cpu = np.minimum((snapshot.column(CORES_USED) + cores) / cores_total, 1.0)
+        out: npt.NDArray[np.float64] = (mem + cpu) / 2
+    out[(mem_total <= 0) | (cores_total <= 0)] = 0.0
+    return out
+
 
 NODE_POLICIES: dict[str, NodePolicy] = {
-    "binpack": NodePolicy(lambda n, p: 100.0 * utilization_after(n, p),
-                          (UTILIZATION_COLUMN, True)),
-    "spread": NodePolicy(lambda n, p: 100.0 * (1.0 - utilization_after(n, p)),
-                         (UTILIZATION_COLUMN, False)),
+    "binpack": NodePolicy(
+        lambda n, p: 100.0 * utilization_after(n, p),
+        utilization_after_all),
+    "spread": NodePolicy(
+        lambda n, p: 100.0 * (1.0 - utilization_after(n, p)),
+        lambda s, m, c: 1.0 - utilization_after_all(s, m, c)),
 }
 
 

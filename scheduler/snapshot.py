@@ -31,6 +31,12 @@ class Column:
     compute: Callable[[NodeInfo], Any]
     #: The value of an empty (removed) position; chosen so that masks reject it.
     empty: Any = 0
+    #: Values per node: 1 gives a 1-D column; more gives a (positions × width) array and
+    #: ``compute`` returns a sequence of that length (per-GPU values, for instance).
+    width: int = 1
+
+    def shape(self, capacity: int) -> tuple[int, ...]:
+        return (capacity,) if self.width == 1 else (capacity, self.width)
 
 
 class Snapshot:
@@ -42,7 +48,7 @@ class Snapshot:
         self._free: list[int] = []
         self.valid: npt.NDArray[np.bool_] = np.zeros(self._capacity, dtype=np.bool_)
         self.columns: dict[str, npt.NDArray[Any]] = {
-            c.name: np.full(self._capacity, c.empty, dtype=c.dtype) for c in columns
+            c.name: np.full(c.shape(self._capacity), c.empty, dtype=c.dtype) for c in columns
         }
         #: Bumped on every change; a cheap key for anything derived from the snapshot.
         self.generation = 0
@@ -71,7 +77,8 @@ class Snapshot:
         self.valid = np.resize(self.valid, self._capacity)
         self.valid[len(self.nodes):] = False
         for name, arr in self.columns.items():
-            grown = np.full(self._capacity, self._columns[name].empty, dtype=arr.dtype)
+            column = self._columns[name]
+            grown = np.full(column.shape(self._capacity), column.empty, dtype=arr.dtype)
             grown[: len(arr)] = arr
             self.columns[name] = grown
 

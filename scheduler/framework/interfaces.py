@@ -55,14 +55,19 @@ class PreFilterResult:
 
     ``mask`` (over snapshot positions) and ``node_names`` must each be a superset of the
     nodes the plugin's Filter would accept: the framework still runs every Filter on what
-    is left, so a loose mask costs time, never correctness. ``order`` names a snapshot
-    column and a direction: when only some feasible nodes are scored, candidates are
-    visited best-first by it (a binpack policy visits the fullest nodes first).
+    is left, so a loose mask costs time, never correctness. ``order_key`` (over positions,
+    higher first) ranks the candidates: when only ``nodesToScore`` feasible nodes are
+    scored, the filters visit candidates best-first by it, so a policy that can compute its
+    score for every node in one vectorised step gets the best node whatever the limit.
+    ``ranks_for`` names the score plugin whose ranking ``order_key`` reproduces exactly;
+    when it is the profile's only weighted scorer, the first feasible node in that order
+    is the best of all feasible nodes and the filters stop there.
     """
 
     mask: npt.NDArray[np.bool_] | None = None
     node_names: frozenset[str] | None = None
-    order: tuple[str, bool] | None = None
+    order_key: npt.NDArray[np.float64] | None = None
+    ranks_for: str | None = None
 
 
 @dataclass(frozen=True)

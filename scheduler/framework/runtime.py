@@ -8,11 +8,13 @@ here does I/O or reads a clock: the time comes in the :class:`CycleState`.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler.framework import interfaces as fw
 from scheduler.framework.status import (
@@ -26,6 +28,10 @@ from scheduler.framework.status import (
 from scheduler.nodeinfo import NodeInfo
 from scheduler.podinfo import PodInfo
 from scheduler.snapshot import Column, Snapshot
+
+#: How long, and for how many pod shapes, per-node failure reasons are reused.
+DIAGNOSIS_MEMO_SECONDS = 5.0
+DIAGNOSIS_MEMO_SHAPES = 32
 
 
 @dataclass
@@ -63,6 +69,7 @@ class Framework:
             (p, weights.get(p.name, 1), isinstance(p, fw.ScoreExtensions))
             for p in having(fw.ScorePlugin)
         ]
+        self._weighted = [p.name for p, w, _ in self.scorers if w > 0]
         self.reservers = having(fw.ReservePlugin)
         self.permits = having(fw.PermitPlugin)
         self.pre_binds = having(fw.PreBindPlugin)
@@ -71,6 +78,8 @@ class Framework:
         self.tickers = having(fw.Ticker)
         self._hints = {p.name: p for p in having(fw.EnqueueExtensions)}
         self._next_start = 0
+        self._diagnoses: OrderedDict[
+            tuple[Any, ...], tuple[float, dict[str, tuple[NodeInfo, Status]]]] = OrderedDict()
 
     # -- queue support ---------------------------------------------------------------------
 
@@ -107,7 +116,8 @@ class Framework:
         state = fw.CycleState(now, snapshot)
         total = len(snapshot)
         mask = snapshot.mask()
-        order: tuple[str, bool] | None = None
+        order: npt.NDArray[np.float64] | None = None
+        ranks_for: str | None = None
         for plugin in self.pre_filters:
             result, status = plugin.pre_filter(state, pod, snapshot)
             if status.code is Code.SKIP:
@@ -128,19 +138,24 @@ class Framework:
                     if pos is not None:
                         allowed[pos] = True
                 mask &= allowed
-            if order is None and result.order is not None:
-                order = result.order
+            if order is None and result.order_key is not None:
+                order = result.order_key
+                ranks_for = result.ranks_for
 
         candidates = np.flatnonzero(mask)
         if order is not None and len(candidates) > 1:
-            keys = snapshot.column(order[0])[candidates]
-            candidates = candidates[np.argsort(-keys if order[1] else keys, kind="stable")]
+            candidates = candidates[np.argsort(-order[candidates], kind="stable")]
         elif len(candidates) > 1 and self._next_start:
             start = self._next_start % len(candidates)
             candidates = np.concatenate((candidates[start:], candidates[:start]))
 
         filters = [f for f in self.filters if f.name not in state.skip_filter]
         limit = self.nodes_to_score if self.nodes_to_score > 0 else len(candidates)
+        active = [name for name in self._weighted if name not in state.skip_score]
+        if not active or (ranks_for is not None and active == [ranks_for]):
+            # Nothing left to compare, or the order already is the score: the first
+            # feasible node is the answer.
+            limit = 1
         nodes = snapshot.nodes
         feasible: list[NodeInfo] = []
         statuses: dict[str, Status] = {}
@@ -212,13 +227,47 @@ class Framework:
     def diagnose(self, state: fw.CycleState, pod: PodInfo, snapshot: Snapshot,
                  statuses: dict[str, Status], filters: Sequence[Any]) -> fw.Diagnosis:
         """Reasons for every node: those the PreFilter masks excluded get the exact
-        filters run now, so the summary never guesses."""
-        for info in snapshot:
-            if info.name not in statuses:
-                status = self.run_filters(state, pod, info, filters)
-                statuses[info.name] = status if status.code is not Code.SUCCESS else error(
-                    "node was not evaluated")
+        filters run now, so the summary never guesses.
+
+        When a full cluster turns pods away one after another, most nodes did not change
+        between two failures of pods of the same shape: their status is reused (a
+        NodeInfo is immutable, so "same object" is "same node state"). Memoised statuses
+        live ``DIAGNOSIS_MEMO_SECONDS`` so time-dependent ones (heartbeats) stay honest.
+        """
+        memo = self._memo(pod, state.now, filters)
+        nodes = snapshot.nodes
+        for name, pos in snapshot.positions.items():
+            if name in statuses:
+                continue
+            info = nodes[pos]
+            if info is None:
+                continue
+            if memo is not None:
+                hit = memo.get(name)
+                if hit is not None and hit[0] is info:
+                    statuses[name] = hit[1]
+                    continue
+            status = self.run_filters(state, pod, info, filters)
+            if status.code is Code.SUCCESS:
+                status = error("node was not evaluated")
+            statuses[name] = status
+            if memo is not None:
+                memo[name] = (info, status)
         return fw.Diagnosis(len(snapshot), statuses)
+
+    def _memo(self, pod: PodInfo, now: float,
+              filters: Sequence[Any]) -> dict[str, tuple[NodeInfo, Status]] | None:
+        if not all(getattr(f, "diagnosis_memo", True) for f in filters):
+            return None
+        key = (pod.shape, tuple(f.name for f in filters))
+        entry = self._diagnoses.get(key)
+        if entry is None or now - entry[0] > DIAGNOSIS_MEMO_SECONDS or now < entry[0]:
+            entry = (now, {})
+        self._diagnoses[key] = entry
+        self._diagnoses.move_to_end(key)
+        while len(self._diagnoses) > DIAGNOSIS_MEMO_SHAPES:
+            self._diagnoses.popitem(last=False)
+        return entry[1]
 
     # -- reserve, permit, bind -------------------------------------------------------------
 

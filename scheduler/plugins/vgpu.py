@@ -30,6 +30,7 @@ from scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unsc
 from scheduler.nodeinfo import NodeInfo
 from scheduler.podinfo import PodInfo
 from scheduler.snapshot import Column, Snapshot
+from vgpu.devices import memory_capacity
 from vgpu.errors import ConfigError
 from vgpu.requests import PodRequest
 
@@ -39,10 +40,12 @@ NO_HEARTBEAT = "no GPU heartbeat"
 STALE = "GPU heartbeat expired"
 
 _KEY = "vgpu/pre"
-USABLE = "vgpu.usable"
-MAX_CORES = "vgpu.max_free_cores"
-MAX_MEMORY = "vgpu.max_free_memory"
-MAX_PERCENT = "vgpu.max_fit_percent"
+GPU_CORES = "vgpu.gpu_free_cores"
+GPU_MEMORY = "vgpu.gpu_free_memory"
+GPU_PERCENT = "vgpu.gpu_fit_percent"
+#: GPUs per node kept one by one in the index; a node with more is indexed by its best
+#: GPU in every slot, which keeps the mask a superset.
+WIDTH = 8
 HEARTBEAT = "vgpu.heartbeat"
 MODELS = "vgpu.models"
 
@@ -81,6 +84,7 @@ class VGPU:
                               f"one of {', '.join(policies.NODE_POLICIES)}")
         # One bit per GPU model seen, so a type selector is one AND over a column.
         self._model_bits: dict[str, int] = {}
+        self._per_gpu_memo: tuple[NodeInfo, tuple[list[int], list[int], list[int]]] | None = None
 
     # -- indexes ---------------------------------------------------------------------------
 
@@ -94,16 +98,52 @@ class VGPU:
             bits |= bit
         return bits
 
+    def _per_gpu(self, node: NodeInfo) -> tuple[list[int], list[int], list[int]]:
+        """Per GPU slot: free cores, free MiB and the largest percentage that fits; -1 for
+        a GPU that takes no task whatever the request (unhealthy, no slot, all compute
+        claimed) and for absent slots. Memoised per NodeInfo: three columns ask."""
+        memo = self._per_gpu_memo
+        if memo is not None and memo[0] is node:
+            return memo[1]
+        cores, memory, percent = [-1] * WIDTH, [-1] * WIDTH, [-1] * WIDTH
+        if len(node.devices) > WIDTH:
+            if node.usable:
+                cores = [node.max_free_cores] * WIDTH
+                memory = [node.max_free_memory] * WIDTH
+                percent = [node.max_fit_percent] * WIDTH
+        else:
+            for i, (d, u) in enumerate(zip(node.devices, node.usages, strict=True)):
+                if not d.healthy or u.tasks >= d.split or (u.tasks > 0 and u.cores >= d.cores):
+                    continue
+                cap = memory_capacity(d, self._scaling)
+                free = cap - u.memory_mib
+                cores[i] = d.cores - u.cores
+                memory[i] = free
+                percent[i] = (min(100, ((free + 1) * 100 - 1) // cap) if cap > 0 and free >= 0
+                              else -1)
+        result = (cores, memory, percent)
+        self._per_gpu_memo = (node, result)
+        return result
+
+    def _capacity(self, node: NodeInfo) -> int:
+        for d in node.devices:
+            if d.healthy:
+                return memory_capacity(d, self._scaling)
+        return 0
+
     def columns(self) -> Sequence[Column]:
         return (
-            Column(USABLE, np.int32, lambda n: n.usable, 0),
-            Column(MAX_CORES, np.int32, lambda n: n.max_free_cores if n.usable else -1, -1),
-            Column(MAX_MEMORY, np.int64, lambda n: n.max_free_memory if n.usable else -1, -1),
-            Column(MAX_PERCENT, np.int32, lambda n: n.max_fit_percent if n.usable else -1, -1),
+            Column(GPU_CORES, np.int32, lambda n: self._per_gpu(n)[0], -1, WIDTH),
+            Column(GPU_MEMORY, np.int64, lambda n: self._per_gpu(n)[1], -1, WIDTH),
+            Column(GPU_PERCENT, np.int32, lambda n: self._per_gpu(n)[2], -1, WIDTH),
             Column(HEARTBEAT, np.float64,
                    lambda n: -math.inf if n.static.heartbeat is None else n.static.heartbeat,
                    -math.inf),
-            Column(policies.UTILIZATION_COLUMN, np.float64, lambda n: n.utilization, 0.0),
+            Column(policies.MEMORY_USED, np.int64, lambda n: n.gpu_memory_used, 0),
+            Column(policies.MEMORY_TOTAL, np.int64, lambda n: n.gpu_memory_total, 0),
+            Column(policies.CORES_USED, np.int64, lambda n: n.gpu_cores_used, 0),
+            Column(policies.CORES_TOTAL, np.int64, lambda n: n.gpu_cores_total, 0),
+            Column(policies.CAPACITY, np.int64, self._capacity, 0),
             Column(MODELS, np.int64, self._models, 0),
         )
 
@@ -113,6 +153,7 @@ class VGPU:
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
         request = pod.gpu
         if request is None or not request.is_gpu_pod:
+            state.skip_score.add(self.name)
             return None, SKIP
         choices = request.choices
         gpu_policy = choices.gpu_policy or self._gpu_policy
@@ -126,16 +167,15 @@ class VGPU:
         simple = len(request.containers) == 1 and not choices.selector.numa_bind
         state.write(_KEY, _Pre(request, rank, npol, simple))
 
-        need = max(c.count for c in request.containers)
-        mask = snapshot.column(USABLE) >= need
-        mask &= snapshot.column(HEARTBEAT) >= state.now - self._expiry
+        mask = snapshot.column(HEARTBEAT) >= state.now - self._expiry
+        cores = snapshot.column(GPU_CORES)
         for c in request.containers:
-            if c.cores > 0:
-                mask &= snapshot.column(MAX_CORES) >= c.cores
+            ok = cores >= c.cores
             if c.memory_mib is not None:
-                mask &= snapshot.column(MAX_MEMORY) >= c.memory_mib
+                ok &= snapshot.column(GPU_MEMORY) >= c.memory_mib
             elif c.memory_percent is not None:
-                mask &= snapshot.column(MAX_PERCENT) >= c.memory_percent
+                ok &= snapshot.column(GPU_PERCENT) >= c.memory_percent
+            mask &= ok.sum(axis=1) >= min(c.count, WIDTH)
         selector = choices.selector
         if selector.use_types or selector.nouse_types:
             allowed = 0
@@ -143,7 +183,17 @@ class VGPU:
                 if selector.type_allowed(model):
                     allowed |= bit
             mask &= (snapshot.column(MODELS) & allowed) != 0
-        return PreFilterResult(mask=mask, order=npol.order), SUCCESS
+        order = None
+        if npol.order is not None:
+            capacity = snapshot.column(policies.CAPACITY)
+            added = np.zeros(len(capacity), dtype=np.int64)
+            for c in request.containers:
+                added += c.count * (c.memory_mib if c.memory_mib is not None
+                                    else capacity * (c.memory_percent or 100) // 100)
+            order = npol.order(snapshot, added, sum(c.count * c.cores
+                                                    for c in request.containers))
+        return PreFilterResult(mask=mask, order_key=order,
+                               ranks_for=None if npol.needs_placement else self.name), SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         pre: _Pre = state.read(_KEY)
@@ -174,10 +224,22 @@ class VGPU:
         pre: _Pre | None = state.read(_KEY)
         if pre is None:
             return 0.0
+        if not pre.node_policy.needs_placement:
+            return pre.node_policy.score(node, self._estimate(pre.request, node))
         result = self._placement(pre, node)
         if isinstance(result, tuple):
             return 0.0
         return pre.node_policy.score(node, result)
+
+    def _estimate(self, request: PodRequest, node: NodeInfo) -> pl.Placement:
+        """The pod's totals on ``node``, as the vectorised order computes them."""
+        capacity = self._capacity(node)
+        memory = cores = 0
+        for c in request.containers:
+            memory += c.count * (c.memory_mib if c.memory_mib is not None
+                                 else capacity * (c.memory_percent or 100) // 100)
+            cores += c.count * c.cores
+        return pl.Placement((), memory, cores)
 
     # -- reserve ---------------------------------------------------------------------------
 
