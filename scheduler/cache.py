@@ -121,7 +121,9 @@ class Cache:
         # Pods by node name, also for nodes not (or no longer) known: the node may arrive
         # after its pods, and must then start with them counted.
         self._by_node: dict[str, dict[str, PodRecord]] = {}
-        self._dirty: set[str] = set()
+        # Insertion-ordered, so nodes take snapshot positions in the order they arrived
+        # and every run of the same event sequence makes the same decisions.
+        self._dirty: dict[str, None] = {}
         self._deadlines: deque[tuple[float, PodRecord]] = deque()
 
     # -- reading ---------------------------------------------------------------------------
@@ -163,10 +165,10 @@ class Cache:
             info = self._infos.get(static.name)
             if info is None:
                 self._infos[static.name] = self._build(static)
-                self._dirty.add(static.name)
+                self._dirty[static.name] = None
                 return ClusterEvent("node", "add", static.name, obj=node)
             self._infos[static.name] = info.replace(static=static)
-            self._dirty.add(static.name)
+            self._dirty[static.name] = None
             changes = static_changes(old, static, self._expiry, now) if old else frozenset()
             if not changes:
                 return None
@@ -177,7 +179,7 @@ class Cache:
             self._statics.pop(name, None)
             if self._infos.pop(name, None) is None:
                 return None
-            self._dirty.add(name)
+            self._dirty[name] = None
             return ClusterEvent("node", "delete", name)
 
     def _build(self, static: NodeStatic) -> NodeInfo:
@@ -213,7 +215,7 @@ class Cache:
             requested_cpu=info.requested_cpu + sign * rec.cpu,
             requested_memory=info.requested_memory + sign * rec.memory,
             pod_count=info.pod_count + sign, gpu_usage=usage)
-        self._dirty.add(rec.node)
+        self._dirty[rec.node] = None
 
     def set_pod(self, pod: Obj) -> tuple[PodRecord | None, PodRecord | None]:
         """Record what a pod from the watch takes; returns (previous, current) records.
@@ -303,7 +305,7 @@ class Cache:
         """Bring ``snapshot`` up to date with the nodes changed since the last call;
         returns how many nodes were copied in."""
         with self._lock:
-            dirty, self._dirty = self._dirty, set()
+            dirty, self._dirty = self._dirty, {}
             for name in dirty:
                 info = self._infos.get(name)
                 if info is None:
