@@ -122,9 +122,10 @@ def test_affinity_matches(selector: dict[str, str], terms: tuple[SelectorTerm, .
 
 
 def test_affinity_parsing() -> None:
-    pod = build.pod("p", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "gpu-gen", "operator": "Gt", "values": ["7"]}]}]}}})
+    required = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "gpu-gen", "operator": "Gt", "values": ["7"]}]}]}
+    pod = build.pod("p", affinity={"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": required}})
     assert parse_required_terms(pod) == (SelectorTerm((req("gpu-gen", "Gt", "7"),)),)
     assert parse_required_terms(build.pod("p")) is None
     for bad in ({"key": "k", "operator": "Gt", "values": ["x"]},
