@@ -226,22 +226,43 @@ class Framework:
 
     def diagnose(self, state: fw.CycleState, pod: PodInfo, snapshot: Snapshot,
                  statuses: dict[str, Status], filters: Sequence[Any]) -> fw.Diagnosis:
-        """Reasons for every node: those the PreFilter masks excluded get the exact
-        filters run now, so the summary never guesses.
+        """Reasons for every node: those the PreFilter masks excluded get the filters'
+        answers now, so the summary never guesses.
 
-        When a full cluster turns pods away one after another, most nodes did not change
-        between two failures of pods of the same shape: their status is reused (a
-        NodeInfo is immutable, so "same object" is "same node state"). Memoised statuses
-        live ``DIAGNOSIS_MEMO_SECONDS`` so time-dependent ones (heartbeats) stay honest.
+        Plugins that can (``Explainer``) answer for all remaining nodes at once, in filter
+        order; the rest is filtered node by node. When a full cluster turns pods away one
+        after another, most nodes did not change between two failures of pods of the same
+        shape: their status is reused (a NodeInfo is immutable, so "same object" is "same
+        node state"). Memoised statuses live ``DIAGNOSIS_MEMO_SECONDS`` so that
+        time-dependent ones (heartbeats) stay honest.
         """
-        memo = self._memo(pod, state.now, filters)
+        diagnosis = fw.Diagnosis(len(snapshot), statuses)
         nodes = snapshot.nodes
-        for name, pos in snapshot.positions.items():
-            if name in statuses:
-                continue
+        remaining = np.array([pos for name, pos in snapshot.positions.items()
+                              if name not in statuses], dtype=np.int64)
+        fallback: list[int] = []
+        for plugin in filters:
+            if not len(remaining) or not isinstance(plugin, fw.Explainer):
+                break
+            name = str(getattr(plugin, "name", ""))
+            answer = plugin.explain(state, pod, snapshot, remaining)
+            if answer is None:
+                break
+            codes, table = answer
+            for code, count in enumerate(np.bincount(codes[codes >= 0],
+                                                     minlength=len(table)).tolist()):
+                if count:
+                    diagnosis.groups.append((table[code].with_plugin(name), count))
+            fallback.extend(remaining[codes == -2].tolist())
+            remaining = remaining[codes == -1]
+        # Nodes no bulk answer settled go through the whole filter chain one by one (the
+        # plugins they already passed pass them again).
+        memo = self._memo(pod, state.now, filters)
+        for pos in [*fallback, *remaining.tolist()]:
             info = nodes[pos]
             if info is None:
                 continue
+            name = info.name
             if memo is not None:
                 hit = memo.get(name)
                 if hit is not None and hit[0] is info:
@@ -253,7 +274,7 @@ class Framework:
             statuses[name] = status
             if memo is not None:
                 memo[name] = (info, status)
-        return fw.Diagnosis(len(snapshot), statuses)
+        return diagnosis
 
     def _memo(self, pod: PodInfo, now: float,
               filters: Sequence[Any]) -> dict[str, tuple[NodeInfo, Status]] | None:
