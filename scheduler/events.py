@@ -106,7 +106,7 @@ class RecordingPort:
                  outcome: Outcome | None = None) -> None:
         self.inner = inner
         self._events = events or inner
-        self.limiter = limiter or EventLimiter()
+        self.limiter = limiter if limiter is not None else EventLimiter()
         self._queue: queue.Queue[tuple[Obj, EventType, str, str, str] | None] = queue.Queue(
             max_queued)
         self.outcome: Outcome = outcome or (lambda _: None)
