@@ -61,6 +61,7 @@ WIDTH = 8
 RAW = "vgpu.gpu_raw"
 RAW_FIELDS = ("present", "healthy", "tasks", "split", "memory_used", "capacity",
               "cores_used", "cores", "model_bits")
+_RAW_COLUMNS = tuple(f"{RAW}.{field}" for field in RAW_FIELDS)
 DEVICES = "vgpu.devices"
 INVENTORY = "vgpu.inventory"
 HEARTBEAT = "vgpu.heartbeat"
@@ -318,10 +319,10 @@ class VGPU:
         if not open_.any():
             return out, table
         rows = positions[open_]
-        gpus = vf.GpuColumns(*(
-            snapshot.column(f"{RAW}.{field}")[rows].astype(np.bool_)
-            if field in ("present", "healthy") else snapshot.column(f"{RAW}.{field}")[rows]
-            for field in RAW_FIELDS))
+        raw = [snapshot.column(name)[rows] for name in _RAW_COLUMNS]
+        raw[0] = raw[0].astype(np.bool_)
+        raw[1] = raw[1].astype(np.bool_)
+        gpus = vf.GpuColumns(*raw)
         codes = vf.classify(gpus, cores=request.cores, memory_mib=request.memory_mib,
                             memory_percent=request.memory_percent,
                             allowed_models=self._allowed_models(selector))
