@@ -19,7 +19,7 @@ import numpy.typing as npt
 from scheduler.nodeinfo import NodeInfo
 from scheduler.placement import Candidate, GpuRanker, Placement
 from scheduler.snapshot import Snapshot
-from vgpu.devices import memory_capacity
+from vgpu.devices import Device, Usage, memory_capacity
 
 
 def _used_share(c: Candidate, scaling: float = 1.0) -> float:
@@ -27,17 +27,20 @@ def _used_share(c: Candidate, scaling: float = 1.0) -> float:
     return (c.usage.memory_mib / cap + c.usage.cores / (c.device.cores or 1)) / 2
 
 
-def lowest_task_count(cands: Sequence[Candidate]) -> list[Candidate]:
+def lowest_task_count(cands: Sequence[Candidate], devices: Sequence[Device] = (),
+                      usages: Sequence[Usage] = ()) -> list[Candidate]:
     """HAMi's default: the GPU running the fewest tasks, then the lowest index."""
     return sorted(cands, key=lambda c: (c.usage.tasks, c.device.index))
 
 
-def binpack(cands: Sequence[Candidate]) -> list[Candidate]:
+def binpack(cands: Sequence[Candidate], devices: Sequence[Device] = (),
+            usages: Sequence[Usage] = ()) -> list[Candidate]:
     """The fullest GPU first, keeping empty GPUs whole for large requests."""
     return sorted(cands, key=lambda c: (-_used_share(c), c.device.index))
 
 
-def spread(cands: Sequence[Candidate]) -> list[Candidate]:
+def spread(cands: Sequence[Candidate], devices: Sequence[Device] = (),
+           usages: Sequence[Usage] = ()) -> list[Candidate]:
     """The emptiest GPU first."""
     return sorted(cands, key=lambda c: (_used_share(c), c.device.index))
 

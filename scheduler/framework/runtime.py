@@ -77,6 +77,7 @@ class Framework:
         self.post_binds = having(fw.PostBindPlugin)
         self.tickers = having(fw.Ticker)
         self._hints = {p.name: p for p in having(fw.EnqueueExtensions)}
+        self._explainers = {p.name for p in having(fw.Explainer)}
         self._next_start = 0
         self._diagnoses: OrderedDict[
             tuple[Any, ...], tuple[float, dict[str, tuple[NodeInfo, Status]]]] = OrderedDict()
@@ -238,11 +239,15 @@ class Framework:
         """
         diagnosis = fw.Diagnosis(len(snapshot), statuses)
         nodes = snapshot.nodes
-        remaining = np.array([pos for name, pos in snapshot.positions.items()
-                              if name not in statuses], dtype=np.int64)
+        open_ = snapshot.mask()
+        for name in statuses:
+            pos = snapshot.positions.get(name)
+            if pos is not None:
+                open_[pos] = False
+        remaining = np.flatnonzero(open_).astype(np.int64)
         fallback: list[int] = []
         for plugin in filters:
-            if not len(remaining) or not isinstance(plugin, fw.Explainer):
+            if not len(remaining) or plugin.name not in self._explainers:
                 break
             name = str(getattr(plugin, "name", ""))
             answer = plugin.explain(state, pod, snapshot, remaining)
@@ -257,8 +262,9 @@ class Framework:
             remaining = remaining[codes == -1]
         # Nodes no bulk answer settled go through the whole filter chain one by one (the
         # plugins they already passed pass them again).
-        memo = self._memo(pod, state.now, filters)
-        for pos in [*fallback, *remaining.tolist()]:
+        leftover = [*fallback, *remaining.tolist()]
+        memo = self._memo(pod, state.now, filters) if leftover else None
+        for pos in leftover:
             info = nodes[pos]
             if info is None:
                 continue

@@ -183,9 +183,7 @@ class VGPU:
             Column(policies.CORES_TOTAL, np.int64, lambda n: n.gpu_cores_total, 0),
             Column(policies.CAPACITY, np.int64, self._capacity, 0),
             Column(MODELS, np.int64, self._models, 0),
-            *(Column(f"{RAW}.{field}", np.int64,
-                     lambda n, i=i: self._raw(n)[i], 0, WIDTH)  # type: ignore[misc]
-              for i, field in enumerate(RAW_FIELDS)),
+            Column(RAW, np.int64, self._raw, 0, (len(RAW_FIELDS), WIDTH)),
             Column(DEVICES, np.int64, lambda n: len(n.devices), 0),
             Column(INVENTORY, np.int8,
                    lambda n: 0 if n.devices else 2 if n.static.inventory_error else 1, 1),
@@ -318,10 +316,11 @@ class VGPU:
         if not open_.any():
             return out, table
         rows = positions[open_]
-        gpus = vf.GpuColumns(*(
-            snapshot.column(f"{RAW}.{field}")[rows].astype(np.bool_)
-            if field in ("present", "healthy") else snapshot.column(f"{RAW}.{field}")[rows]
-            for field in RAW_FIELDS))
+        block = snapshot.column(RAW)[rows]
+        raw = [block[:, k, :] for k in range(len(RAW_FIELDS))]
+        raw[0] = raw[0].astype(np.bool_)
+        raw[1] = raw[1].astype(np.bool_)
+        gpus = vf.GpuColumns(*raw)
         codes = vf.classify(gpus, cores=request.cores, memory_mib=request.memory_mib,
                             memory_percent=request.memory_percent,
                             allowed_models=self._allowed_models(selector))

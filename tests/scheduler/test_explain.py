@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -128,3 +129,42 @@ def test_summary_over_bulk_and_single_answers() -> None:
         "0/7 nodes are available: 6 insufficient GPU memory, 1 node is unschedulable.")
     assert FakeHandle  # the plugins also build without a host
     assert set(REGISTRY) >= {"VGPU", "NodeResourcesFit"}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(node_st, min_size=1, max_size=6), spec=pod_st,
+       policy=st.sampled_from(["binpack", "spread"]))
+def test_best_first_order_picks_a_best_scoring_node(nodes: list[dict[str, Any]],
+                                                    spec: dict[str, Any], policy: str) -> None:
+    """Stopping at the first feasible node in the policy's order loses nothing: its score
+    is the best of all feasible nodes, as if every one had been scored."""
+    sched = Scheduler(Config(default_node_policy=policy), None, clock=FakeClock())
+    for i, n in enumerate(nodes):
+        name = f"n{i}"
+        devices = tuple(Device(f"GPU-{name}-{j}", j, g["model"], g["memory"], g["cores"],
+                               g["split"], j % 2, g["healthy"])
+                        for j, g in enumerate(n["gpus"]))
+        sched.on_node(None, build.node(name, devices, cpu=n["cpu"], heartbeat=NOW))
+        for j, g in enumerate(n["gpus"]):
+            for k, (mem, cores) in enumerate(g["used"]):
+                pod = build.pod(f"u-{name}-{j}-{k}")
+                pod["spec"]["nodeName"] = name
+                pod["metadata"]["annotations"][ann.ASSIGNMENT] = (
+                    f'{{"version":1,"node":"{name}","containers":{{"main":'
+                    f'[{{"uuid":"GPU-{name}-{j}","memory_mib":{mem},"cores":{cores}}}]}}}}')
+                sched.on_pod(None, pod)
+    percent = spec["percent"] if spec["memory"] is None else None
+    pod = parse(build.pod("p", [build.container(
+        gpus=spec["gpus"] or 1, gpumem=spec["memory"], percent=percent, cores=spec["cores"])]),
+        Config())
+    sched.cache.update_snapshot(sched.snapshot)
+    result = sched.framework.schedule(pod, sched.snapshot, NOW)
+    state = result.state
+    vgpu_plugin = next(p for p in sched.framework.plugins if p.name == "VGPU")
+    scores = {info.name: vgpu_plugin.score(state, pod, info) for info in sched.snapshot
+              if sched.framework.run_filters(state, pod, info).ok}
+    if not scores:
+        assert result.node is None
+        return
+    assert result.node is not None and result.evaluated <= len(nodes)
+    assert scores[result.node] == pytest.approx(max(scores.values()), rel=1e-12)
