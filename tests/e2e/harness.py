@@ -165,6 +165,9 @@ class Gpu:
     model: str
     memory_mib: int
     numa: int = 0
+    #: What the fake backend reports for the agent's GPU metrics; None: left out.
+    memory_used_mib: int | None = None
+    utilization: int | None = None
 
 
 @dataclass(frozen=True)
@@ -179,16 +182,23 @@ class NodeSpec:
         return [f"GPU-{self.name}-{i}" for i in range(len(self.gpus))]
 
     def devices_file(self) -> dict[str, Any]:
-        return {"devices": [{"uuid": u, "index": i, "model": g.model,
-                             "memory_mib": g.memory_mib, "numa": g.numa}
-                            for i, (u, g) in enumerate(zip(self.uuids(), self.gpus,
-                                                           strict=True))]}
+        devices = []
+        for i, (u, g) in enumerate(zip(self.uuids(), self.gpus, strict=True)):
+            device: dict[str, Any] = {"uuid": u, "index": i, "model": g.model,
+                                      "memory_mib": g.memory_mib, "numa": g.numa}
+            for key in ("memory_used_mib", "utilization"):
+                if getattr(g, key) is not None:
+                    device[key] = getattr(g, key)
+            devices.append(device)
+        return {"devices": devices}
 
 
 @dataclass
 class SimNode:
     spec: NodeSpec
     kubelet: NodeKubelet
+    #: The agent's /metrics port; 0: metrics off.
+    metrics_port: int = 0
 
     @property
     def name(self) -> str:
@@ -200,7 +210,8 @@ class SimNode:
 
 class FullStack:
     def __init__(self, control_plane: ControlPlane, nodes: Sequence[NodeSpec], *,
-                 config: Mapping[str, Any] | None = None, startup_timeout: float = 90.0) -> None:
+                 config: Mapping[str, Any] | None = None, startup_timeout: float = 90.0,
+                 agent_metrics: bool = False) -> None:
         self.cp = control_plane
         self.tag = uuid.uuid4().hex[:6]
         self.node_specs = [NodeSpec(f"{n.name}-{self.tag}", n.gpus,
@@ -218,6 +229,7 @@ class FullStack:
         self.webhook_metrics_port = 0
         self.scheduler_metrics_port = 0
         self._registered = False
+        self._agent_metrics = agent_metrics
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -315,14 +327,15 @@ class FullStack:
 
     def _start_node(self, spec: NodeSpec, kubeconfig: str, config: str) -> None:
         kubelet = NodeKubelet(_connect(self.cp), spec.name, labels=spec.labels)
-        self.nodes[spec.name] = SimNode(spec, kubelet)
+        node = SimNode(spec, kubelet, free_port() if self._agent_metrics else 0)
+        self.nodes[spec.name] = node
         kubelet.start()
         devices = self.workdir / f"{spec.name}.devices.yaml"
         devices.write_text(yaml.safe_dump(spec.devices_file()))
         self.procs.start(f"nodeagent-{spec.name}", vgpu_command(
             "nodeagent", "--node-name", spec.name, "--fake-devices", str(devices),
             "--device-plugin-dir", kubelet.plugin_dir, "--kubeconfig", kubeconfig,
-            "--config", config, "--metrics-port", "0"))
+            "--config", config, "--metrics-port", str(node.metrics_port)))
 
     def _wait_node_ready(self, node: SimNode, timeout: float) -> None:
         """Registered with its kubelet, inventory published, devices in the Node's status."""
