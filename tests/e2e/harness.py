@@ -6,7 +6,9 @@
   (``https://localhost:PORT/mutate``, its CA in ``caBundle``) from the product's own
   registration manifest: ``failurePolicy: Fail``, the system-namespace selector, and one
   more selector term so that only this stack's namespaces are sent (``matchConditions``
-  is taken out: 1.20 drops it on write, so the webhook itself passes non-GPU pods);
+  is taken out: 1.20 drops it on write, so the webhook itself passes non-GPU pods; the
+  k8s-1.20 overlay turns the policy to Ignore for that reason, which the extra selector
+  term makes unnecessary here);
 * ``vgpu scheduler``;
 * per simulated GPU node, a :class:`NodeKubelet` (the Node object, the device-plugin
   registration socket, pod admission through GetPreferredAllocation + Allocate) and a
