@@ -19,9 +19,16 @@ the next GPU pod), the way the agent does after Allocate.
 Times are client-side: a pod's start is when its create request was sent (the API's
 creationTimestamp has whole seconds), its binding is when this process's watch first
 shows it with a ``nodeName``. Pods/s is pods over the time from the first create sent to
-the last binding seen. CPU shares are of the whole machine (all its cores) over that
-window, per process: kube-apiserver, etcd, the scheduler and this bench (creates, watch,
-agent patches). The last line is one JSON object: medians over the runs, and the runs.
+the last binding seen. ``--rate`` paces the creates instead of sending them as fast as
+the threads go: a burst measures throughput (its latencies are mostly time in the queue),
+a rate the cluster sustains measures latency.
+
+CPU, per process over that window (kube-apiserver, etcd, the scheduler, the agents'
+process, this one's creates): its share of the whole machine (all cores), and its CPU
+milliseconds per pod. ``cpu_bound_ceiling_pods_per_s`` is what those per-pod costs allow
+on this machine's cores if nothing else ran on them: on a machine shared with other work
+the measured rate is lower, and that figure says how much. The last line is one JSON
+object: medians over the runs.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from tests.controlplane.cluster import ControlPlane, free_port  # noqa: E402
 from tests.support.fakeagent import FakeAgents  # noqa: E402
 from vgpu import codecs  # noqa: E402
 from vgpu.cluster.port import Obj, Selector  # noqa: E402
+from vgpu.errors import ConflictError  # noqa: E402
 from vgpu.kube.adapter import KubeCluster, connect  # noqa: E402
 from vgpu.usage import tally  # noqa: E402
 
@@ -74,8 +82,8 @@ def self_cpu() -> float:
     return t.user + t.system
 
 
-def agents_main(kubeconfig: str, expected: int, workers: int,  # noqa: PLR0917
-                ready: Any, done: Any, stop: Any, results: Any) -> None:
+def agents_main(kubeconfig: str, namespace: str, expected: int,  # noqa: PLR0917
+                workers: int, ready: Any, done: Any, stop: Any, results: Any) -> None:
     """The node agents' part, in a process of its own so that the creating threads here
     do not hold up its watch (one interpreter lock per process)."""
     kube = connect(kubeconfig, qps=0, pool_size=workers + 4)
@@ -89,7 +97,7 @@ def agents_main(kubeconfig: str, expected: int, workers: int,  # noqa: PLR0917
             if len(seen) >= expected:
                 done.set()
 
-    with FakeAgents(kube, NAMESPACE, workers=workers, on_bound=on_bound) as agents:
+    with FakeAgents(kube, namespace, workers=workers, on_bound=on_bound) as agents:
         ready.set()
         stop.wait()
         with lock:
@@ -97,13 +105,13 @@ def agents_main(kubeconfig: str, expected: int, workers: int,  # noqa: PLR0917
 
 
 class Agents:
-    def __init__(self, kubeconfig: str, expected: int, workers: int) -> None:
+    def __init__(self, kubeconfig: str, namespace: str, expected: int, workers: int) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.ready, self.done, self.stop = ctx.Event(), ctx.Event(), ctx.Event()
         self.results: Any = ctx.Queue()
         self.proc = ctx.Process(target=agents_main, daemon=True,
-                                args=(kubeconfig, expected, workers, self.ready, self.done,
-                                      self.stop, self.results))
+                                args=(kubeconfig, namespace, expected, workers, self.ready,
+                                      self.done, self.stop, self.results))
         self.proc.start()
         assert self.proc.pid is not None
         self.pid: int = self.proc.pid
@@ -117,7 +125,8 @@ class Agents:
         return result
 
 
-def workload(count: int, seed: int = 7) -> list[Obj]:
+def workload(count: int, namespace: str, seed: int = 7) -> list[Obj]:
+    """The pods, named for ``namespace``'s own scheduler (a cluster may run another)."""
     rng = random.Random(seed)
     c = build.container
     pods = []
@@ -129,7 +138,8 @@ def workload(count: int, seed: int = 7) -> list[Obj]:
             spec = c(gpus=2, gpumem=rng.randrange(4096, 16385, 1024), cores=rng.choice((0, 25)))
         else:
             spec = c(percent=rng.choice((10, 25, 50)))
-        pod = build.pod(f"p-{i:05d}", [spec], namespace=NAMESPACE)
+        pod = build.pod(f"p-{i:05d}", [spec], namespace=namespace,
+                        scheduler_name=f"vgpu-{namespace}")
         pod["spec"]["automountServiceAccountToken"] = False
         pods.append(pod)
     return pods
@@ -142,13 +152,31 @@ def parallel(threads: int, fn: Any, items: list[Any]) -> None:
 
 
 @contextlib.contextmanager
-def cluster(kubeconfig: str | None) -> Iterator[tuple[str, list[int]]]:
-    if kubeconfig:
-        yield kubeconfig, []
+def cluster(kubeconfig: str | None) -> Iterator[tuple[str, list[int], str]]:
+    """(kubeconfig, [etcd pid, apiserver pid] when started here, a fresh namespace)."""
+    if not kubeconfig:
+        with ControlPlane() as cp:
+            cp.ensure_namespace(NAMESPACE)
+            yield str(cp.kubeconfig), cp.pids, NAMESPACE
         return
-    with ControlPlane() as cp:
-        cp.ensure_namespace(NAMESPACE)
-        yield str(cp.kubeconfig), cp.pids
+    kube = connect(kubeconfig, qps=0)
+    assert kube is not None
+    namespace = f"{NAMESPACE}-{os.getpid()}-{int(time.time())}"
+    kube.request_json("POST", "/api/v1/namespaces", "create namespace",
+                      body={"metadata": {"name": namespace}})
+    with contextlib.suppress(ConflictError):  # (a controller-manager may have made it)
+        kube.request_json("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                          "create service account", body={"metadata": {"name": "default"}})
+    yield kubeconfig, [], namespace
+    # Pods first, at once (no kubelet would confirm a graceful delete), then the nodes.
+    for pod in kube.list("pods", Selector(namespace=namespace)).items:
+        kube.request_json("DELETE", f"/api/v1/namespaces/{namespace}/pods/"
+                          f"{pod['metadata']['name']}", "delete pod",
+                          query=[("gracePeriodSeconds", "0")])
+    for node in kube.list("nodes").items:
+        if node["metadata"]["name"].startswith(f"{namespace}-"):
+            kube.delete("nodes", node["metadata"]["name"])
+    kube.request_json("DELETE", f"/api/v1/namespaces/{namespace}", "delete namespace")
 
 
 class Scheduler:
@@ -199,9 +227,9 @@ class Scheduler:
             self.proc.wait()
 
 
-def check(kube: KubeCluster, pods: int) -> None:
+def check(kube: KubeCluster, namespace: str, pods: int) -> None:
     """Every pod bound once with an assignment on its node; no GPU over-committed."""
-    items = kube.list("pods", Selector(namespace=NAMESPACE)).items
+    items = kube.list("pods", Selector(namespace=namespace)).items
     assignments = []
     for pod in items:
         node = pod["spec"].get("nodeName")
@@ -232,20 +260,22 @@ def trace(sched: Scheduler, sent: dict[str, float], done: Any) -> None:
 
 def one_run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="vgpu-bench-bind-") as tmp, \
-            cluster(args.kubeconfig) as (kubeconfig, cp_pids):
+            cluster(args.kubeconfig) as (kubeconfig, cp_pids, namespace):
         kube = connect(kubeconfig, qps=0, pool_size=64)
         assert kube is not None
         now = time.time()
-        nodes = [build.node(f"node-{i:04d}", build.devices(f"node-{i:04d}", args.gpus),
+        prefix = "node" if namespace == NAMESPACE else namespace
+        nodes = [build.node(f"{prefix}-{i:04d}", build.devices(f"{prefix}-{i:04d}", args.gpus),
                             heartbeat=now) for i in range(args.nodes)]
         parallel(args.create_threads, lambda n: kube.create("nodes", n), nodes)
-        pods = workload(args.pods)
+        pods = workload(args.pods, namespace)
         sent: dict[str, float] = {}
         config: dict[str, Any] = {"defaultNodePolicy": args.node_policy,
+                                  "schedulerName": f"vgpu-{namespace}",
                                   "scheduler": {"apiQps": 0}}
         if args.bind_workers is not None:
             config["scheduler"]["bindWorkers"] = args.bind_workers
-        agents = Agents(kubeconfig, len(pods), args.agent_threads)
+        agents = Agents(kubeconfig, namespace, len(pods), args.agent_threads)
         sched = Scheduler(kubeconfig, Path(tmp), config)
         try:
             sched.ready()
@@ -284,7 +314,7 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         if errors:
             raise SystemExit(f"the agents' patches failed: {errors[:5]}")
         end = max(seen.values())
-        check(kube, len(pods))
+        check(kube, namespace, len(pods))
     wall = end - start
     cores = os.cpu_count() or 1
     latencies = sorted(seen[n] - sent[n] for n in sent)
@@ -298,7 +328,8 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         "create_to_bound_max_ms": round(latencies[-1] * 1000, 1),
         "window_s": round(wall, 2),
         "cpu_share": {name: round(sec / (wall * cores), 3) for name, sec in cpu.items()},
-        "cpu_seconds": {name: round(sec, 2) for name, sec in cpu.items()},
+        "cpu_ms_per_pod": {name: round(sec * 1000 / len(pods), 2) for name, sec in cpu.items()},
+        "cpu_bound_ceiling_pods_per_s": round(cores * len(pods) / sum(cpu.values()), 1),
         "cores": cores, "loadavg_1m_before": round(load, 2),
         "scheduler": {
             "attempts": metrics.get("vgpu_scheduler_schedule_attempts_total{result=scheduled}"),
@@ -336,8 +367,12 @@ def main() -> None:
     keys = ("pods_per_s", "created_per_s", "create_to_bound_p50_ms", "create_to_bound_p99_ms",
             "create_to_bound_max_ms")
     summary: dict[str, Any] = {k: statistics.median(r[k] for r in runs) for k in keys}
-    summary["cpu_share"] = {name: statistics.median(r["cpu_share"][name] for r in runs)
-                            for name in runs[0]["cpu_share"]}
+    for key in ("cpu_share", "cpu_ms_per_pod"):
+        summary[key] = {name: statistics.median(r[key][name] for r in runs)
+                        for name in runs[0][key]}
+    summary["cpu_bound_ceiling_pods_per_s"] = statistics.median(
+        r["cpu_bound_ceiling_pods_per_s"] for r in runs)
+    summary["loadavg_1m_before"] = [r["loadavg_1m_before"] for r in runs]
     summary.update(nodes=args.nodes, pods=args.pods, node_policy=args.node_policy,
                    rate=args.rate or "burst",
                    runs=len(runs), cores=runs[0]["cores"])
