@@ -1,14 +1,10 @@
 """The dashboards against a real Prometheus scraping the running components.
 
-A real `vgpu webhook` and `vgpu nodeagent` (fake GPUs, a kubelet stand-in for the
-device-plugin registration, this e2e API server for pods and nodes) run as processes;
-Debian's Prometheus scrapes their /metrics every second. Every PromQL expression of
-every dashboard panel and variable is then evaluated and must return data; a query
-naming a metric no component exports returns none, and fails the same check.
-
-Expressions that read the scheduler's metrics are skipped while this tree has no
-`vgpu scheduler` to run (issue 5); they are checked by name in
-tests/ops/test_dashboards.py all the same.
+A real `vgpu webhook`, `vgpu nodeagent` (fake GPUs, a kubelet stand-in for the
+device-plugin registration, this e2e API server for pods and nodes) and `vgpu scheduler`
+run as processes; Debian's Prometheus scrapes their /metrics every second. Every PromQL
+expression of every dashboard panel and variable is then evaluated and must return data;
+a query naming a metric no component exports returns none, and fails the same check.
 """
 
 from __future__ import annotations
@@ -36,15 +32,13 @@ import yaml
 
 from tests.controlplane.cluster import ControlPlane
 from tests.e2e.ops_support import MANIFESTS, ROOT, vgpu
-from tests.ops import metrics_fixture
-from tests.ops.promql import metric_names
 from tests.support.kubelet import KubeletStandIn, short_tempdir
 from vgpu.codecs import encode_heartbeat
 
 DASHBOARDS = MANIFESTS / "dashboards"
 # What Grafana puts in for its variables; a 1 s scrape interval makes 10 s rate windows.
 GRAFANA = {"$__rate_interval": "10s", "$node": ".*", "$gpu": ".*"}
-RUNNING = ("webhook", "nodeagent")
+RUNNING = ("webhook", "nodeagent", "scheduler")
 
 
 def free_port() -> int:
@@ -77,10 +71,6 @@ def for_prometheus(expr: str) -> str:
     for var, value in GRAFANA.items():
         expr = expr.replace(var, value)
     return expr
-
-
-def needs_scheduler(expr: str) -> bool:
-    return any(name.startswith("vgpu_scheduler_") for name in metric_names(expr))
 
 
 @contextlib.contextmanager
@@ -161,7 +151,8 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
     devices.write_text(text.replace("GPU-fake-${NODE_NAME}", f"GPU-{tag}"))
     certs = vgpu("certs", "--out-dir", str(work / "tls"))
     assert certs.returncode == 0, certs.stderr
-    agent_port, hook_port, hook_metrics, prom_port = (free_port() for _ in range(4))
+    agent_port, hook_port, hook_metrics, prom_port, sched_port = (
+        free_port() for _ in range(5))
     scrape: dict[str, Any] = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "scrape_configs": [
@@ -172,6 +163,9 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
             {"job_name": "nodeagent", "honor_labels": True,
              "static_configs": [{"targets": [f"127.0.0.1:{agent_port}"],
                                  "labels": {"node": node_name}}]},
+            # The scheduler's per-GPU series carry their own node label.
+            {"job_name": "scheduler", "honor_labels": True,
+             "static_configs": [{"targets": [f"127.0.0.1:{sched_port}"]}]},
         ]}
     (work / "prometheus.yml").write_text(yaml.safe_dump(scrape))
     kubeconfig = str(control_plane.kubeconfig)
@@ -187,6 +181,10 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
              "--fake-devices", str(devices), "--device-plugin-dir", plugin_dir,
              "--kubeconfig", kubeconfig, "--metrics-port", str(agent_port)],
             work / "nodeagent.log"))
+        stack.enter_context(process(
+            [sys.executable, "-m", "vgpu.cli", "scheduler", "--kubeconfig", kubeconfig,
+             "--address", "127.0.0.1", "--metrics-port", str(sched_port)],
+            work / "scheduler.log"))
         stack.enter_context(process(
             [str(bin_dir / "prometheus"), f"--config.file={work / 'prometheus.yml'}",
              f"--storage.tsdb.path={work / 'data'}",
@@ -207,11 +205,14 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
             result = prom.query("count_over_time(up[1m]) >= 4 and up == 1")
             return {r["metric"]["job"] for r in result} == set(RUNNING)
 
-        wait("both components scraped 4 times", scraped, 90, work / "nodeagent.log")
+        wait("every component scraped 4 times", scraped, 90, work / "nodeagent.log")
         # The agent's grant shows once its pod watch has the pod.
         wait("the agent reports the pod's grant",
              lambda: prom.query("vgpu_container_memory_granted_bytes"), 30,
              work / "nodeagent.log")
+        # And the scheduler counts it on the GPU the agent's inventory lists.
+        wait("the scheduler reports the GPU's allocation",
+             lambda: prom.query("vgpu_scheduler_gpu_tasks > 0"), 30, work / "scheduler.log")
         yield prom
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(plugin_dir, ignore_errors=True)
@@ -223,8 +224,6 @@ QUERIES = queries()
 @pytest.mark.parametrize(("where", "expr"), QUERIES, ids=[q[0] for q in QUERIES])
 def test_every_dashboard_query_returns_data(prometheus: Prometheus, where: str,
                                             expr: str) -> None:
-    if needs_scheduler(expr) and metrics_fixture.live_exported("scheduler") is None:
-        pytest.skip("reads the scheduler's metrics; no `vgpu scheduler` in this tree to run")
     assert prometheus.query(for_prometheus(expr)), f"{where}: no data for {expr}"
 
 
