@@ -57,14 +57,83 @@ class WebhookConfig:
                               lo=1, hi=65535)
 
 
+#: The scheduler's default profile: plugins in the order their extension points run.
+DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
+    "PrioritySort", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
+    "NodeResourcesFit", "VGPU", "AllocationGate", "VGPUBinder",
+)
+
+
+def _plugin_name_ok(name: str) -> bool:
+    return name.isascii() and name.replace("_", "").replace("-", "").isalnum()
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     permit_timeout_seconds: float = _knob(
         30.0, "how long a node's gate waits for the in-flight pod to be allocated", lo=0.1
     )
     assume_ttl_seconds: float = _knob(
-        120.0, "how long an assumed placement lives without its binding confirmed", lo=1
+        120.0, "how long a bound placement stays assumed until the watch confirms it", lo=1
     )
+    plugins: tuple[str, ...] = _knob(
+        DEFAULT_SCHEDULER_PLUGINS,
+        "plugins of the profile, in the order their extension points run (names from the "
+        "scheduler's registry)",
+    )
+    score_weights: tuple[str, ...] = _knob(
+        (), "score weights as Name=weight (default 1 for every score plugin in plugins)"
+    )
+    nodes_to_score: int = _knob(
+        64, "feasible nodes to find and score per pod (percentageOfNodesToScore in absolute "
+        "numbers); 0 = every feasible node", lo=0,
+    )
+    pod_initial_backoff_seconds: float = _knob(1.0, "backoff after a pod's first failed attempt",
+                                               lo=0)
+    pod_max_backoff_seconds: float = _knob(10.0, "backoff cap; it doubles per failed attempt",
+                                           lo=0)
+    pod_max_unschedulable_seconds: float = _knob(
+        300.0, "an unschedulable pod no cluster event woke is retried after this long", lo=1
+    )
+    bind_workers: int = _knob(
+        4, "threads that run bindings in the threaded scheduler; 0 = bind in the scheduling "
+        "thread", lo=0, hi=256,
+    )
+
+    def __post_init__(self) -> None:
+        if not self.plugins:
+            raise ConfigError("scheduler.plugins: empty; name at least a queue sort, a filter "
+                              "and a binder")
+        seen: set[str] = set()
+        for name in self.plugins:
+            if not _plugin_name_ok(name):
+                raise ConfigError(f"scheduler.plugins: {name!r} is not a plugin name")
+            if name in seen:
+                raise ConfigError(f"scheduler.plugins: {name!r} is listed twice")
+            seen.add(name)
+        self.weights()
+        if self.pod_max_backoff_seconds < self.pod_initial_backoff_seconds:
+            raise ConfigError(
+                f"scheduler.podMaxBackoffSeconds: {self.pod_max_backoff_seconds!r} is below "
+                f"podInitialBackoffSeconds ({self.pod_initial_backoff_seconds!r})")
+
+    def weights(self) -> dict[str, int]:
+        """``score_weights`` as a mapping; every name must be one of ``plugins``."""
+        out: dict[str, int] = {}
+        for entry in self.score_weights:
+            name, sep, raw = entry.partition("=")
+            name = name.strip()
+            try:
+                weight = int(raw.strip()) if sep else -1
+            except ValueError:
+                weight = -1
+            if weight < 0 or weight > 1000:
+                raise ConfigError(f"scheduler.scoreWeights: {entry!r} is not Name=weight with a "
+                                  "weight from 0 to 1000")
+            if name not in self.plugins:
+                raise ConfigError(f"scheduler.scoreWeights: {name!r} is not in scheduler.plugins")
+            out[name] = weight
+        return out
     metrics_port: int = _knob(9396, "plain-HTTP port of /healthz, /readyz and /metrics",
                               lo=1, hi=65535)
 
@@ -120,8 +189,33 @@ def _type_name(tp: Any) -> str:
     )
 
 
+_STRINGS = tuple[str, ...]
+
+
+def _coerce_strings(path: str, value: Any, meta: Mapping[str, Any]) -> tuple[str, ...]:
+    """A list of strings: a YAML/JSON list, or one comma-separated string (env, or a file)."""
+    if isinstance(value, str):
+        items: list[Any] = [part.strip() for part in value.split(",") if part.strip()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise ConfigError(f"{path}: {value!r} is not valid; expected a list of strings")
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ConfigError(f"{path}: {item!r} is not valid; expected a non-empty string")
+        out.append(item.strip())
+    choices = meta.get("choices")
+    for item in out:
+        if choices is not None and item not in choices:
+            raise ConfigError(f"{path}: {item!r} is not allowed; allowed: {', '.join(choices)}")
+    return tuple(out)
+
+
 def _coerce(path: str, value: Any, tp: Any, meta: Mapping[str, Any], from_env: bool) -> Any:
     """Check one scalar value against its type and bounds; strings from env are converted."""
+    if tp == _STRINGS:
+        return _coerce_strings(path, value, meta)
     if from_env:
         value = _from_env_text(path, value, tp)
     if tp is bool:
@@ -241,7 +335,11 @@ def to_mapping(config: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        out[camel(f.name)] = to_mapping(value) if dataclasses.is_dataclass(value) else value
+        if dataclasses.is_dataclass(value):
+            value = to_mapping(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[camel(f.name)] = value
     return out
 
 

@@ -1,0 +1,211 @@
+"""Scheduler throughput, decision latency and memory on the openb node sets.
+
+    python bench/scheduler.py [--runs 3] [--cpu N] [--pods N] [--nodes-to-score N]
+
+For each node set (the 1,213 GPU nodes of the Alibaba openb trace, and a synthetic
+1,000 nodes × 8 GPUs) the pods of ``openb_pod_list_default.csv`` are created in trace
+order on an in-memory cluster and scheduled one at a time by the real scheduler with the
+default policies (GPU ``lowest-task-count``, node ``binpack``). The AllocationGate is left
+out of the profile: with no node agent to move pods to ``bind-phase: success`` every
+node would stay gated after its first GPU pod.
+
+* decision latency: one scheduling cycle (pop, snapshot update, PreFilter, Filter,
+  Score, Reserve, assume, Permit), per pod;
+* step latency: ``schedule_one()`` as a whole, which also binds through the cluster port;
+* decisions/s: pods attempted / total time of the steps;
+* peak RSS: after 10,000 pods are placed on the synthetic node set (its own process).
+
+Runs pinned to one CPU. Prints one line per run and, last, one JSON object with the
+medians over the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scheduler import build  # noqa: E402
+from scheduler.scheduler import Decision, Scheduler  # noqa: E402
+from vgpu.cluster.memory import MemoryCluster  # noqa: E402
+from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig  # noqa: E402
+
+TRACES = Path(os.environ.get("VGPU_TRACES", ROOT.parent / "shared" / "traces" / "openb"))
+NODES_CSV = TRACES / "openb_node_list_gpu_node.csv"
+PODS_CSV = TRACES / "openb_pod_list_default.csv"
+
+# The trace gives models only; memory sizes are the public ones (G1-G3 are undisclosed
+# internal models, given 32 GiB). Requests are shares, so sizes only matter for rounding.
+MODEL_MEMORY = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768,
+                "A10": 24576, "G1": 32768, "G2": 32768, "G3": 32768}
+NOW = 1_800_000_000.0
+
+
+def clock() -> float:
+    return NOW
+
+
+def openb_nodes() -> list[dict[str, Any]]:
+    out = []
+    with NODES_CSV.open() as f:
+        for row in csv.DictReader(f):
+            name, model, count = row["sn"], row["model"], int(row["gpu"])
+            gpus = build.devices(name, count, model=model,
+                                 memory_mib=MODEL_MEMORY.get(model, 32768))
+            out.append(build.node(name, gpus, cpu=f"{row['cpu_milli']}m",
+                                  memory=f"{row['memory_mib']}Mi", heartbeat=NOW))
+    return out
+
+
+def synthetic_nodes(count: int = 1000, gpus: int = 8) -> list[dict[str, Any]]:
+    return [build.node(f"syn-{i:04d}", build.devices(f"syn-{i:04d}", gpus), cpu="96",
+                       memory="1Ti", heartbeat=NOW) for i in range(count)]
+
+
+def trace_pods(limit: int | None = None, suffix: str = "") -> list[dict[str, Any]]:
+    out = []
+    with PODS_CSV.open() as f:
+        for row in csv.DictReader(f):
+            gpus, milli = int(row["num_gpu"]), int(row["gpu_milli"])
+            res = {"cpu": f"{row['cpu_milli']}m", "memory": f"{row['memory_mib']}Mi"}
+            if gpus:
+                share = max(1, math.ceil(milli / 10))
+                c = build.container(gpus=gpus, percent=share, cores=share, **res)
+            else:
+                c = build.container(gpus=None, **res)
+            out.append(build.pod(row["name"] + suffix, [c]))
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+def make(nodes: list[dict[str, Any]], nodes_to_score: int) -> tuple[Scheduler, MemoryCluster]:
+    plugins = tuple(p for p in DEFAULT_SCHEDULER_PLUGINS if p != "AllocationGate")
+    config = Config(scheduler=SchedulerConfig(plugins=plugins, nodes_to_score=nodes_to_score))
+    cluster = MemoryCluster(copy_objects=False)
+    for n in nodes:
+        cluster.create("nodes", n)
+    scheduler = Scheduler(config, cluster, clock=clock)
+    scheduler.pump()
+    return scheduler, cluster
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_set(name: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
+            nodes_to_score: int) -> dict[str, Any]:
+    scheduler, cluster = make(nodes, nodes_to_score)
+    for p in pods:
+        cluster.create("pods", p)
+    scheduler.pump()
+    decisions: list[float] = []
+    outcomes: dict[str, int] = {}
+
+    def listen(d: Decision) -> None:
+        outcomes[d.outcome] = outcomes.get(d.outcome, 0) + 1
+        if d.outcome in ("scheduled", "unschedulable", "waiting", "error"):
+            decisions.append(d.seconds)
+
+    scheduler.listeners.append(listen)
+    steps: list[float] = []
+    perf = time.perf_counter
+    while True:
+        t0 = perf()
+        if not scheduler.schedule_one():
+            break
+        steps.append(perf() - t0)
+    total = sum(steps)
+    return {
+        "set": name, "nodes": len(nodes), "pods": len(pods),
+        "scheduled": outcomes.get("scheduled", 0),
+        "unschedulable": outcomes.get("unschedulable", 0),
+        "decisions_per_s": round(len(steps) / total, 1),
+        "decision_p50_ms": round(percentile(decisions, 0.50) * 1e3, 3),
+        "decision_p99_ms": round(percentile(decisions, 0.99) * 1e3, 3),
+        "step_p50_ms": round(percentile(steps, 0.50) * 1e3, 3),
+        "step_p99_ms": round(percentile(steps, 0.99) * 1e3, 3),
+    }
+
+
+def memory_run(target: int, nodes_to_score: int) -> dict[str, Any]:
+    """Place ``target`` pods on the synthetic node set; report peak RSS (own process)."""
+    scheduler, cluster = make(synthetic_nodes(), nodes_to_score)
+    placed = rounds = 0
+    while placed < target and rounds < 5:
+        batch = trace_pods(suffix=f"-r{rounds}")
+        for p in batch:
+            cluster.create("pods", p)
+        scheduler.pump()
+        before = len(scheduler.cache.assumed())
+        while placed < target and scheduler.schedule_one():
+            placed = len(scheduler.cache.assumed())
+        placed = max(placed, before)
+        rounds += 1
+    scheduler.pump()
+    return {"placed": placed,
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def pin(cpu: int | None) -> int:
+    allowed = sorted(os.sched_getaffinity(0))
+    chosen = cpu if cpu is not None else allowed[-1]
+    os.sched_setaffinity(0, {chosen})
+    return chosen
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cpu", type=int, default=None, help="CPU to pin to (default: last)")
+    parser.add_argument("--pods", type=int, default=None, help="trace pods per run (default all)")
+    parser.add_argument("--nodes-to-score", type=int,
+                        default=SchedulerConfig().nodes_to_score)
+    parser.add_argument("--memory-target", type=int, default=10_000)
+    parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    cpu = pin(args.cpu)
+    if args.memory_only:
+        print(json.dumps(memory_run(args.memory_target, args.nodes_to_score)))
+        return 0
+    sets = {"openb-1213": openb_nodes(), "synthetic-1000x8": synthetic_nodes()}
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in sets}
+    memory: list[dict[str, Any]] = []
+    for run in range(args.runs):
+        for name, nodes in sets.items():
+            result = run_set(name, nodes, trace_pods(args.pods), args.nodes_to_score)
+            results[name].append(result)
+            print(json.dumps({"run": run, **result}), flush=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-only", "--cpu", str(cpu),
+             "--memory-target", str(args.memory_target),
+             "--nodes-to-score", str(args.nodes_to_score)],
+            capture_output=True, text=True, check=True)
+        memory.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps({"run": run, **memory[-1]}), flush=True)
+    summary: dict[str, Any] = {"runs": args.runs, "cpu": cpu,
+                               "nodes_to_score": args.nodes_to_score}
+    for name, rows in results.items():
+        summary[name] = {key: statistics.median(r[key] for r in rows)
+                         for key in rows[0] if isinstance(rows[0][key], (int, float))}
+    summary["memory"] = {key: statistics.median(m[key] for m in memory) for key in memory[0]}
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""The scheduler's cache: nodes and the pods on them, with assumed placements.
+
+State is derived only from Node objects (inventory, heartbeat, allocatable) and Pod
+objects (``spec.nodeName``, requests, the ``vgpu.io/assignment`` annotation); nothing is
+stored anywhere else, so a restarted scheduler rebuilds it from one list of each.
+
+A placement decided by the scheduler is *assumed* at once (its GPU slices and CPU count
+against the node before the API server has even seen the binding), so the next decision,
+made microseconds later, never hands out the same slice. The watch later *confirms* it;
+a failed binding *forgets* it; an assumption whose binding finished but never showed up
+in the watch *expires* after ``assume_ttl``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import vgpu.annotations as ann
+from scheduler import objects
+from scheduler.framework.interfaces import ClusterEvent
+from scheduler.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
+from scheduler.podinfo import PodInfo, pod_key
+from scheduler.snapshot import Snapshot
+from vgpu import codecs, logs
+from vgpu.cluster.port import Obj
+from vgpu.codecs import Assignment
+from vgpu.devices import Usage
+from vgpu.errors import CodecError, RequestError
+
+_log = logs.get("vgpu.scheduler.cache")
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(slots=True)
+class PodRecord:
+    """A pod that takes resources on a node (bound, or assumed to be)."""
+
+    key: str
+    uid: str
+    node: str
+    cpu: int
+    memory: int
+    assignment: Assignment | None = None
+    #: vgpu.io/bind-phase and vgpu.io/bind-time (epoch seconds), when set.
+    phase: str | None = None
+    bind_time: float | None = None
+    assumed: bool = False
+    binding_finished: bool = False
+    deadline: float | None = None
+    obj: Obj | None = field(default=None, repr=False)
+
+    def same_placement(self, other: PodRecord) -> bool:
+        return (self.node, self.cpu, self.memory, self.assignment) == (
+            other.node, other.cpu, other.memory, other.assignment)
+
+
+def bound_record(pod: Obj) -> PodRecord | None:
+    """The record of a pod that occupies a node, or None (pending, or terminated)."""
+    spec = pod.get("spec") or {}
+    node = spec.get("nodeName")
+    if not node:
+        return None
+    if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return None
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    key = pod_key(pod)
+    try:
+        cpu, memory = objects.pod_requests(pod)
+    except RequestError as exc:
+        # The API server would not have accepted it; count nothing rather than crash.
+        _log.warning("bound pod has unreadable requests", pod=key, error=str(exc))
+        cpu = memory = 0
+    assignment = None
+    raw = annotations.get(ann.ASSIGNMENT)
+    if raw is not None:
+        try:
+            assignment = codecs.decode_assignment(raw)
+        except CodecError as exc:
+            _log.warning("bound pod has an unreadable assignment", pod=key, error=str(exc))
+    bind_time = None
+    raw_time = annotations.get(ann.BIND_TIME)
+    if raw_time is not None:
+        try:
+            bind_time = codecs.decode_time(raw_time, ann.BIND_TIME).timestamp()
+        except CodecError:
+            bind_time = None
+    return PodRecord(key=key, uid=str(meta.get("uid", "")), node=str(node), cpu=cpu,
+                     memory=memory, assignment=assignment,
+                     phase=annotations.get(ann.BIND_PHASE), bind_time=bind_time, obj=pod)
+
+
+def _with(usage: dict[str, Usage], assignment: Assignment | None, sign: int) -> None:
+    if assignment is None:
+        return
+    for granted in assignment.containers.values():
+        for g in granted:
+            current = usage.get(g.uuid, Usage())
+            updated = (current.add(g.memory_mib, g.cores) if sign > 0
+                       else current.remove(g.memory_mib, g.cores))
+            if updated.tasks == 0 and updated.memory_mib == 0 and updated.cores == 0:
+                usage.pop(g.uuid, None)
+            else:
+                usage[g.uuid] = updated
+
+
+class Cache:
+    def __init__(self, *, scaling: float = 1.0, assume_ttl: float = 120.0,
+                 heartbeat_expiry: float = 180.0) -> None:
+        self._lock = threading.RLock()
+        self._scaling = scaling
+        self._ttl = assume_ttl
+        self._expiry = heartbeat_expiry
+        self._statics: dict[str, NodeStatic] = {}
+        self._infos: dict[str, NodeInfo] = {}
+        self._pods: dict[str, PodRecord] = {}
+        # Pods by node name, also for nodes not (or no longer) known: the node may arrive
+        # after its pods, and must then start with them counted.
+        self._by_node: dict[str, dict[str, PodRecord]] = {}
+        # Insertion-ordered, so nodes take snapshot positions in the order they arrived
+        # and every run of the same event sequence makes the same decisions.
+        self._dirty: dict[str, None] = {}
+        self._deadlines: deque[tuple[float, PodRecord]] = deque()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        with self._lock:
+            return self._infos.get(name)
+
+    def node_names(self) -> list[str]:
+        with self._lock:
+            return list(self._infos)
+
+    def pod(self, key: str) -> PodRecord | None:
+        with self._lock:
+            return self._pods.get(key)
+
+    def pods_on(self, node: str) -> list[PodRecord]:
+        with self._lock:
+            return list(self._by_node.get(node, {}).values())
+
+    def assumed(self) -> list[PodRecord]:
+        with self._lock:
+            return [r for r in self._pods.values() if r.assumed]
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def set_node(self, node: Obj, now: float) -> ClusterEvent | None:
+        """Add or update a node; the event says what changed (None: nothing that matters)."""
+        static = parse_node(node)
+        if static.error:
+            _log.warning("node is malformed; it takes no pods", node=static.name,
+                         error=static.error)
+        with self._lock:
+            old = self._statics.get(static.name)
+            self._statics[static.name] = static
+            info = self._infos.get(static.name)
+            if info is None:
+                self._infos[static.name] = self._build(static)
+                self._dirty[static.name] = None
+                return ClusterEvent("node", "add", static.name, obj=node)
+            self._infos[static.name] = info.replace(static=static)
+            self._dirty[static.name] = None
+            changes = static_changes(old, static, self._expiry, now) if old else frozenset()
+            if not changes:
+                return None
+            return ClusterEvent("node", "update", static.name, changes=changes, obj=node)
+
+    def remove_node(self, name: str) -> ClusterEvent | None:
+        with self._lock:
+            self._statics.pop(name, None)
+            if self._infos.pop(name, None) is None:
+                return None
+            self._dirty[name] = None
+            return ClusterEvent("node", "delete", name)
+
+    def _build(self, static: NodeStatic) -> NodeInfo:
+        cpu = memory = 0
+        usage: dict[str, Usage] = {}
+        records = self._by_node.get(static.name, {})
+        for rec in records.values():
+            cpu += rec.cpu
+            memory += rec.memory
+            _with(usage, rec.assignment, +1)
+        return NodeInfo(static, self._scaling, requested_cpu=cpu, requested_memory=memory,
+                        pod_count=len(records), gpu_usage=usage)
+
+    # -- pods ------------------------------------------------------------------------------
+
+    def _apply(self, rec: PodRecord, sign: int) -> None:
+        records = self._by_node.setdefault(rec.node, {})
+        if sign > 0:
+            records[rec.key] = rec
+            self._pods[rec.key] = rec
+        else:
+            records.pop(rec.key, None)
+            if not records:
+                del self._by_node[rec.node]
+            if self._pods.get(rec.key) is rec:
+                del self._pods[rec.key]
+        info = self._infos.get(rec.node)
+        if info is None:
+            return
+        usage = dict(info.gpu_usage)
+        _with(usage, rec.assignment, sign)
+        self._infos[rec.node] = info.replace(
+            requested_cpu=info.requested_cpu + sign * rec.cpu,
+            requested_memory=info.requested_memory + sign * rec.memory,
+            pod_count=info.pod_count + sign, gpu_usage=usage)
+        self._dirty[rec.node] = None
+
+    def set_pod(self, pod: Obj) -> tuple[PodRecord | None, PodRecord | None]:
+        """Record what a pod from the watch takes; returns (previous, current) records.
+
+        A pod the cache assumed is confirmed here. A pod that is pending, or that reached
+        a terminal phase, takes nothing (an assumed pending pod keeps its assumption).
+        """
+        new = bound_record(pod)
+        key = pod_key(pod)
+        with self._lock:
+            old = self._pods.get(key)
+            if new is None:
+                if old is None or (old.assumed and not (pod.get("spec") or {}).get("nodeName")
+                                   and (pod.get("status") or {}).get("phase")
+                                   not in TERMINAL_PHASES):
+                    return old, old
+                self._apply(old, -1)
+                return old, None
+            if old is not None:
+                if old.same_placement(new):
+                    # Confirmation or a status/annotation change: swap the record in place
+                    # without touching the node's usage.
+                    self._pods[key] = new
+                    self._by_node.setdefault(new.node, {})[key] = new
+                    return old, new
+                self._apply(old, -1)
+            self._apply(new, +1)
+            return old, new
+
+    def remove_pod(self, key: str) -> PodRecord | None:
+        with self._lock:
+            old = self._pods.get(key)
+            if old is not None:
+                self._apply(old, -1)
+            return old
+
+    def assume(self, pod: PodInfo, node: str, assignment: Assignment | None) -> PodRecord:
+        """Count a placement the scheduler just decided, before it is bound."""
+        rec = PodRecord(key=pod.key, uid=pod.uid, node=node, cpu=pod.cpu_milli,
+                        memory=pod.memory, assignment=assignment, assumed=True, obj=pod.pod)
+        with self._lock:
+            old = self._pods.get(pod.key)
+            if old is not None:
+                self._apply(old, -1)
+            self._apply(rec, +1)
+        return rec
+
+    def finish_binding(self, key: str, now: float) -> None:
+        """The binding call returned: start the clock on the watch confirming it."""
+        with self._lock:
+            rec = self._pods.get(key)
+            if rec is not None and rec.assumed:
+                rec.binding_finished = True
+                rec.deadline = now + self._ttl
+                # Deadlines are handed out in time order, so a FIFO is a priority queue.
+                self._deadlines.append((rec.deadline, rec))
+
+    def forget(self, key: str) -> PodRecord | None:
+        """Drop an assumption whose binding failed."""
+        with self._lock:
+            rec = self._pods.get(key)
+            if rec is None or not rec.assumed:
+                return None
+            self._apply(rec, -1)
+            return rec
+
+    def expire(self, now: float) -> list[PodRecord]:
+        """Drop assumptions bound more than ``assume_ttl`` ago and never confirmed."""
+        stale: list[PodRecord] = []
+        with self._lock:
+            queue = self._deadlines
+            while queue and queue[0][0] < now:
+                _, rec = queue.popleft()
+                # Only if that very assumption is still in place (not confirmed, forgotten
+                # or replaced since).
+                if rec.assumed and self._pods.get(rec.key) is rec:
+                    stale.append(rec)
+            for rec in stale:
+                _log.warning("assumed pod expired without its binding confirmed", pod=rec.key,
+                             node=rec.node)
+                self._apply(rec, -1)
+            return stale
+
+    # -- snapshot --------------------------------------------------------------------------
+
+    def update_snapshot(self, snapshot: Snapshot) -> int:
+        """Bring ``snapshot`` up to date with the nodes changed since the last call;
+        returns how many nodes were copied in."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, {}
+            for name in dirty:
+                info = self._infos.get(name)
+                if info is None:
+                    snapshot.remove(name)
+                else:
+                    snapshot.set(info)
+            return len(dirty)
+
+    def full_snapshot(self, snapshot: Snapshot) -> None:
+        """Fill a fresh snapshot with every node (for a second, independent reader)."""
+        with self._lock:
+            for info in self._infos.values():
+                snapshot.set(info)
+
+    def usage_of(self, node: str) -> Mapping[str, Usage]:
+        with self._lock:
+            info = self._infos.get(node)
+            return dict(info.gpu_usage) if info else {}

@@ -1,0 +1,196 @@
+"""What the scheduler knows about one node: immutable, replaced whole on every change.
+
+``NodeStatic`` is parsed from the Node object (labels, taints, allocatable, GPU inventory,
+heartbeat) and shared by every ``NodeInfo`` of that node version; ``NodeInfo`` adds what the
+pods on it take. Because both are immutable, a snapshot is a list of references and an
+update copies one node (copy-on-write), never the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import vgpu.annotations as ann
+from scheduler import objects
+from vgpu import codecs
+from vgpu.cluster.port import Obj
+from vgpu.devices import EMPTY, Device, Usage, memory_capacity
+from vgpu.errors import CodecError, RequestError
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatic:
+    name: str
+    node: Obj
+    labels: Mapping[str, str]
+    taints: tuple[objects.Taint, ...]
+    unschedulable: bool
+    alloc_cpu: int
+    alloc_memory: int
+    alloc_pods: int
+    devices: tuple[Device, ...]
+    #: Epoch seconds of the inventory heartbeat; None when the node publishes none.
+    heartbeat: float | None
+    #: Why the inventory could not be read (the node then offers no GPU).
+    inventory_error: str | None = None
+    #: Why the node object itself is malformed (the node then takes no pod).
+    error: str | None = None
+
+
+def parse_node(node: Obj) -> NodeStatic:
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    annotations = meta.get("annotations") or {}
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    spec = node.get("spec") or {}
+    error = None
+    try:
+        taints = objects.parse_taints(node)
+        cpu, memory, pods = objects.node_allocatable(node)
+    except RequestError as exc:
+        taints, cpu, memory, pods, error = (), 0, 0, 0, f"node {name}: {exc}"
+    devices: tuple[Device, ...] = ()
+    inventory_error = None
+    raw = annotations.get(ann.NODE_GPUS)
+    if raw is not None:
+        try:
+            devices = codecs.decode_inventory(raw).devices
+        except CodecError as exc:
+            inventory_error = str(exc)
+    heartbeat = None
+    raw_hb = annotations.get(ann.NODE_HEARTBEAT)
+    if raw_hb is not None:
+        try:
+            heartbeat = codecs.decode_time(raw_hb).timestamp()
+        except CodecError as exc:
+            inventory_error = inventory_error or str(exc)
+    return NodeStatic(
+        name=name, node=node, labels=labels, taints=taints,
+        unschedulable=bool(spec.get("unschedulable")), alloc_cpu=cpu, alloc_memory=memory,
+        alloc_pods=pods, devices=devices, heartbeat=heartbeat,
+        inventory_error=inventory_error, error=error,
+    )
+
+
+def static_changes(old: NodeStatic, new: NodeStatic, expiry: float, now: float) -> frozenset[str]:
+    """Which scheduling-relevant facts differ; a heartbeat-only refresh is no change unless
+    it brings a stale node back."""
+    changes: set[str] = set()
+    if old.labels != new.labels:
+        changes.add("labels")
+    if old.taints != new.taints:
+        changes.add("taints")
+    if old.unschedulable != new.unschedulable:
+        changes.add("unschedulable")
+    if (old.alloc_cpu, old.alloc_memory, old.alloc_pods) != (
+            new.alloc_cpu, new.alloc_memory, new.alloc_pods) or old.error != new.error:
+        changes.add("allocatable")
+    if old.devices != new.devices or old.inventory_error != new.inventory_error:
+        changes.add("inventory")
+    was_fresh = old.heartbeat is not None and now - old.heartbeat <= expiry
+    is_fresh = new.heartbeat is not None and now - new.heartbeat <= expiry
+    if is_fresh and not was_fresh:
+        changes.add("heartbeat")
+    return frozenset(changes)
+
+
+class NodeInfo:
+    """A node with the pods on it. Immutable by convention: never assign to a field."""
+
+    __slots__ = (
+        "gpu_cores_total", "gpu_cores_used", "gpu_memory_total", "gpu_memory_used",
+        "gpu_usage", "idle", "max_fit_percent", "max_free_cores", "max_free_memory",
+        "pod_count", "requested_cpu", "requested_memory", "scaling", "static", "usable",
+        "usages", "utilization",
+    )
+
+    def __init__(self, static: NodeStatic, scaling: float, *, requested_cpu: int = 0,
+                 requested_memory: int = 0, pod_count: int = 0,
+                 gpu_usage: Mapping[str, Usage] | None = None) -> None:
+        self.static = static
+        self.scaling = scaling
+        self.requested_cpu = requested_cpu
+        self.requested_memory = requested_memory
+        self.pod_count = pod_count
+        #: Usage by GPU uuid, including uuids the inventory no longer lists (a GPU that
+        #: comes back keeps what is on it).
+        self.gpu_usage: Mapping[str, Usage] = gpu_usage or {}
+        usage = self.gpu_usage
+        self.usages: tuple[Usage, ...] = tuple(usage.get(d.uuid, EMPTY) for d in static.devices)
+        usable = idle = max_cores = max_mem = max_pct = 0
+        cap_total = used_mem = cores_total = used_cores = 0
+        for d, u in zip(static.devices, self.usages, strict=True):
+            if not d.healthy:
+                continue
+            cap = memory_capacity(d, scaling)
+            cap_total += cap
+            used_mem += min(u.memory_mib, cap)
+            cores_total += d.cores
+            used_cores += min(u.cores, d.cores)
+            if u.tasks == 0:
+                idle += 1
+            if u.tasks >= d.split or (u.tasks > 0 and u.cores >= d.cores):
+                continue
+            usable += 1
+            free_cores = d.cores - u.cores
+            free_mem = cap - u.memory_mib
+            max_cores = max(max_cores, free_cores)
+            max_mem = max(max_mem, free_mem)
+            if cap > 0 and free_mem >= 0:
+                # The largest percentage p with floor(cap * p / 100) <= free (see
+                # vgpu.devices.percent_of), so an index lookup never rejects a fit.
+                max_pct = max(max_pct, min(100, ((free_mem + 1) * 100 - 1) // cap))
+        self.usable = usable
+        self.idle = idle
+        self.max_free_cores = max_cores
+        self.max_free_memory = max_mem
+        self.max_fit_percent = max_pct
+        self.gpu_memory_total = cap_total
+        self.gpu_memory_used = used_mem
+        self.gpu_cores_total = cores_total
+        self.gpu_cores_used = used_cores
+        self.utilization = (
+            (used_mem / cap_total + used_cores / cores_total) / 2 if cap_total and cores_total
+            else 0.0)
+
+    @property
+    def name(self) -> str:
+        return self.static.name
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        return self.static.devices
+
+    def replace(self, *, static: NodeStatic | None = None, requested_cpu: int | None = None,
+                requested_memory: int | None = None, pod_count: int | None = None,
+                gpu_usage: Mapping[str, Usage] | None = None) -> NodeInfo:
+        return NodeInfo(
+            static or self.static, self.scaling,
+            requested_cpu=self.requested_cpu if requested_cpu is None else requested_cpu,
+            requested_memory=(self.requested_memory if requested_memory is None
+                              else requested_memory),
+            pod_count=self.pod_count if pod_count is None else pod_count,
+            gpu_usage=self.gpu_usage if gpu_usage is None else gpu_usage,
+        )
+
+    def __repr__(self) -> str:
+        return (f"NodeInfo({self.name!r}, cpu={self.requested_cpu}/{self.static.alloc_cpu}, "
+                f"pods={self.pod_count}, gpus={list(self.usages)})")
+
+
+def describe(info: NodeInfo) -> dict[str, Any]:
+    """A plain view for logs and `vgpu inspect`-style output."""
+    return {
+        "node": info.name,
+        "cpu_milli": [info.requested_cpu, info.static.alloc_cpu],
+        "memory": [info.requested_memory, info.static.alloc_memory],
+        "pods": [info.pod_count, info.static.alloc_pods],
+        "gpus": [
+            {"uuid": d.uuid, "model": d.model, "memory_mib": [u.memory_mib,
+                                                              memory_capacity(d, info.scaling)],
+             "cores": [u.cores, d.cores], "tasks": [u.tasks, d.split], "healthy": d.healthy}
+            for d, u in zip(info.devices, info.usages, strict=True)
+        ],
+    }

@@ -1,0 +1,132 @@
+"""Where a pod's vGPUs go on one node: the pure arithmetic behind the vGPU plugin.
+
+Every per-GPU decision is :func:`vgpu.devices.fit_request`, the one place that enforces
+memory × scaling, cores, split slots, exclusivity and health. Containers are placed in
+order (init containers first, as the pod lists them), each vGPU of a container on a
+distinct GPU, and each container sees the slices the earlier ones took. Which of the
+fitting GPUs a container gets is the GPU policy's ranking; with ``numa-bind`` all of a
+container's GPUs come from one NUMA node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from vgpu.annotations import GpuSelector
+from vgpu.codecs import Assignment, GrantedDevice
+from vgpu.devices import Device, FitReason, Usage, fit, fit_request, resolve_memory
+from vgpu.requests import ContainerRequest, PodRequest
+
+#: Node-level reasons beside the per-GPU :class:`FitReason` phrases.
+TOO_FEW_GPUS = "too few GPUs on the node"
+NUMA_SPLIT = "not enough fitting GPUs on one NUMA node"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A GPU that fits one vGPU of a container, as a policy sees it."""
+
+    position: int
+    device: Device
+    usage: Usage
+    memory_mib: int
+    cores: int
+
+
+GpuRanker = Callable[[Sequence[Candidate]], list[Candidate]]
+"""A GPU policy: the fitting GPUs, best first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The GPUs chosen on one node: per container, (device position, MiB, cores)."""
+
+    containers: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...]
+    memory_mib: int
+    cores: int
+
+    def assignment(self, node: str, devices: Sequence[Device]) -> Assignment:
+        return Assignment(node=node, containers={
+            name: tuple(GrantedDevice(devices[pos].uuid, mem, cores) for pos, mem, cores in gpus)
+            for name, gpus in self.containers
+        })
+
+
+def _fits(device: Device, usage: Usage, request: ContainerRequest, selector: GpuSelector,
+          scaling: float) -> FitReason | None:
+    if selector.unrestricted:
+        # Same answer as fit_request (selectable() allows every GPU), minus two calls.
+        return fit(device, usage, resolve_memory(request, device, scaling), request.cores,
+                   scaling)
+    return fit_request(device, usage, request, selector, scaling)
+
+
+def fits(devices: Sequence[Device], usages: Sequence[Usage], request: ContainerRequest,
+         selector: GpuSelector, scaling: float) -> tuple[str, ...]:
+    """Whether one container alone fits (no policy needed): () when it does, else the
+    distinct reasons of the GPUs that do not. Stops at the first ``count`` fitting GPUs."""
+    need = request.count
+    if need > len(devices):
+        return (TOO_FEW_GPUS,)
+    reasons: set[FitReason] = set()
+    found = 0
+    for device, usage in zip(devices, usages, strict=True):
+        reason = _fits(device, usage, request, selector, scaling)
+        if reason is None:
+            found += 1
+            if found >= need:
+                return ()
+        else:
+            reasons.add(reason)
+    return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
+
+
+def _choose(cands: list[Candidate], count: int, numa_bind: bool,
+            rank: GpuRanker) -> list[Candidate] | None:
+    ranked = rank(cands)
+    if not numa_bind:
+        return ranked[:count]
+    by_numa: dict[int, list[Candidate]] = {}
+    for c in ranked:
+        by_numa.setdefault(c.device.numa, []).append(c)
+    # The NUMA node holding the best-ranked GPU among those that can take them all.
+    for c in ranked:
+        group = by_numa[c.device.numa]
+        if len(group) >= count:
+            return group[:count]
+    return None
+
+
+def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodRequest,
+          scaling: float, rank: GpuRanker) -> Placement | tuple[str, ...]:
+    """Choose GPUs for every container, or say why the node cannot take the pod."""
+    selector = request.choices.selector
+    work = list(usages)
+    chosen: list[tuple[str, tuple[tuple[int, int, int], ...]]] = []
+    memory = cores = 0
+    for container in request.containers:
+        if container.count > len(devices):
+            return (TOO_FEW_GPUS,)
+        cands: list[Candidate] = []
+        reasons: set[FitReason] = set()
+        for pos, (device, usage) in enumerate(zip(devices, work, strict=True)):
+            reason = _fits(device, usage, container, selector, scaling)
+            if reason is None:
+                cands.append(Candidate(pos, device, usage,
+                                       resolve_memory(container, device, scaling),
+                                       container.cores))
+            else:
+                reasons.add(reason)
+        if len(cands) < container.count:
+            return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
+        picked = _choose(cands, container.count, selector.numa_bind, rank)
+        if picked is None:
+            return (NUMA_SPLIT,)
+        for c in picked:
+            work[c.position] = work[c.position].add(c.memory_mib, c.cores)
+            memory += c.memory_mib
+            cores += c.cores
+        chosen.append((container.name, tuple((c.position, c.memory_mib, c.cores)
+                                             for c in picked)))
+    return Placement(tuple(chosen), memory, cores)

@@ -1,0 +1,3 @@
+"""The built-in plugins, one module each; ``scheduler.registry`` names them."""
+
+from __future__ import annotations

@@ -1,0 +1,39 @@
+"""Filter: every NoSchedule/NoExecute taint of the node must be tolerated by the pod."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.framework.interfaces import ClusterEvent, CycleState, Handle
+from scheduler.framework.status import SUCCESS, Status, unresolvable
+from scheduler.nodeinfo import NodeInfo
+from scheduler.objects import PREFER_NO_SCHEDULE, Taint, Toleration
+from scheduler.podinfo import PodInfo
+
+
+def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
+    """The first taint that keeps the pod off the node, or None."""
+    for taint in taints:
+        if taint.effect == PREFER_NO_SCHEDULE:
+            continue
+        if not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+class TaintToleration:
+    name = "TaintToleration"
+
+    def __init__(self, handle: Handle) -> None:
+        del handle
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if not node.static.taints:
+            return SUCCESS
+        taint = untolerated(node.static.taints, pod.tolerations)
+        if taint is None:
+            return SUCCESS
+        return unresolvable(f"untolerated taint {taint.key}")
+
+    def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
+        return event.resource == "node" and (event.action == "add" or "taints" in event.changes)

@@ -1,0 +1,268 @@
+"""The vGPU plugin: per-GPU fit, node score by node policy, GPU choice at Reserve.
+
+PreFilter turns the pod's request into a mask over the snapshot's per-node GPU
+aggregates (usable GPUs, largest free compute, largest free memory and memory percentage,
+heartbeat, GPU models): necessary conditions only, so the exact Filter (which asks
+:func:`vgpu.devices.fit_request` about every GPU) never sees most nodes that cannot fit
+and never misses one that can. Score places the pod on each scored node with the pod's
+GPU policy and rates the result with its node policy; Reserve keeps the chosen node's
+placement as the pod's assignment.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scheduler import placement as pl
+from scheduler import policies
+from scheduler.framework.interfaces import (
+    ASSIGNMENT_KEY,
+    ClusterEvent,
+    CycleState,
+    Handle,
+    PreFilterResult,
+)
+from scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
+from scheduler.nodeinfo import NodeInfo
+from scheduler.podinfo import PodInfo
+from scheduler.snapshot import Column, Snapshot
+from vgpu.devices import memory_capacity
+from vgpu.errors import ConfigError
+from vgpu.requests import PodRequest
+
+NO_INVENTORY = "no vGPU inventory"
+BAD_INVENTORY = "unreadable GPU inventory"
+NO_HEARTBEAT = "no GPU heartbeat"
+STALE = "GPU heartbeat expired"
+
+_KEY = "vgpu/pre"
+GPU_CORES = "vgpu.gpu_free_cores"
+GPU_MEMORY = "vgpu.gpu_free_memory"
+GPU_PERCENT = "vgpu.gpu_fit_percent"
+#: GPUs per node kept one by one in the index; a node with more is indexed by its best
+#: GPU in every slot, which keeps the mask a superset.
+WIDTH = 8
+HEARTBEAT = "vgpu.heartbeat"
+MODELS = "vgpu.models"
+
+
+@dataclass
+class _Pre:
+    request: PodRequest
+    rank: pl.GpuRanker
+    node_policy: policies.NodePolicy
+    simple: bool
+    placements: dict[str, pl.Placement | tuple[str, ...]] = field(default_factory=dict)
+
+
+def heartbeat_reason(heartbeat: float | None, now: float, expiry: float) -> str | None:
+    if heartbeat is None:
+        return NO_HEARTBEAT
+    if now - heartbeat > expiry:
+        return STALE
+    return None
+
+
+class VGPU:
+    name = "VGPU"
+
+    def __init__(self, handle: Handle) -> None:
+        config = handle.config
+        self._scaling = config.device_memory_scaling
+        self._expiry = config.node_heartbeat_expiry_seconds
+        self._gpu_policy = config.default_gpu_policy
+        self._node_policy = config.default_node_policy
+        if self._gpu_policy not in policies.GPU_POLICIES:
+            raise ConfigError(f"defaultGpuPolicy: {self._gpu_policy!r} is not available in this "
+                              f"scheduler; use one of {', '.join(policies.GPU_POLICIES)}")
+        if self._node_policy not in policies.NODE_POLICIES:
+            raise ConfigError(f"defaultNodePolicy: {self._node_policy!r} is not available; use "
+                              f"one of {', '.join(policies.NODE_POLICIES)}")
+        # One bit per GPU model seen, so a type selector is one AND over a column.
+        self._model_bits: dict[str, int] = {}
+        self._per_gpu_memo: tuple[NodeInfo, tuple[list[int], list[int], list[int]]] | None = None
+
+    # -- indexes ---------------------------------------------------------------------------
+
+    def _models(self, node: NodeInfo) -> int:
+        bits = 0
+        for d in node.devices:
+            bit = self._model_bits.get(d.model)
+            if bit is None:
+                # Past 62 models every new one shares the last bit: the mask stays a superset.
+                bit = self._model_bits[d.model] = 1 << min(len(self._model_bits), 62)
+            bits |= bit
+        return bits
+
+    def _per_gpu(self, node: NodeInfo) -> tuple[list[int], list[int], list[int]]:
+        """Per GPU slot: free cores, free MiB and the largest percentage that fits; -1 for
+        a GPU that takes no task whatever the request (unhealthy, no slot, all compute
+        claimed) and for absent slots. Memoised per NodeInfo: three columns ask."""
+        memo = self._per_gpu_memo
+        if memo is not None and memo[0] is node:
+            return memo[1]
+        cores, memory, percent = [-1] * WIDTH, [-1] * WIDTH, [-1] * WIDTH
+        if len(node.devices) > WIDTH:
+            if node.usable:
+                cores = [node.max_free_cores] * WIDTH
+                memory = [node.max_free_memory] * WIDTH
+                percent = [node.max_fit_percent] * WIDTH
+        else:
+            for i, (d, u) in enumerate(zip(node.devices, node.usages, strict=True)):
+                if not d.healthy or u.tasks >= d.split or (u.tasks > 0 and u.cores >= d.cores):
+                    continue
+                cap = memory_capacity(d, self._scaling)
+                free = cap - u.memory_mib
+                cores[i] = d.cores - u.cores
+                memory[i] = free
+                percent[i] = (min(100, ((free + 1) * 100 - 1) // cap) if cap > 0 and free >= 0
+                              else -1)
+        result = (cores, memory, percent)
+        self._per_gpu_memo = (node, result)
+        return result
+
+    def _capacity(self, node: NodeInfo) -> int:
+        for d in node.devices:
+            if d.healthy:
+                return memory_capacity(d, self._scaling)
+        return 0
+
+    def columns(self) -> Sequence[Column]:
+        return (
+            Column(GPU_CORES, np.int32, lambda n: self._per_gpu(n)[0], -1, WIDTH),
+            Column(GPU_MEMORY, np.int64, lambda n: self._per_gpu(n)[1], -1, WIDTH),
+            Column(GPU_PERCENT, np.int32, lambda n: self._per_gpu(n)[2], -1, WIDTH),
+            Column(HEARTBEAT, np.float64,
+                   lambda n: -math.inf if n.static.heartbeat is None else n.static.heartbeat,
+                   -math.inf),
+            Column(policies.MEMORY_USED, np.int64, lambda n: n.gpu_memory_used, 0),
+            Column(policies.MEMORY_TOTAL, np.int64, lambda n: n.gpu_memory_total, 0),
+            Column(policies.CORES_USED, np.int64, lambda n: n.gpu_cores_used, 0),
+            Column(policies.CORES_TOTAL, np.int64, lambda n: n.gpu_cores_total, 0),
+            Column(policies.CAPACITY, np.int64, self._capacity, 0),
+            Column(MODELS, np.int64, self._models, 0),
+        )
+
+    # -- filter ----------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        request = pod.gpu
+        if request is None or not request.is_gpu_pod:
+            state.skip_score.add(self.name)
+            return None, SKIP
+        choices = request.choices
+        gpu_policy = choices.gpu_policy or self._gpu_policy
+        node_policy = choices.node_policy or self._node_policy
+        rank = policies.GPU_POLICIES.get(gpu_policy)
+        if rank is None:
+            return None, unresolvable(f"GPU policy {gpu_policy!r} is not available")
+        npol = policies.NODE_POLICIES.get(node_policy)
+        if npol is None:
+            return None, unresolvable(f"node policy {node_policy!r} is not available")
+        simple = len(request.containers) == 1 and not choices.selector.numa_bind
+        state.write(_KEY, _Pre(request, rank, npol, simple))
+
+        mask = snapshot.column(HEARTBEAT) >= state.now - self._expiry
+        cores = snapshot.column(GPU_CORES)
+        for c in request.containers:
+            ok = cores >= c.cores
+            if c.memory_mib is not None:
+                ok &= snapshot.column(GPU_MEMORY) >= c.memory_mib
+            elif c.memory_percent is not None:
+                ok &= snapshot.column(GPU_PERCENT) >= c.memory_percent
+            mask &= ok.sum(axis=1) >= min(c.count, WIDTH)
+        selector = choices.selector
+        if selector.use_types or selector.nouse_types:
+            allowed = 0
+            for model, bit in self._model_bits.items():
+                if selector.type_allowed(model):
+                    allowed |= bit
+            mask &= (snapshot.column(MODELS) & allowed) != 0
+        order = None
+        if npol.order is not None:
+            capacity = snapshot.column(policies.CAPACITY)
+            added = np.zeros(len(capacity), dtype=np.int64)
+            for c in request.containers:
+                added += c.count * (c.memory_mib if c.memory_mib is not None
+                                    else capacity * (c.memory_percent or 100) // 100)
+            order = npol.order(snapshot, added, sum(c.count * c.cores
+                                                    for c in request.containers))
+        return PreFilterResult(mask=mask, order_key=order,
+                               ranks_for=None if npol.needs_placement else self.name), SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        pre: _Pre = state.read(_KEY)
+        static = node.static
+        if not static.devices:
+            return unresolvable(BAD_INVENTORY if static.inventory_error else NO_INVENTORY)
+        reason = heartbeat_reason(static.heartbeat, state.now, self._expiry)
+        if reason is not None:
+            return unschedulable(reason)
+        if pre.simple:
+            reasons = pl.fits(static.devices, node.usages, pre.request.containers[0],
+                              pre.request.choices.selector, self._scaling)
+        else:
+            result = self._placement(pre, node)
+            reasons = result if isinstance(result, tuple) else ()
+        return unschedulable(*reasons) if reasons else SUCCESS
+
+    def _placement(self, pre: _Pre, node: NodeInfo) -> pl.Placement | tuple[str, ...]:
+        result = pre.placements.get(node.name)
+        if result is None:
+            result = pre.placements[node.name] = pl.place(
+                node.devices, node.usages, pre.request, self._scaling, pre.rank)
+        return result
+
+    # -- score -----------------------------------------------------------------------------
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
+        pre: _Pre | None = state.read(_KEY)
+        if pre is None:
+            return 0.0
+        if not pre.node_policy.needs_placement:
+            return pre.node_policy.score(node, self._estimate(pre.request, node))
+        result = self._placement(pre, node)
+        if isinstance(result, tuple):
+            return 0.0
+        return pre.node_policy.score(node, result)
+
+    def _estimate(self, request: PodRequest, node: NodeInfo) -> pl.Placement:
+        """The pod's totals on ``node``, as the vectorised order computes them."""
+        capacity = self._capacity(node)
+        memory = cores = 0
+        for c in request.containers:
+            memory += c.count * (c.memory_mib if c.memory_mib is not None
+                                 else capacity * (c.memory_percent or 100) // 100)
+            cores += c.count * c.cores
+        return pl.Placement((), memory, cores)
+
+    # -- reserve ---------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        pre: _Pre | None = state.read(_KEY)
+        if pre is None:
+            return SUCCESS
+        info = state.snapshot.get(node) if state.snapshot is not None else None
+        if info is None:
+            return unschedulable(f"node {node} is gone")
+        result = self._placement(pre, info)
+        if isinstance(result, tuple):
+            return unschedulable(*result)
+        state.write(ASSIGNMENT_KEY, result.assignment(node, info.devices))
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        state.write(ASSIGNMENT_KEY, None)
+
+    # -- requeueing ------------------------------------------------------------------------
+
+    def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
+        if event.resource == "pod":
+            return event.action == "delete" and event.freed is not None
+        return event.action == "add" or bool(
+            event.changes & {"inventory", "heartbeat", "allocatable"})

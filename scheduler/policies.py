@@ -1,0 +1,118 @@
+"""GPU and node placement policies, by name (the names of :mod:`vgpu.policy`).
+
+A GPU policy ranks the GPUs of the chosen node that fit a container; a node policy scores
+a node with the pod placed on it, and may compute that score for every node at once from
+snapshot columns (so the framework filters nodes best-first). A new policy is one
+function plus one line in a table here, or a call to :func:`register_gpu_policy` /
+:func:`register_node_policy` from another module
+(the simulator's fragmentation-aware policy does that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.nodeinfo import NodeInfo
+from scheduler.placement import Candidate, GpuRanker, Placement
+from scheduler.snapshot import Snapshot
+from vgpu.devices import memory_capacity
+
+
+def _used_share(c: Candidate, scaling: float = 1.0) -> float:
+    cap = memory_capacity(c.device, scaling) or 1
+    return (c.usage.memory_mib / cap + c.usage.cores / (c.device.cores or 1)) / 2
+
+
+def lowest_task_count(cands: Sequence[Candidate]) -> list[Candidate]:
+    """HAMi's default: the GPU running the fewest tasks, then the lowest index."""
+    return sorted(cands, key=lambda c: (c.usage.tasks, c.device.index))
+
+
+def binpack(cands: Sequence[Candidate]) -> list[Candidate]:
+    """The fullest GPU first, keeping empty GPUs whole for large requests."""
+    return sorted(cands, key=lambda c: (-_used_share(c), c.device.index))
+
+
+def spread(cands: Sequence[Candidate]) -> list[Candidate]:
+    """The emptiest GPU first."""
+    return sorted(cands, key=lambda c: (_used_share(c), c.device.index))
+
+
+GPU_POLICIES: dict[str, GpuRanker] = {
+    "lowest-task-count": lowest_task_count,
+    "binpack": binpack,
+    "spread": spread,
+}
+
+
+NodeScorer = Callable[[NodeInfo, Placement], float]
+NodeOrder = Callable[[Snapshot, "npt.NDArray[np.int64]", int], "npt.NDArray[np.float64]"]
+
+# Snapshot columns the vGPU plugin maintains for node policies (sums over healthy GPUs).
+MEMORY_USED = "vgpu.memory_used"
+MEMORY_TOTAL = "vgpu.memory_total"
+CORES_USED = "vgpu.cores_used"
+CORES_TOTAL = "vgpu.cores_total"
+#: Schedulable memory of the node's first healthy GPU: what a percentage resolves against
+#: in the node-level estimate (nodes carry one GPU model in practice).
+CAPACITY = "vgpu.capacity"
+
+
+@dataclass(frozen=True)
+class NodePolicy:
+    """Scores a node (0–100) with the pod placed on it.
+
+    ``order`` computes the same score for every node at once from snapshot columns, given
+    the MiB the pod would add on each node and the cores it adds; the framework then
+    filters nodes best-first, so the first feasible node is the best one. A policy whose
+    score needs to know exactly which GPUs the pod gets (a fragmentation measure) sets
+    ``needs_placement``; otherwise it is given a :class:`Placement` with totals only.
+    """
+
+    score: NodeScorer
+    order: NodeOrder | None = None
+    needs_placement: bool = False
+
+
+def utilization_after(node: NodeInfo, placement: Placement) -> float:
+    """The node's GPU use (mean of memory and compute shares) with the pod placed."""
+    if not node.gpu_memory_total or not node.gpu_cores_total:
+        return 0.0
+    mem = min((node.gpu_memory_used + placement.memory_mib) / node.gpu_memory_total, 1.0)
+    cores = min((node.gpu_cores_used + placement.cores) / node.gpu_cores_total, 1.0)
+    return (mem + cores) / 2
+
+
+def utilization_after_all(snapshot: Snapshot, memory: npt.NDArray[np.int64],
+                          cores: int) -> npt.NDArray[np.float64]:
+    """:func:`utilization_after` for every snapshot position at once."""
+    mem_total = snapshot.column(MEMORY_TOTAL)
+    cores_total = snapshot.column(CORES_TOTAL)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mem = np.minimum((snapshot.column(MEMORY_USED) + memory) / mem_total, 1.0)
+        cpu = np.minimum((snapshot.column(CORES_USED) + cores) / cores_total, 1.0)
+        out: npt.NDArray[np.float64] = (mem + cpu) / 2
+    out[(mem_total <= 0) | (cores_total <= 0)] = 0.0
+    return out
+
+
+NODE_POLICIES: dict[str, NodePolicy] = {
+    "binpack": NodePolicy(
+        lambda n, p: 100.0 * utilization_after(n, p),
+        utilization_after_all),
+    "spread": NodePolicy(
+        lambda n, p: 100.0 * (1.0 - utilization_after(n, p)),
+        lambda s, m, c: 1.0 - utilization_after_all(s, m, c)),
+}
+
+
+def register_gpu_policy(name: str, ranker: GpuRanker) -> None:
+    GPU_POLICIES[name] = ranker
+
+
+def register_node_policy(name: str, policy: NodePolicy) -> None:
+    NODE_POLICIES[name] = policy

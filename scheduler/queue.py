@@ -1,0 +1,269 @@
+"""The scheduling queue: active heap, backoff heap and unschedulable set.
+
+As kube-scheduler's: pods pop from the active heap in QueueSort order (priority, then
+arrival); a pod that failed waits out a backoff (initial × 2^(attempts-1), capped); a pod
+that no node fits parks in the unschedulable set until a cluster event that could help it
+arrives (the framework's ``could_help`` hints) or ``max_unschedulable`` passes. A pod whose
+backoff has not run out when it is woken goes to the backoff heap, so a burst of events
+cannot spin it.
+
+Thread-safe: informer threads add and move pods while the scheduling thread pops.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.framework.interfaces import Clock, ClusterEvent
+from scheduler.podinfo import PodInfo
+
+
+@dataclass(eq=False)
+class QueuedPod:
+    info: PodInfo
+    #: When the pod first entered the queue, and how many attempts failed since.
+    added: float
+    attempts: int = 0
+    backoff_until: float = 0.0
+    #: Plugins that rejected it last time (empty: unknown, any event may help).
+    rejected_by: set[str] = field(default_factory=set)
+    #: The last failure, for `describe`-style answers.
+    message: str = ""
+    #: Queue bookkeeping.
+    parked_at: float = 0.0
+    cycle: int = 0
+    changed: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.info.key
+
+
+SortKey = Callable[[PodInfo, int], tuple[Any, ...]]
+Hint = Callable[[PodInfo, set[str], ClusterEvent], bool]
+
+
+class SchedulingQueue:
+    def __init__(self, sort_key: SortKey, clock: Clock, *, initial_backoff: float = 1.0,
+                 max_backoff: float = 10.0, max_unschedulable: float = 300.0) -> None:
+        self._sort_key = sort_key
+        self._clock = clock
+        self._initial = initial_backoff
+        self._max = max_backoff
+        self._max_unschedulable = max_unschedulable
+        self._cond = threading.Condition(threading.RLock())
+        self._seq = itertools.count()
+        self._active: list[tuple[tuple[Any, ...], int, QueuedPod]] = []
+        self._active_keys: dict[str, QueuedPod] = {}
+        self._backoff: list[tuple[float, int, QueuedPod]] = []
+        self._backoff_keys: dict[str, QueuedPod] = {}
+        self._unschedulable: dict[str, QueuedPod] = {}
+        # Pods popped and not yet settled, and the cycle of the last event that moved pods:
+        # a pod failing in a cycle that started before such an event is retried instead of
+        # parked, so that an event landing mid-cycle is not lost.
+        self._in_flight: dict[str, QueuedPod] = {}
+        self._cycle = 0
+        self._move_cycle = -1
+        self._closed = False
+        self._interrupted = False
+
+    # -- adding ----------------------------------------------------------------------------
+
+    def _push_active(self, qp: QueuedPod) -> None:
+        seq = next(self._seq)
+        heapq.heappush(self._active, (self._sort_key(qp.info, seq), seq, qp))
+        self._active_keys[qp.key] = qp
+        self._cond.notify()
+
+    def _push_backoff(self, qp: QueuedPod) -> None:
+        heapq.heappush(self._backoff, (qp.backoff_until, next(self._seq), qp))
+        self._backoff_keys[qp.key] = qp
+
+    def _detach(self, key: str) -> QueuedPod | None:
+        """Take a pod out of wherever it waits (heaps are cleaned lazily)."""
+        return (self._active_keys.pop(key, None) or self._backoff_keys.pop(key, None)
+                or self._unschedulable.pop(key, None))
+
+    def add(self, info: PodInfo) -> None:
+        """A new pending pod, or a changed one: it goes (back) to the active heap at once."""
+        with self._cond:
+            old = self._detach(info.key)
+            if info.key in self._in_flight:
+                # Being scheduled right now; the new version replaces it when it settles.
+                self._in_flight[info.key].info = info
+                self._in_flight[info.key].changed = True
+                return
+            qp = old or QueuedPod(info, self._clock())
+            qp.info = info
+            self._push_active(qp)
+
+    def delete(self, key: str) -> None:
+        with self._cond:
+            self._detach(key)
+            self._in_flight.pop(key, None)
+
+    def __contains__(self, key: str) -> bool:
+        with self._cond:
+            return (key in self._active_keys or key in self._backoff_keys
+                    or key in self._unschedulable or key in self._in_flight)
+
+    # -- popping ---------------------------------------------------------------------------
+
+    def pop(self, timeout: float | None = 0.0) -> QueuedPod | None:
+        """The next pod to schedule; waits up to ``timeout`` seconds (None: until one comes
+        or the queue is closed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                self.flush()
+                while self._active:
+                    _, _, qp = heapq.heappop(self._active)
+                    if self._active_keys.get(qp.key) is qp:
+                        del self._active_keys[qp.key]
+                        self._cycle += 1
+                        qp.cycle = self._cycle
+                        qp.changed = False
+                        self._in_flight[qp.key] = qp
+                        return qp
+                if self._closed or self._interrupted:
+                    self._interrupted = False
+                    return None
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    return None
+                upcoming = self.next_backoff()
+                if upcoming is not None:
+                    until = max(upcoming - self._clock(), 0.001)
+                    wait = until if wait is None else min(wait, until)
+                self._cond.wait(wait)
+
+    def interrupt(self) -> None:
+        """Make a waiting ``pop`` return now (the scheduler has other work)."""
+        with self._cond:
+            self._interrupted = True
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # -- settling a popped pod -------------------------------------------------------------
+
+    def done(self, key: str) -> None:
+        """The pod was bound (or is waiting at Permit): it leaves the queue."""
+        with self._cond:
+            self._in_flight.pop(key, None)
+
+    def _backoff_for(self, attempts: int) -> float:
+        return float(min(self._initial * (2 ** max(attempts - 1, 0)), self._max))
+
+    def requeue(self, qp: QueuedPod, *, unschedulable: bool, rejected_by: set[str] | None = None,
+                message: str = "") -> None:
+        """A failed attempt: park the pod as unschedulable, or back it off (errors, or an
+        event that could help arrived while it was being scheduled)."""
+        now = self._clock()
+        with self._cond:
+            current = self._in_flight.pop(qp.key, None)
+            if current is None:
+                return  # deleted while it was being scheduled
+            current.attempts += 1
+            current.backoff_until = now + self._backoff_for(current.attempts)
+            current.rejected_by = set(rejected_by or ())
+            current.message = message
+            if current.changed:
+                # The pod itself changed meanwhile: the new version deserves a try at once.
+                self._push_active(current)
+            elif unschedulable and self._move_cycle < current.cycle:
+                current.parked_at = now
+                self._unschedulable[current.key] = current
+            else:
+                self._push_backoff(current)
+
+    def readd_failed(self, qp: QueuedPod, message: str) -> None:
+        """A pod that had left the queue (waiting at Permit, or binding) failed: back off."""
+        now = self._clock()
+        with self._cond:
+            if self._detach(qp.key) is None and qp.key in self._in_flight:
+                return
+            qp.attempts += 1
+            qp.backoff_until = now + self._backoff_for(qp.attempts)
+            qp.message = message
+            qp.rejected_by = set()
+            self._push_backoff(qp)
+
+    # -- moving ----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Backoffs that ran out go active; pods parked too long are retried."""
+        now = self._clock()
+        with self._cond:
+            while self._backoff and self._backoff[0][0] <= now:
+                _, _, qp = heapq.heappop(self._backoff)
+                if self._backoff_keys.get(qp.key) is qp:
+                    del self._backoff_keys[qp.key]
+                    self._push_active(qp)
+            if self._unschedulable:
+                stale = [qp for qp in self._unschedulable.values()
+                         if now - qp.parked_at >= self._max_unschedulable]
+                for qp in stale:
+                    del self._unschedulable[qp.key]
+                    self._wake(qp, now)
+
+    def _wake(self, qp: QueuedPod, now: float) -> None:
+        if qp.backoff_until > now:
+            self._push_backoff(qp)
+        else:
+            self._push_active(qp)
+
+    def on_event(self, event: ClusterEvent, hint: Hint) -> int:
+        """Wake the unschedulable pods ``event`` could help; returns how many moved."""
+        now = self._clock()
+        with self._cond:
+            self._move_cycle = self._cycle
+            moved = [qp for qp in self._unschedulable.values()
+                     if hint(qp.info, qp.rejected_by, event)]
+            for qp in moved:
+                del self._unschedulable[qp.key]
+                self._wake(qp, now)
+            return len(moved)
+
+    def move_all(self) -> None:
+        """Wake every unschedulable pod (after a restart of a watch, for instance)."""
+        now = self._clock()
+        with self._cond:
+            self._move_cycle = self._cycle
+            for qp in list(self._unschedulable.values()):
+                del self._unschedulable[qp.key]
+                self._wake(qp, now)
+
+    # -- introspection ---------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        with self._cond:
+            return {"active": len(self._active_keys), "backoff": len(self._backoff_keys),
+                    "unschedulable": len(self._unschedulable),
+                    "in_flight": len(self._in_flight)}
+
+    def next_backoff(self) -> float | None:
+        """When the earliest backed-off pod becomes active (for a stepping driver)."""
+        with self._cond:
+            while self._backoff and self._backoff_keys.get(self._backoff[0][2].key) is not (
+                    self._backoff[0][2]):
+                heapq.heappop(self._backoff)
+            return self._backoff[0][0] if self._backoff else None
+
+    def unschedulable(self) -> Iterator[QueuedPod]:
+        with self._cond:
+            return iter(list(self._unschedulable.values()))
+
+    def get(self, key: str) -> QueuedPod | None:
+        with self._cond:
+            return (self._active_keys.get(key) or self._backoff_keys.get(key)
+                    or self._unschedulable.get(key) or self._in_flight.get(key))

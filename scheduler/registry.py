@@ -1,0 +1,26 @@
+"""The one plugin registry: a new plugin is one module plus one line here."""
+
+from __future__ import annotations
+
+from scheduler.framework.interfaces import PluginFactory
+from scheduler.plugins import (
+    allocation_gate,
+    binder,
+    node_affinity,
+    node_resources_fit,
+    node_unschedulable,
+    priority_sort,
+    taint_toleration,
+    vgpu,
+)
+
+REGISTRY: dict[str, PluginFactory] = {
+    "PrioritySort": priority_sort.PrioritySort,
+    "NodeUnschedulable": node_unschedulable.NodeUnschedulable,
+    "TaintToleration": taint_toleration.TaintToleration,
+    "NodeAffinity": node_affinity.NodeAffinity,
+    "NodeResourcesFit": node_resources_fit.NodeResourcesFit,
+    "VGPU": vgpu.VGPU,
+    "AllocationGate": allocation_gate.AllocationGate,
+    "VGPUBinder": binder.VGPUBinder,
+}

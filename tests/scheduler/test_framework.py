@@ -1,0 +1,214 @@
+"""The framework host: profiles, extension-point order, masks, limits, diagnosis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scheduler import build
+from scheduler.cache import Cache
+from scheduler.framework import profile
+from scheduler.framework.interfaces import CycleState, PreFilterResult
+from scheduler.framework.runtime import Framework
+from scheduler.framework.status import (
+    SKIP,
+    SUCCESS,
+    WAIT,
+    Code,
+    Status,
+    unschedulable,
+)
+from scheduler.nodeinfo import NodeInfo
+from scheduler.podinfo import PodInfo, parse
+from scheduler.registry import REGISTRY
+from scheduler.snapshot import Snapshot
+from scheduler.summary import summarize
+from tests.scheduler.helpers import FakeHandle
+from vgpu.config import Config, SchedulerConfig
+from vgpu.errors import ConfigError
+
+NOW = 1_800_000_000.0
+
+
+def snapshot_of(names: list[str], columns: Any = ()) -> Snapshot:
+    cache = Cache()
+    for name in names:
+        cache.set_node(build.node(name, build.devices(name, 1), heartbeat=NOW), NOW)
+    snap = Snapshot(columns)
+    cache.update_snapshot(snap)
+    return snap
+
+
+def a_pod(name: str = "p", **kw: Any) -> PodInfo:
+    return parse(build.pod(name, **kw), Config())
+
+
+class Recorder:
+    """A plugin at every point, recording calls; behaviour set per test."""
+
+    def __init__(self, name: str, calls: list[str]) -> None:
+        self.name = name
+        self.calls = calls
+        self.reject: set[str] = set()
+        self.scores: dict[str, float] = {}
+        self.mask_out: set[str] = set()
+        self.reserve_status = SUCCESS
+        self.permit_status = SUCCESS
+        self.bind_status = SUCCESS
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        self.calls.append(f"{self.name}.pre_filter")
+        if not self.mask_out:
+            return None, SUCCESS
+        mask = np.ones(len(snapshot.nodes), dtype=np.bool_)
+        for name in self.mask_out:
+            mask[snapshot.positions[name]] = False
+        return PreFilterResult(mask=mask), SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        self.calls.append(f"{self.name}.filter:{node.name}")
+        return unschedulable(f"{self.name} says no") if node.name in self.reject else SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
+        return self.scores.get(node.name, 0.0)
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        self.calls.append(f"{self.name}.reserve")
+        return self.reserve_status
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        self.calls.append(f"{self.name}.unreserve")
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        return self.permit_status
+
+    def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        self.calls.append(f"{self.name}.bind")
+        return self.bind_status
+
+
+def test_filters_run_in_order_and_stop_at_first_rejection() -> None:
+    calls: list[str] = []
+    a, b = Recorder("A", calls), Recorder("B", calls)
+    a.reject = {"n1"}
+    fw = Framework([a, b])
+    result = fw.schedule(a_pod(), snapshot_of(["n1", "n2"]), NOW)
+    assert result.node == "n2"
+    assert calls == ["A.pre_filter", "B.pre_filter", "A.filter:n1", "A.filter:n2",
+                     "B.filter:n2"]
+
+
+def test_weighted_scores_pick_the_best_and_ties_keep_order() -> None:
+    calls: list[str] = []
+    a, b = Recorder("A", calls), Recorder("B", calls)
+    a.scores = {"n1": 10, "n2": 0, "n3": 0}
+    b.scores = {"n1": 0, "n2": 6, "n3": 0}
+    snap = snapshot_of(["n1", "n2", "n3"])
+    assert Framework([a, b], {"A": 1, "B": 1}).schedule(a_pod(), snap, NOW).node == "n1"
+    assert Framework([a, b], {"A": 1, "B": 2}).schedule(a_pod(), snap, NOW).node == "n2"
+    a.scores = b.scores = {}
+    assert Framework([a, b]).schedule(a_pod(), snap, NOW).node == "n1"
+
+
+def test_pre_filter_mask_and_skip() -> None:
+    calls: list[str] = []
+    a = Recorder("A", calls)
+    a.mask_out = {"n1"}
+    result = Framework([a]).schedule(a_pod(), snapshot_of(["n1", "n2"]), NOW)
+    assert result.node == "n2"
+    assert "A.filter:n1" not in calls
+
+    class Skipper(Recorder):
+        def pre_filter(self, state: CycleState, pod: PodInfo,
+                       snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+            return None, SKIP
+
+    s = Skipper("S", calls)
+    s.reject = {"n1", "n2"}
+    assert Framework([s]).schedule(a_pod(), snapshot_of(["n1", "n2"]), NOW).node == "n1"
+
+
+def test_nodes_to_score_limits_how_many_feasible_nodes_are_scored() -> None:
+    calls: list[str] = []
+    a = Recorder("A", calls)
+    a.scores = {"n5": 100}
+    snap = snapshot_of([f"n{i}" for i in range(6)])
+    assert Framework([a], nodes_to_score=2).schedule(a_pod(), snap, NOW).evaluated == 2
+    full = Framework([a], nodes_to_score=0).schedule(a_pod(), snap, NOW)
+    assert (full.evaluated, full.feasible, full.node) == (6, 6, "n5")
+
+
+def test_diagnosis_covers_masked_nodes_with_their_real_reasons() -> None:
+    calls: list[str] = []
+    a = Recorder("A", calls)
+    a.mask_out = {"n1", "n2"}
+    a.reject = {"n1", "n2", "n3"}
+    result = Framework([a]).schedule(a_pod(), snapshot_of(["n1", "n2", "n3"]), NOW)
+    assert result.node is None and result.diagnosis is not None
+    assert summarize(result.diagnosis) == "0/3 nodes are available: 3 A says no."
+    assert result.diagnosis.rejecting_plugins == {"A"}
+
+
+def test_reserve_failure_unreserves_everything_in_reverse() -> None:
+    calls: list[str] = []
+    a, b = Recorder("A", calls), Recorder("B", calls)
+    b.reserve_status = unschedulable("nope")
+    fw = Framework([a, b])
+    status = fw.reserve(CycleState(NOW), a_pod(), "n1")
+    assert status.code is Code.UNSCHEDULABLE and status.plugin == "B"
+    assert calls == ["A.reserve", "B.reserve", "B.unreserve", "A.unreserve"]
+
+
+def test_permit_wait_collects_plugins_and_bind_skips() -> None:
+    calls: list[str] = []
+    a, b = Recorder("A", calls), Recorder("B", calls)
+    a.permit_status = WAIT
+    status, waiting = Framework([a, b]).permit(CycleState(NOW), a_pod(), "n1")
+    assert status.code is Code.WAIT and waiting == {"A"}
+    a.bind_status = SKIP
+    assert Framework([a, b]).bind(CycleState(NOW), a_pod(), "n1").ok
+    assert calls[-2:] == ["A.bind", "B.bind"]
+    b.bind_status = SKIP
+    assert Framework([a, b]).bind(CycleState(NOW), a_pod(), "n1").code is Code.ERROR
+
+
+# --- profiles ----------------------------------------------------------------------------
+
+def test_default_profile_builds_every_registered_plugin() -> None:
+    fw = profile.build(SchedulerConfig(), FakeHandle(), REGISTRY)
+    assert [p.name for p in fw.plugins] == list(SchedulerConfig().plugins)
+    assert fw.queue_sort.name == "PrioritySort"
+    assert [p.name for p, _, _ in fw.scorers] == ["VGPU"]
+
+
+@pytest.mark.parametrize(("plugins", "weights", "message"), [
+    (("PrioritySort", "Nope", "VGPUBinder"), (), "unknown plugin 'Nope'"),
+    (("NodeResourcesFit", "VGPUBinder"), (), "no queue sort"),
+    (("PrioritySort", "NodeResourcesFit"), (), "no bind plugin"),
+    (("PrioritySort", "NodeResourcesFit", "VGPUBinder"), ("NodeResourcesFit=2",),
+     "does not score"),
+])
+def test_bad_profiles_are_config_errors(plugins: tuple[str, ...], weights: tuple[str, ...],
+                                        message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        profile.build(SchedulerConfig(plugins=plugins, score_weights=weights), FakeHandle(),
+                      REGISTRY)
+
+
+def test_profile_from_config_file_text() -> None:
+    from vgpu import config
+    cfg = config.parse_text(
+        "scheduler:\n  plugins: [PrioritySort, NodeResourcesFit, VGPU, VGPUBinder]\n"
+        "  scoreWeights: [VGPU=3]\n  nodesToScore: 0\n")
+    fw = profile.build(cfg.scheduler, FakeHandle(cfg), REGISTRY)
+    assert [(p.name, w) for p, w, _ in fw.scorers] == [("VGPU", 3)]
+    assert fw.nodes_to_score == 0
+
+
+def test_unavailable_default_gpu_policy_is_a_config_error() -> None:
+    cfg = Config(default_gpu_policy="fragmentation-aware")
+    with pytest.raises(ConfigError, match="fragmentation-aware"):
+        profile.build(cfg.scheduler, FakeHandle(cfg), REGISTRY)

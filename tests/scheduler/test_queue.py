@@ -1,0 +1,144 @@
+"""The scheduling queue: order, backoff, parking and event-driven wake-ups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler import build
+from scheduler.framework.interfaces import ClusterEvent
+from scheduler.plugins.priority_sort import sort_key
+from scheduler.podinfo import PodInfo, parse
+from scheduler.queue import SchedulingQueue
+from tests.scheduler.helpers import FakeClock
+from vgpu.config import Config
+
+
+def info(name: str, priority: int = 0) -> PodInfo:
+    return parse(build.pod(name, priority=priority), Config())
+
+
+def make(clock: FakeClock | None = None) -> tuple[SchedulingQueue, FakeClock]:
+    clock = clock or FakeClock()
+    q = SchedulingQueue(lambda p, seq: sort_key(p.priority, seq), clock, initial_backoff=1.0,
+                        max_backoff=10.0, max_unschedulable=300.0)
+    return q, clock
+
+
+def drain(q: SchedulingQueue) -> list[str]:
+    out = []
+    while (qp := q.pop()) is not None:
+        out.append(qp.info.name)
+        q.done(qp.key)
+    return out
+
+
+def test_priority_then_arrival() -> None:
+    q, _ = make()
+    for name, prio in [("a", 0), ("b", 10), ("c", 0), ("d", 10), ("e", -5)]:
+        q.add(info(name, prio))
+    assert drain(q) == ["b", "d", "a", "c", "e"]
+
+
+def test_backoff_doubles_to_the_cap() -> None:
+    q, clock = make()
+    q.add(info("p"))
+    qp = q.pop()
+    waits = []
+    for attempt in range(1, 7):
+        assert qp is not None
+        q.requeue(qp, unschedulable=False, message="error")
+        start = clock.now
+        while (qp := q.pop()) is None:
+            clock.advance(0.25)
+        waits.append(clock.now - start)
+        assert qp.attempts == attempt
+    assert waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+def test_unschedulable_pods_wait_for_an_event_that_could_help() -> None:
+    q, clock = make()
+    q.add(info("gpu"))
+    q.add(info("cpu"))
+    for _ in range(2):
+        qp = q.pop()
+        assert qp is not None
+        q.requeue(qp, unschedulable=True, rejected_by={"VGPU" if qp.info.name == "gpu" else "Fit"})
+    clock.advance(100)
+    assert q.pop() is None  # parked, not backing off
+    event = ClusterEvent("pod", "delete", "n1")
+    moved = q.on_event(event, lambda pod, plugins, ev: "VGPU" in plugins)
+    assert moved == 1
+    assert drain(q) == ["gpu"]
+    assert q.counts()["unschedulable"] == 1
+
+
+def test_woken_pod_still_in_backoff_waits_it_out() -> None:
+    q, clock = make()
+    q.add(info("p"))
+    qp = q.pop()
+    assert qp is not None
+    q.requeue(qp, unschedulable=True)
+    q.on_event(ClusterEvent("node", "add", "n"), lambda *a: True)
+    assert q.pop() is None
+    clock.advance(1.0)
+    assert drain(q) == ["p"]
+
+
+def test_event_during_a_cycle_is_not_lost() -> None:
+    q, clock = make()
+    q.add(info("p"))
+    qp = q.pop()
+    assert qp is not None
+    # a node is added while p is being scheduled; p then fails as unschedulable
+    q.on_event(ClusterEvent("node", "add", "n"), lambda *a: True)
+    q.requeue(qp, unschedulable=True)
+    assert q.counts()["unschedulable"] == 0
+    clock.advance(1.0)
+    assert drain(q) == ["p"]
+
+
+def test_parked_pods_are_retried_after_max_unschedulable() -> None:
+    q, clock = make()
+    q.add(info("p"))
+    qp = q.pop()
+    assert qp is not None
+    q.requeue(qp, unschedulable=True)
+    clock.advance(299)
+    assert q.pop() is None
+    clock.advance(1)
+    assert drain(q) == ["p"]
+
+
+def test_delete_and_update() -> None:
+    q, _ = make()
+    q.add(info("a"))
+    q.add(info("b"))
+    q.delete("default/a")
+    assert "default/a" not in q
+    qp = q.pop()
+    assert qp is not None and qp.info.name == "b"
+    # updated while in flight: the failure sends it straight back to active
+    q.add(parse(build.pod("b", priority=3), Config()))
+    q.requeue(qp, unschedulable=True)
+    again = q.pop()
+    assert again is not None and again.info.priority == 3
+    # deleted while in flight: the failure does not resurrect it
+    q.delete("default/b")
+    q.requeue(again, unschedulable=True)
+    assert q.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 0}
+
+
+def test_pop_waits_and_can_be_interrupted() -> None:
+    import threading
+    q, _ = make()
+    result: list[Any] = []
+    t = threading.Thread(target=lambda: result.append(q.pop(timeout=5.0)))
+    t.start()
+    q.interrupt()
+    t.join(timeout=5)
+    assert result == [None]
+    t = threading.Thread(target=lambda: result.append(q.pop(timeout=5.0)))
+    t.start()
+    q.add(info("late"))
+    t.join(timeout=5)
+    assert result[-1] is not None and result[-1].info.name == "late"
