@@ -78,6 +78,10 @@ class MemoryCluster:
         self._history: deque[tuple[int, Kind, EventType, Obj | None, Obj | None]] = deque(
             maxlen=history)
         self._compacted_to = 0
+        # The same entries per kind: a node watch must not walk past every pod event.
+        self._by_kind: dict[Kind, deque[tuple[int, Kind, EventType, Obj | None,
+                                              Obj | None]]] = {
+            "pods": deque(maxlen=history), "nodes": deque(maxlen=history)}
         self._events: dict[tuple[str, str, str, str, str], RecordedEvent] = {}
         # The simulator turns copying off: it never mutates what it is given, and deep copies
         # of every object at every read dominate a 10,000-pod replay.
@@ -96,7 +100,9 @@ class MemoryCluster:
         rv = self._last_rv
         if len(self._history) == self._history.maxlen:
             self._compacted_to = self._history[0][0]
-        self._history.append((rv, kind, etype, old, new))
+        entry = (rv, kind, etype, old, new)
+        self._history.append(entry)
+        self._by_kind[kind].append(entry)
         self._lock.notify_all()
 
     def _key(self, kind: Kind, name: str, namespace: str | None) -> str:
@@ -136,7 +142,7 @@ class MemoryCluster:
             with self._lock:
                 if since < self._compacted_to:
                     raise GoneError(f"too old resource version: {since} ({self._compacted_to})")
-                pending = [h for h in self._history if h[0] > since and h[1] == kind]
+                pending = self._since(since, kind)
                 if not pending:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
@@ -150,6 +156,19 @@ class MemoryCluster:
                     if event is not None:
                         out.append(event)
             yield from out
+
+    def _since(self, since: int, kind: Kind) -> builtins.list[
+            tuple[int, Kind, EventType, Obj | None, Obj | None]]:
+        """History entries of ``kind`` after ``since``, oldest first. Resource versions only
+        grow, so the scan walks back from the newest entry and stops at ``since``: a watch
+        that keeps up costs what it receives, not the length of the history."""
+        out = []
+        for entry in reversed(self._by_kind[kind]):
+            if entry[0] <= since:
+                break
+            out.append(entry)
+        out.reverse()
+        return out
 
     def _translate(self, kind: Kind, etype: EventType, old: Obj | None, new: Obj | None,
                    selector: Selector) -> WatchEvent | None:
