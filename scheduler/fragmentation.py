@@ -163,6 +163,11 @@ class FragModel:
             self._by_model[model] = entry
         return entry
 
+    @property
+    def cpu_steps(self) -> tuple[int, ...]:
+        """The distinct CPU requests of the GPU shapes, ascending: the bucket bounds."""
+        return tuple(self._cpu_steps)
+
     def cpu_bucket(self, cpu_left: int) -> int:
         """How many distinct CPU requests of GPU shapes ``cpu_left`` covers."""
         return bisect.bisect_right(self._cpu_steps, cpu_left)
@@ -195,34 +200,36 @@ class FragModel:
         """Where on this node ``shape`` goes to grow fragmentation least, and FGD's score.
 
         A shared-GPU task (one GPU, less than all of it) tries every GPU it fits on and keeps
-        the one with the lowest fragmentation after placement (lowest index on ties); other
-        tasks take :func:`take_gpus`. None when the task's GPUs do not fit.
+        the one with the best score (lowest index on ties, as the artifact compares
+        truncated scores); other tasks take :func:`take_gpus`. None when the GPUs do not
+        fit.
         """
-        before = self.fragmentation(cpu_left, gpu_left, model)
-        cpu_after = cpu_left - shape.milli_cpu
-        bucket = self.cpu_bucket(cpu_after)
+        return self.choice(self.cpu_bucket(cpu_left), self.cpu_bucket(cpu_left - shape.milli_cpu),
+                           gpu_left, model, shape)
+
+    def choice(self, bucket_before: int, bucket_after: int, gpu_left: Sequence[int], model: str,
+               shape: Shape) -> Choice | None:
+        """:meth:`best_choice` with the free CPU before and after given as CPU buckets."""
+        before = self.fragmentation_bucketed(bucket_before, tuple(sorted(gpu_left)), model)
         if shape.gpus == 0:
-            after = self.fragmentation_bucketed(bucket, tuple(sorted(gpu_left)), model)
+            after = self.fragmentation_bucketed(bucket_after, tuple(sorted(gpu_left)), model)
             delta = after - before
             return Choice(fgd_score_from_delta(delta), (), delta)
         if shape.gpus == 1 and shape.milli_gpu < MILLI:
             best: Choice | None = None
-            tried: dict[int, Choice] = {}
+            tried: set[int] = set()
             for i, left in enumerate(gpu_left):
-                if left < shape.milli_gpu:
-                    continue
-                if left in tried:  # same free share: same result, keep the lower index
-                    continue
+                if left < shape.milli_gpu or left in tried:
+                    continue  # same free share: same result, keep the lower index
+                tried.add(left)
                 after_left = list(gpu_left)
                 after_left[i] = left - shape.milli_gpu
-                after = self.fragmentation_bucketed(bucket, tuple(sorted(after_left)), model)
+                after = self.fragmentation_bucketed(bucket_after, tuple(sorted(after_left)),
+                                                    model)
                 delta = after - before
-                choice = Choice(fgd_score_from_delta(delta), (i,), delta)
-                tried[left] = choice
-                # The artifact compares truncated scores: a later GPU wins only if its
-                # score is strictly higher.
-                if best is None or choice.score > best.score:
-                    best = choice
+                candidate = Choice(fgd_score_from_delta(delta), (i,), delta)
+                if best is None or candidate.score > best.score:
+                    best = candidate
             return best
         taken = take_gpus(gpu_left, shape.milli_gpu, shape.gpus)
         if taken is None:
@@ -230,6 +237,6 @@ class FragModel:
         after_left = list(gpu_left)
         for i in taken:
             after_left[i] -= shape.milli_gpu
-        after = self.fragmentation_bucketed(bucket, tuple(sorted(after_left)), model)
+        after = self.fragmentation_bucketed(bucket_after, tuple(sorted(after_left)), model)
         delta = after - before
         return Choice(fgd_score_from_delta(delta), taken, delta)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from scheduler.framework.interfaces import PluginFactory
 from scheduler.plugins import (
     allocation_gate,
+    bestfit,
     binder,
+    fgd,
+    fragmentation_aware,
     node_affinity,
     node_resources_fit,
     node_unschedulable,
@@ -23,4 +26,8 @@ REGISTRY: dict[str, PluginFactory] = {
     "VGPU": vgpu.VGPU,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
+    # Placement policies that rank nodes by themselves (the vGPU plugin's score weight 0).
+    "BestFit": bestfit.BestFit,
+    "FGD": fgd.FGD,
+    "FragmentationAware": fragmentation_aware.FragmentationAware,
 }

@@ -13,6 +13,8 @@ GPU_POLICIES: tuple[str, ...] = (
     "binpack",
     "spread",
     "fragmentation-aware",
+    # FGD (USENIX ATC'23), the paper's own GPU choice; for comparisons with vgpu simulate.
+    "fgd",
 )
 
 #: How the scheduler ranks nodes.
