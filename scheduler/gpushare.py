@@ -70,6 +70,7 @@ class NodeStates:
     def __post_init__(self) -> None:
         self._ids: dict[tuple[str, tuple[int, ...]], int] = {}
         self.states: list[tuple[str, tuple[int, ...]]] = []
+        self._idle: list[int] = []
 
     @property
     def state_column(self) -> str:
@@ -85,7 +86,13 @@ class NodeStates:
         if found is None:
             found = self._ids[key] = len(self.states)
             self.states.append(key)
+            self._idle.append(sum(key[1]))
         return found
+
+    def idle(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Free milli-GPU of the nodes with these state ids (0 for empty positions)."""
+        table = np.asarray([*self._idle, 0], dtype=np.int64)
+        return table[np.where(ids >= 0, ids, len(self._idle))]
 
     def columns(self) -> tuple[Column, Column]:
         return (Column(self.state_column, np.int64, self.intern, -1),

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler import gpushare, policies
 from scheduler.fragmentation import (
@@ -135,7 +136,13 @@ class FGD:
                 found = memo[(key, shape)] = self._node_value(bucket_before, bucket_after,
                                                               state_id, shape)
             values[j] = found
-        return PreFilterResult(order_key=values[inverse], ranks_for=self.name), SUCCESS
+        order = self.refine(values[inverse], shape, ids)
+        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
+
+    def refine(self, order: npt.NDArray[np.float64], shape: Shape,
+               ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Break ties among equal scores (FGD: none; the first node in snapshot order)."""
+        return order
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         shape = gpushare.pod_shape(pod)
@@ -160,12 +167,17 @@ class FGD:
         before = self._model.cpu_bucket(cpu)
         after = self._model.cpu_bucket(cpu - shape.milli_cpu)
         model = gpushare.model(node)
-        ranked: list[tuple[float, int, Candidate]] = []
+        ranked: list[tuple[tuple[float, ...], Candidate]] = []
         for c in cands:
             value = self._gpu_choice_value((before, after), free, c.position, shape, model)
-            ranked.append((-value, c.position, c))
-        ranked.sort(key=lambda t: (t[0], t[1]))
-        return [c for _, _, c in ranked]
+            ranked.append((self.gpu_key(value, free[c.position], c.position), c))
+        ranked.sort(key=lambda t: t[0])
+        return [c for _, c in ranked]
+
+    def gpu_key(self, value: float, free: int, position: int) -> tuple[float, ...]:
+        """Sort key of a GPU choice, smallest first (FGD: best value, then lowest index)."""
+        del free
+        return (-value, position)
 
     def _gpu_choice_value(self, buckets: tuple[int, int], free: list[int], position: int,
                           shape: Shape, model: str) -> float:
