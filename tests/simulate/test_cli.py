@@ -13,6 +13,15 @@ PODS = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
         + "c,1000,1024,0,0,\n")
 
 
+@pytest.fixture(autouse=True)
+def _keep_logging(monkeypatch: pytest.MonkeyPatch) -> None:
+    # main() points structlog at sys.stderr, which is pytest's capture here and is closed
+    # after the test; later tests that log would then fail.
+    import vgpu.cli
+
+    monkeypatch.setattr(vgpu.cli.logs, "setup", lambda *a, **k: None)
+
+
 @pytest.fixture
 def trace(tmp_path: Path) -> tuple[Path, Path]:
     (tmp_path / "nodes.csv").write_text(NODES)
