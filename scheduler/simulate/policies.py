@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from scheduler.fragmentation import Shape
 from scheduler.framework.interfaces import Handle, PluginFactory
-from scheduler.plugins import bestfit, fgd, fragmentation_aware
+from scheduler.plugins import bestfit, dotprod, fgd, fragmentation_aware, gpu_packing, random_score
 from scheduler.registry import REGISTRY
 from scheduler.simulate.gorand import GoRand
 from vgpu.config import Config, SchedulerConfig
@@ -57,6 +57,14 @@ POLICIES: dict[str, SimPolicy] = {p.name: p for p in (
               "lowest-task-count", "binpack"),
     SimPolicy("binpack", "binpack nodes and GPUs", "binpack", "binpack"),
     SimPolicy("spread", "spread over nodes and GPUs", "spread", "spread"),
+    SimPolicy("random", "paper baseline Random: a random feasible node and GPU", "random",
+              plugin=random_score.RandomScore.name,
+              build=lambda h, w, r: random_score.RandomScore(h, seed=r.int63())),
+    SimPolicy("dotprod", "paper baseline DotProd: least aligned free resources", "binpack",
+              plugin=dotprod.DotProd.name, build=lambda h, w, r: dotprod.DotProd(h)),
+    SimPolicy("packing", "paper baseline GpuPacking: used GPUs, then used nodes", "binpack",
+              plugin=gpu_packing.GpuPacking.name,
+              build=lambda h, w, r: gpu_packing.GpuPacking(h)),
     SimPolicy("bestfit", "paper baseline BestFit: least free CPU and GPU left", "binpack",
               plugin=bestfit.BestFit.name, build=lambda h, w, r: bestfit.BestFit(h)),
     SimPolicy("fgd", "paper's FGD: least growth of fragmentation (truncated score)",

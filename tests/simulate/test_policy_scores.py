@@ -9,7 +9,7 @@ from scheduler import build, gpushare
 from scheduler.fragmentation import FragModel, Shape, fgd_score_from_delta
 from scheduler.nodeinfo import NodeInfo, parse_node
 from scheduler.placement import Candidate
-from scheduler.plugins import bestfit, fgd, fragmentation_aware
+from scheduler.plugins import bestfit, dotprod, fgd, fragmentation_aware, gpu_packing
 from scheduler.podinfo import parse
 from scheduler.snapshot import Snapshot
 from tests.scheduler.helpers import FakeHandle
@@ -101,3 +101,27 @@ def test_fgd_gpu_choice_and_ours_differ_only_on_ties() -> None:
 
 def test_fgd_score_matches_the_artifacts_truncation() -> None:
     assert [fgd_score_from_delta(d) for d in (-2000.0, 0.0, 2000.0)] == [88, 50, 11]
+
+
+@pytest.mark.parametrize(("free", "milli", "gpus", "expected"), [
+    ((1000, 1000), 500, 1, 31),  # idle node: 33 - 2 GPUs
+    ((1000,) * 8, 1000, 1, 25),  # idle 8-GPU node: 33 - 8
+    ((500, 1000), 500, 1, 95),  # shares a used GPU with 50 % free: 100 - 50/10
+    ((300, 1000), 500, 1, 49),  # needs an idle GPU of a used node: 50 - 1
+    ((300, 1000, 1000), 1000, 2, 48),
+    ((300, 200), 500, 1, None),  # does not fit
+    ((300, 1000), 0, 0, 0),  # no GPU asked: 0 everywhere
+])
+def test_packing_score(free: tuple[int, ...], milli: int, gpus: int,
+                       expected: int | None) -> None:
+    assert gpu_packing.score(free, milli, gpus) == expected
+
+
+@pytest.mark.parametrize(("free_cpu", "free_gpu", "cpu", "gpu", "expected"), [
+    (128000, 8000, 128000, 8000, 0),
+    (0, 0, 6000, 460, 100),
+    (96000, 8000, 12000, 1000, 90),
+])
+def test_dotprod_score(free_cpu: int, free_gpu: int, cpu: int, gpu: int, expected: int) -> None:
+    assert dotprod.score(free_cpu, free_gpu, cpu, gpu) == expected
+    assert dotprod.scores(np.array([free_cpu]), np.array([free_gpu]), cpu, gpu)[0] == expected
