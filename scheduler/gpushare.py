@@ -21,6 +21,7 @@ from scheduler.snapshot import Column, Snapshot
 #: kube-scheduler's non-zero default: a pod asking for no CPU is counted as 100 millicores
 #: when a policy compares requests (the artifact's fragmentation does the same).
 DEFAULT_MILLI_CPU = 100
+MIB = 1024 * 1024
 
 
 def free_milli(node: NodeInfo) -> tuple[int, ...]:
@@ -39,22 +40,27 @@ def free_cpu(node: NodeInfo) -> int:
     return node.static.alloc_cpu - node.requested_cpu
 
 
+def free_memory_mib(node: NodeInfo) -> int:
+    return (node.static.alloc_memory - node.requested_memory) // MIB
+
+
 def model(node: NodeInfo) -> str:
     return node.devices[0].model if node.devices else ""
 
 
-def pod_shape(pod: PodInfo) -> Shape:
-    """The pod as (CPU, share per GPU, GPU count); several GPU containers add up."""
+def pod_shape(pod: PodInfo, *, memory: bool = False) -> Shape:
+    """The pod as (CPU, share per GPU, GPU count[, memory]); several GPU containers add up."""
     cpu = pod.cpu_milli or DEFAULT_MILLI_CPU
+    mib = pod.memory // MIB if memory else 0
     if pod.gpu is None or not pod.gpu.is_gpu_pod:
-        return Shape(cpu, 0, 0)
+        return Shape(cpu, 0, 0, memory_mib=mib)
     count = 0
     milli = 0
     for c in pod.gpu.containers:
         share = c.cores if c.cores > 0 else (c.memory_percent or 100)
         milli = max(milli, min(share, 100) * MILLI // 100)
         count += c.count
-    return Shape(cpu, milli, count)
+    return Shape(cpu, milli, count, memory_mib=mib)
 
 
 @dataclass
@@ -80,6 +86,10 @@ class NodeStates:
     def cpu_column(self) -> str:
         return f"{self.prefix}.free_cpu"
 
+    @property
+    def memory_column(self) -> str:
+        return f"{self.prefix}.free_memory"
+
     def intern(self, node: NodeInfo) -> int:
         key = (model(node), tuple(sorted(free_milli(node))))
         found = self._ids.get(key)
@@ -94,9 +104,10 @@ class NodeStates:
         table = np.asarray([*self._idle, 0], dtype=np.int64)
         return table[np.where(ids >= 0, ids, len(self._idle))]
 
-    def columns(self) -> tuple[Column, Column]:
+    def columns(self) -> tuple[Column, Column, Column]:
         return (Column(self.state_column, np.int64, self.intern, -1),
-                Column(self.cpu_column, np.int64, free_cpu, -1))
+                Column(self.cpu_column, np.int64, free_cpu, -1),
+                Column(self.memory_column, np.int64, free_memory_mib, -1))
 
     def arrays(self, snapshot: Snapshot) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         return snapshot.column(self.state_column), snapshot.column(self.cpu_column)

@@ -19,6 +19,7 @@ pods the scheduler sees.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -55,6 +56,9 @@ class FGD:
     name = "FGD"
     #: The node-aware GPU policy that makes this plugin's GPU choice.
     gpu_policy = "fgd"
+    #: Whether a task that lacks host memory on a node counts as unable to use its GPUs
+    #: (FGD's measure looks at CPU and GPU only).
+    uses_memory = False
 
     def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
         self._handle = handle
@@ -64,12 +68,20 @@ class FGD:
         self._seen: Counter[Shape] = Counter()
         self._learned_at = 0
         if workload is not None:
-            self._model = FragModel(typical_shapes(workload))
+            self._set_model(FragModel(typical_shapes(self._own(s) for s in workload)))
         else:
-            self._model = FragModel(())
+            self._set_model(FragModel(()))
             handle.on_pod_event(self._observe)
-        self._steps = np.asarray(self._model.cpu_steps, dtype=np.int64)
         _ACTIVE[self.gpu_policy] = self
+
+    def _own(self, shape: Shape) -> Shape:
+        return shape if self.uses_memory else dataclasses.replace(shape, memory_mib=0)
+
+    def _set_model(self, model: FragModel) -> None:
+        self._model = model
+        self._steps = np.asarray(model.cpu_steps, dtype=np.int64)
+        self._memory_steps = np.asarray(model.memory_steps, dtype=np.int64)
+        self._memo.clear()
 
     # -- the workload ----------------------------------------------------------------------
 
@@ -80,13 +92,27 @@ class FGD:
     def _observe(self, old: Obj | None, new: Obj | None) -> None:
         if old is not None or new is None:
             return
-        self._seen[gpushare.pod_shape(parse(new, self._handle.config))] += 1
+        self._seen[self._shape_of(parse(new, self._handle.config))] += 1
         total = sum(self._seen.values())
         if total - self._learned_at >= max(RELEARN_EVERY, self._learned_at // 20):
             self._learned_at = total
-            self._model = FragModel(typical_shapes(self._seen.elements()))
-            self._steps = np.asarray(self._model.cpu_steps, dtype=np.int64)
-            self._memo.clear()
+            self._set_model(FragModel(typical_shapes(self._seen.elements())))
+
+    def _shape_of(self, pod: PodInfo) -> Shape:
+        return gpushare.pod_shape(pod, memory=self.uses_memory)
+
+    def _buckets(self, cpu: npt.NDArray[np.int64],
+                 memory: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """:meth:`FragModel.bucket` for every node at once."""
+        cpu_part = np.searchsorted(self._steps, cpu, side="right") * self._model.memory_span
+        if not self.uses_memory:
+            return cpu_part + len(self._memory_steps)
+        out: npt.NDArray[np.int64] = cpu_part + np.searchsorted(self._memory_steps, memory,
+                                                                side="right")
+        return out
+
+    def _memory_left(self, node: NodeInfo) -> int | None:
+        return gpushare.free_memory_mib(node) if self.uses_memory else None
 
     # -- the pure decision -----------------------------------------------------------------
 
@@ -111,13 +137,13 @@ class FGD:
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        shape = gpushare.pod_shape(pod)
+        shape = self._shape_of(pod)
         self._shape = shape
         ids, cpu = self._states.arrays(snapshot)
-        steps = self._steps
-        span = len(steps) + 1
-        before = np.searchsorted(steps, cpu, side="right")
-        after = np.searchsorted(steps, cpu - shape.milli_cpu, side="right")
+        memory = snapshot.column(self._states.memory_column)
+        span = (len(self._steps) + 1) * self._model.memory_span
+        before = self._buckets(cpu, memory)
+        after = self._buckets(cpu - shape.milli_cpu, memory - shape.memory_mib)
         keys = (ids * span + before) * span + after
         keys[ids < 0] = -1
         unique, inverse = np.unique(keys, return_inverse=True)
@@ -145,9 +171,9 @@ class FGD:
         return order
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
-        shape = gpushare.pod_shape(pod)
+        shape = self._shape_of(pod)
         choice = self._model.best_choice(gpushare.free_cpu(node), gpushare.free_milli(node),
-                                         gpushare.model(node), shape)
+                                         gpushare.model(node), shape, self._memory_left(node))
         return 0.0 if choice is None else self.value(choice)
 
     # -- GPU choice (the node-aware GPU policy) --------------------------------------------
@@ -164,8 +190,10 @@ class FGD:
             # Whole GPUs (or several shares): the fullest that fit, then by index.
             return sorted(cands, key=lambda c: (free[c.position], c.position))
         cpu = gpushare.free_cpu(node)
-        before = self._model.cpu_bucket(cpu)
-        after = self._model.cpu_bucket(cpu - shape.milli_cpu)
+        memory = self._memory_left(node)
+        before = self._model.bucket(cpu, memory)
+        after = self._model.bucket(cpu - shape.milli_cpu,
+                                   None if memory is None else memory - shape.memory_mib)
         model = gpushare.model(node)
         ranked: list[tuple[tuple[float, ...], Candidate]] = []
         for c in cands:

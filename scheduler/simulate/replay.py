@@ -53,7 +53,7 @@ class RunResult:
 def trace_shape(pod: TracePod) -> Shape:
     """A trace pod as the fragmentation policies see pods (a zero CPU request counts 100m)."""
     return Shape(pod.cpu_milli or 100, mapping.percent(pod.gpu_milli) * 10 if pod.num_gpu else 0,
-                 pod.num_gpu, pod.gpu_spec)
+                 pod.num_gpu, pod.gpu_spec, pod.memory_mib or 0)
 
 
 def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPolicy, *,
