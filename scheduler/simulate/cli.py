@@ -175,6 +175,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"workload: {workload} ({len(pods)} pods, {len(nodes)} nodes, "
           f"{sum(n.gpus for n in nodes)} GPUs), inflated to {args.inflate}x GPU capacity")
     print(table(summary, paper))
+    if paper:
+        print("paper (FGD artifact, means of seeds 42-51): " + ", ".join(
+            f"{name} {result.mean:.2f}" for name, result in paper.items()))
     if args.json:
         doc: dict[str, Any]
         if len(results) == 1:

@@ -46,21 +46,25 @@ def _png(path: Path, series: Sequence[Series], title: str) -> None:
     except ImportError:
         raise ConfigError(f"--plot {path}: PNG needs matplotlib (pip install 'vgpu[plot]'); "
                           "an .svg plot needs nothing") from None
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
-    for i, s in enumerate(series):
-        xs = [p[0] for p in s.points]
-        ys = [p[1] for p in s.points]
-        ax.plot(xs, ys, label=s.label, color=PALETTE[i % len(PALETTE)],
-                linestyle="--" if s.dashed else "-", linewidth=1.6)
-    ax.plot([0, 100], [0, 100], color="#bbbbbb", linewidth=0.8, linestyle=":")
-    ax.axvline(100, color="#999999", linewidth=0.8)
-    ax.set_xlim(0, 130)
-    ax.set_ylim(0, 100)
-    ax.set_xlabel("arrived GPU demand (% of cluster GPUs)")
-    ax.set_ylabel("allocated GPU (% of cluster GPUs)")
-    ax.set_title(title)
-    ax.grid(True, linewidth=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), dpi=120,
+                             gridspec_kw={"width_ratios": [1, 1]})
+    # Left: the whole replay; right: where the policies differ (the cluster filling up).
+    for ax, (x0, x1, y0, y1) in zip(axes, ((0, 130, 0, 100), (80, 130, 80, 100)),
+                                    strict=True):
+        for i, s in enumerate(series):
+            xs = [p[0] for p in s.points]
+            ys = [p[1] for p in s.points]
+            ax.plot(xs, ys, label=s.label, color=PALETTE[i % len(PALETTE)],
+                    linestyle="--" if s.dashed else "-", linewidth=1.6)
+        ax.plot([0, 100], [0, 100], color="#bbbbbb", linewidth=0.8, linestyle=":")
+        ax.axvline(100, color="#999999", linewidth=0.8)
+        ax.set_xlim(x0, x1)
+        ax.set_ylim(y0, y1)
+        ax.set_xlabel("arrived GPU demand (% of cluster GPUs)")
+        ax.set_ylabel("allocated GPU (% of cluster GPUs)")
+        ax.grid(True, linewidth=0.3)
+    axes[1].legend(loc="lower right", fontsize=8)
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
