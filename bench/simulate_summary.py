@@ -11,7 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from scheduler.simulate import bundled, published
+# bench/ holds a scheduler.py of its own; the package must win.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from scheduler.simulate import bundled, published  # noqa: E402
 
 
 def main() -> int:
