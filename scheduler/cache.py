@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import vgpu.annotations as ann
@@ -319,8 +318,3 @@ class Cache:
         with self._lock:
             for info in self._infos.values():
                 snapshot.set(info)
-
-    def usage_of(self, node: str) -> Mapping[str, Usage]:
-        with self._lock:
-            info = self._infos.get(node)
-            return dict(info.gpu_usage) if info else {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import vgpu.annotations as ann
 from scheduler import objects
@@ -101,9 +100,9 @@ class NodeInfo:
 
     __slots__ = (
         "gpu_cores_total", "gpu_cores_used", "gpu_memory_total", "gpu_memory_used",
-        "gpu_usage", "idle", "max_fit_percent", "max_free_cores", "max_free_memory",
+        "gpu_usage", "max_fit_percent", "max_free_cores", "max_free_memory",
         "pod_count", "requested_cpu", "requested_memory", "scaling", "static", "usable",
-        "usages", "utilization",
+        "usages",
     )
 
     def __init__(self, static: NodeStatic, scaling: float, *, requested_cpu: int = 0,
@@ -119,7 +118,7 @@ class NodeInfo:
         self.gpu_usage: Mapping[str, Usage] = gpu_usage or {}
         usage = self.gpu_usage
         self.usages: tuple[Usage, ...] = tuple(usage.get(d.uuid, EMPTY) for d in static.devices)
-        usable = idle = max_cores = max_mem = max_pct = 0
+        usable = max_cores = max_mem = max_pct = 0
         cap_total = used_mem = cores_total = used_cores = 0
         for d, u in zip(static.devices, self.usages, strict=True):
             if not d.healthy:
@@ -129,8 +128,6 @@ class NodeInfo:
             used_mem += min(u.memory_mib, cap)
             cores_total += d.cores
             used_cores += min(u.cores, d.cores)
-            if u.tasks == 0:
-                idle += 1
             if u.tasks >= d.split or (u.tasks > 0 and u.cores >= d.cores):
                 continue
             usable += 1
@@ -143,7 +140,6 @@ class NodeInfo:
                 # vgpu.devices.percent_of), so an index lookup never rejects a fit.
                 max_pct = max(max_pct, min(100, ((free_mem + 1) * 100 - 1) // cap))
         self.usable = usable
-        self.idle = idle
         self.max_free_cores = max_cores
         self.max_free_memory = max_mem
         self.max_fit_percent = max_pct
@@ -151,9 +147,6 @@ class NodeInfo:
         self.gpu_memory_used = used_mem
         self.gpu_cores_total = cores_total
         self.gpu_cores_used = used_cores
-        self.utilization = (
-            (used_mem / cap_total + used_cores / cores_total) / 2 if cap_total and cores_total
-            else 0.0)
 
     @property
     def name(self) -> str:
@@ -178,19 +171,3 @@ class NodeInfo:
     def __repr__(self) -> str:
         return (f"NodeInfo({self.name!r}, cpu={self.requested_cpu}/{self.static.alloc_cpu}, "
                 f"pods={self.pod_count}, gpus={list(self.usages)})")
-
-
-def describe(info: NodeInfo) -> dict[str, Any]:
-    """A plain view for logs and `vgpu inspect`-style output."""
-    return {
-        "node": info.name,
-        "cpu_milli": [info.requested_cpu, info.static.alloc_cpu],
-        "memory": [info.requested_memory, info.static.alloc_memory],
-        "pods": [info.pod_count, info.static.alloc_pods],
-        "gpus": [
-            {"uuid": d.uuid, "model": d.model, "memory_mib": [u.memory_mib,
-                                                              memory_capacity(d, info.scaling)],
-             "cores": [u.cores, d.cores], "tasks": [u.tasks, d.split], "healthy": d.healthy}
-            for d, u in zip(info.devices, info.usages, strict=True)
-        ],
-    }

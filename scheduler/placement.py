@@ -34,8 +34,10 @@ class Candidate:
     cores: int
 
 
-GpuRanker = Callable[[Sequence[Candidate]], list[Candidate]]
-"""A GPU policy: the fitting GPUs, best first."""
+GpuRanker = Callable[[Sequence[Candidate], Sequence[Device], Sequence[Usage]], list[Candidate]]
+"""A GPU policy: the fitting GPUs, best first. It also sees every GPU of the node and its
+usage (including what earlier containers of the pod just took), for policies that weigh
+the node as a whole (fragmentation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +84,7 @@ def fits(devices: Sequence[Device], usages: Sequence[Usage], request: ContainerR
     return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
 
 
-def _choose(cands: list[Candidate], count: int, numa_bind: bool,
-            rank: GpuRanker) -> list[Candidate] | None:
-    ranked = rank(cands)
+def _choose(ranked: list[Candidate], count: int, numa_bind: bool) -> list[Candidate] | None:
     if not numa_bind:
         return ranked[:count]
     by_numa: dict[int, list[Candidate]] = {}
@@ -120,7 +120,7 @@ def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodReques
                 reasons.add(reason)
         if len(cands) < container.count:
             return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
-        picked = _choose(cands, container.count, selector.numa_bind, rank)
+        picked = _choose(rank(cands, devices, work), container.count, selector.numa_bind)
         if picked is None:
             return (NUMA_SPLIT,)
         for c in picked:

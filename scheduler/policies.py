@@ -19,7 +19,7 @@ import numpy.typing as npt
 from scheduler.nodeinfo import NodeInfo
 from scheduler.placement import Candidate, GpuRanker, Placement
 from scheduler.snapshot import Snapshot
-from vgpu.devices import memory_capacity
+from vgpu.devices import Device, Usage, memory_capacity
 
 
 def _used_share(c: Candidate, scaling: float = 1.0) -> float:
@@ -27,17 +27,20 @@ def _used_share(c: Candidate, scaling: float = 1.0) -> float:
     return (c.usage.memory_mib / cap + c.usage.cores / (c.device.cores or 1)) / 2
 
 
-def lowest_task_count(cands: Sequence[Candidate]) -> list[Candidate]:
+def lowest_task_count(cands: Sequence[Candidate], devices: Sequence[Device] = (),
+                      usages: Sequence[Usage] = ()) -> list[Candidate]:
     """HAMi's default: the GPU running the fewest tasks, then the lowest index."""
     return sorted(cands, key=lambda c: (c.usage.tasks, c.device.index))
 
 
-def binpack(cands: Sequence[Candidate]) -> list[Candidate]:
+def binpack(cands: Sequence[Candidate], devices: Sequence[Device] = (),
+            usages: Sequence[Usage] = ()) -> list[Candidate]:
     """The fullest GPU first, keeping empty GPUs whole for large requests."""
     return sorted(cands, key=lambda c: (-_used_share(c), c.device.index))
 
 
-def spread(cands: Sequence[Candidate]) -> list[Candidate]:
+def spread(cands: Sequence[Candidate], devices: Sequence[Device] = (),
+           usages: Sequence[Usage] = ()) -> list[Candidate]:
     """The emptiest GPU first."""
     return sorted(cands, key=lambda c: (_used_share(c), c.device.index))
 
@@ -111,8 +114,8 @@ NODE_POLICIES: dict[str, NodePolicy] = {
 
 
 NodeAwareRanker = Callable[[NodeInfo, Sequence[Candidate]], list[Candidate]]
-"""A GPU policy that needs the whole node to rank its fitting GPUs: the GPUs that do not
-fit and the node's free CPU change what a fragmentation measure says about each choice."""
+"""A GPU policy that needs the node itself, not only its GPUs: a fragmentation measure also
+depends on the node's free CPU (and memory)."""
 
 NODE_AWARE_GPU_POLICIES: dict[str, NodeAwareRanker] = {}
 
@@ -128,7 +131,7 @@ def ranker_for(name: str) -> Callable[[NodeInfo], GpuRanker] | None:
         return lambda node: plain
     aware = NODE_AWARE_GPU_POLICIES.get(name)
     if aware is not None:
-        return lambda node: lambda cands: aware(node, cands)
+        return lambda node: lambda cands, devices, usages: aware(node, cands)
     return None
 
 

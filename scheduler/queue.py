@@ -209,12 +209,15 @@ class SchedulingQueue:
                 if self._backoff_keys.get(qp.key) is qp:
                     del self._backoff_keys[qp.key]
                     self._push_active(qp)
-            if self._unschedulable:
-                stale = [qp for qp in self._unschedulable.values()
-                         if now - qp.parked_at >= self._max_unschedulable]
-                for qp in stale:
-                    del self._unschedulable[qp.key]
-                    self._wake(qp, now)
+            # Parked pods are kept in parking order, so the stale ones are a prefix.
+            stale = []
+            for qp in self._unschedulable.values():
+                if now - qp.parked_at < self._max_unschedulable:
+                    break
+                stale.append(qp)
+            for qp in stale:
+                del self._unschedulable[qp.key]
+                self._wake(qp, now)
 
     def _wake(self, qp: QueuedPod, now: float) -> None:
         if qp.backoff_until > now:

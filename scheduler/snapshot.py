@@ -32,10 +32,13 @@ class Column:
     #: The value of an empty (removed) position; chosen so that masks reject it.
     empty: Any = 0
     #: Values per node: 1 gives a 1-D column; more gives a (positions × width) array and
-    #: ``compute`` returns a sequence of that length (per-GPU values, for instance).
-    width: int = 1
+    #: ``compute`` returns a sequence of that length (per-GPU values, for instance); a tuple
+    #: gives one more dimension per entry (nested sequences).
+    width: int | tuple[int, ...] = 1
 
     def shape(self, capacity: int) -> tuple[int, ...]:
+        if isinstance(self.width, tuple):
+            return (capacity, *self.width)
         return (capacity,) if self.width == 1 else (capacity, self.width)
 
 

@@ -17,13 +17,8 @@ def summarize(diagnosis: Diagnosis) -> str:
     if diagnosis.pod_status is not None:
         reason = diagnosis.pod_status.message or diagnosis.pod_status.code.name.lower()
         return f"{head}: {reason.rstrip('.')}."
-    # Most nodes share a handful of Status objects (the filters' constants, memoised
-    # answers): count objects first, then their reasons.
-    by_object: Counter[int] = Counter(map(id, diagnosis.statuses.values()))
-    objects = {id(s): s for s in diagnosis.statuses.values()}
     counts: Counter[str] = Counter()
-    for ident, n in by_object.items():
-        status = objects[ident]
+    for status, n in diagnosis.counted():
         for reason in dict.fromkeys(status.reasons or (status.code.name.lower(),)):
             counts[reason] += n
     if not counts:

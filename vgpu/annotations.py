@@ -22,6 +22,11 @@ BIND_PHASE = "vgpu.io/bind-phase"
 BIND_TIME = "vgpu.io/bind-time"
 BIND_REASON = "vgpu.io/bind-reason"
 
+# Written by the webhook: the gpumem-percentage each container gave, by container name
+# (JSON, ``{"main": 50}``), when it turned them into absolute gpumem. For people reading
+# the pod; no component acts on it.
+GPUMEM_PERCENTAGE = "vgpu.io/gpumem-percentage"
+
 PHASE_ALLOCATING = "allocating"
 PHASE_SUCCESS = "success"
 PHASE_FAILED = "failed"

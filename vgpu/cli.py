@@ -26,13 +26,13 @@ class Subcommand:
 
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
-    Subcommand("webhook", "run the mutating admission webhook", None),
+    Subcommand("webhook", "run the mutating admission webhook", "webhook.cli"),
     Subcommand("scheduler", "run the vgpu scheduler", None),
-    Subcommand("nodeagent", "run the node agent (kubelet device plugin)", None),
-    Subcommand("certs", "create or renew the webhook's certificates", None),
+    Subcommand("nodeagent", "run the node agent (kubelet device plugin)", "nodeagent.cli"),
+    Subcommand("certs", "create or renew the webhook's certificates", "certs.cli"),
     Subcommand("simulate", "replay a workload trace through the scheduler, no cluster needed",
                "scheduler.simulate.cli"),
-    Subcommand("inspect", "show GPU allocation per node and GPU", None),
+    Subcommand("inspect", "show GPU allocation per node and GPU", "vgpu.inspect_cli"),
     Subcommand("config", "validate a config file or print the defaults", "vgpu.config_cli"),
 )
 
@@ -58,11 +58,15 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(args_list)
-    args = parser.parse_args(args_list)
+    # parse_known_args: a subcommand that is not built has no options configured, and
+    # "unrecognized arguments: --config" would hide that the command itself is missing.
+    args, unknown = parser.parse_known_args(args_list)
     cmd: Subcommand | None = getattr(args, "_subcommand", None)
     if cmd is None:
         parser.print_help()
         return 2
+    if unknown and cmd.module is not None:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         if cmd.module is None:
             raise NotAvailableError(f"'vgpu {cmd.name}' is not available in vgpu {__version__}")

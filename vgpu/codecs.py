@@ -53,6 +53,9 @@ def _load(text: Any, key: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CodecError(f"{key}: not valid JSON: {exc.msg} at position {exc.pos}") from None
+    except (ValueError, RecursionError) as exc:
+        # An integer of more than 4300 digits, or nesting deeper than the parser recurses.
+        raise CodecError(f"{key}: not valid JSON: {exc}") from None
 
 
 def _obj(value: Any, where: str) -> Mapping[str, Any]:
@@ -178,6 +181,10 @@ def decode_assignment(text: Any) -> Assignment:
     _version(root, key)
     node = _str(root, "node", key)
     raw = _obj(root.get("containers"), f"{key}.containers")
+    if not raw:
+        # The scheduler assigns only GPU pods, which have at least one GPU container; an
+        # empty assignment would leave the node agent nothing to match Allocate against.
+        raise CodecError(f"{key}.containers: expected at least one container")
     containers: dict[str, tuple[GrantedDevice, ...]] = {}
     for name, items in raw.items():
         where = f"{key}.containers.{name}"

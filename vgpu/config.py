@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -55,6 +56,9 @@ class WebhookConfig:
     port: int = _knob(9443, "HTTPS port of /mutate", lo=1, hi=65535)
     metrics_port: int = _knob(9395, "plain-HTTP port of /healthz, /readyz and /metrics",
                               lo=1, hi=65535)
+    cert_reload_seconds: float = _knob(
+        10.0, "how often the certificate and key files are checked for a change", lo=0.1,
+        hi=3600)
 
 
 #: The scheduler's default profile: plugins in the order their extension points run.
@@ -150,6 +154,10 @@ class NodeAgentConfig:
     health_quiet_seconds: float = _knob(
         60.0, "how long a GPU must stay free of faults before it is healthy again", lo=0
     )
+    allocate_wait_seconds: float = _knob(
+        5.0, "how long Allocate waits for the in-flight pod to reach the local pod watch",
+        lo=0, hi=60
+    )
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,10 @@ def _coerce(path: str, value: Any, tp: Any, meta: Mapping[str, Any], from_env: b
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         if ok:
             value = float(value)
+            # nan passes every bound check (all comparisons are false) and inf makes no
+            # sense for a size or a duration; both come from YAML's .nan/.inf or the env.
+            if not math.isfinite(value):
+                raise ConfigError(f"{path}: {value!r} is not valid; expected a finite number")
     else:
         ok = isinstance(value, str)
     if not ok:
@@ -264,7 +276,8 @@ def _build(cls: Any, data: Mapping[str, Any], env: Mapping[str, str], path: str,
         raise ConfigError(f"{path or 'config'}: expected a mapping of keys, got {data!r}")
     hints = typing.get_type_hints(cls)
     fields = {camel(f.name): f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
+    # key=str: YAML keys need not be strings (``1: a``), and ints do not sort with strs.
+    unknown = sorted(set(data) - set(fields), key=str)
     if unknown:
         where = f"{path}." if path else ""
         raise ConfigError(
@@ -300,15 +313,17 @@ def parse_text(text: str, source: str = "config",
     """Parse YAML or JSON text (JSON is YAML, but JSON gets JSON's precise error messages)."""
     stripped = text.lstrip()
     data: Any
+    # ValueError: an integer of more than 4300 digits (Python's int-from-text limit);
+    # RecursionError: nesting deeper than the parsers' recursion allows.
     if stripped.startswith("{"):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ConfigError(f"{source}: not valid JSON: {exc}") from None
     else:
         try:
             data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:
             raise ConfigError(f"{source}: not valid YAML: {exc}") from None
     if data is None:
         data = {}
@@ -327,6 +342,8 @@ def load(path: str | None, env: Mapping[str, str] | None = None) -> Config:
             text = handle.read()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_text(text, path, env)
 
 

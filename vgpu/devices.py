@@ -8,9 +8,10 @@ enforces the capacity invariants (memory × scaling, cores, split slots, exclusi
 from __future__ import annotations
 
 import enum
-import math
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 
 from vgpu.annotations import GpuSelector
 from vgpu.errors import RequestError
@@ -66,9 +67,19 @@ class FitReason(enum.Enum):
     FULLY_CLAIMED = "GPU compute fully claimed"
 
 
+@functools.lru_cache(maxsize=64)
+def _ratio(scaling: float) -> tuple[int, int]:
+    # The decimal the operator wrote, exactly: repr() is the shortest text that reads back
+    # as this float. Multiplying by the float itself lands just under whole numbers
+    # (15360 × 2.05 = 31487.999...), losing a MiB to the floor.
+    exact = Fraction(repr(scaling))
+    return exact.numerator, exact.denominator
+
+
 def memory_capacity(device: Device, scaling: float) -> int:
     """Schedulable memory of a GPU: physical size × the configured memory scaling."""
-    return math.floor(device.memory_mib * scaling)
+    numerator, denominator = _ratio(scaling)
+    return device.memory_mib * numerator // denominator
 
 
 def resolve_memory(request: ContainerRequest, device: Device, scaling: float) -> int:

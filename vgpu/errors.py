@@ -44,6 +44,10 @@ class ConflictError(ClusterError):
     """A write lost a race: stale resourceVersion or the object already exists (HTTP 409)."""
 
 
+class InvalidError(ClusterError):
+    """The API server refused the request's content (HTTP 422), e.g. a failed JSON-patch test."""
+
+
 class GoneError(ClusterError):
     """A watch resourceVersion is too old (HTTP 410); the caller must re-list."""
 

@@ -15,6 +15,18 @@ from typing import Any
 import structlog
 
 
+class _Stderr:
+    """``sys.stderr`` as it is when a line is written, not when logging was set up: a test
+    harness (pytest's capsys) or a daemon may swap it, and a logger holding the old,
+    closed stream would fail every later call."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def setup(level: str | None = None, fmt: str | None = None) -> None:
     level_name = (level or os.environ.get("VGPU_LOG_LEVEL") or "info").upper()
     numeric = logging.getLevelName(level_name)
@@ -34,7 +46,7 @@ def setup(level: str | None = None, fmt: str | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     # Libraries (aiohttp, kubernetes, grpc) log through stdlib logging; keep them quiet

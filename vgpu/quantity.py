@@ -27,9 +27,11 @@ _DECIMAL = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
+# ASCII digits only: Python's \d also matches other scripts' digits ("٣", "３"), which
+# the API server rejects.
 _PATTERN = re.compile(
-    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
+    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
 )
 
 
@@ -46,7 +48,7 @@ def parse_quantity(value: object) -> Fraction:
     if isinstance(value, float):
         try:
             return Fraction(Decimal(repr(value)))
-        except (InvalidOperation, ValueError):
+        except (InvalidOperation, ValueError, OverflowError):  # nan, inf (YAML's .inf)
             raise QuantityError(f"{value!r} is not a quantity") from None
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
@@ -69,9 +71,29 @@ def parse_quantity(value: object) -> Fraction:
     return number * Fraction(10) ** exponent
 
 
+#: The API server's Quantity.Value() is an int64; nothing vgpu counts comes near it.
+_INT64_MAX = 2**63 - 1
+
+
 def parse_whole(value: object) -> int:
     """Parse a quantity that must be a whole number (GPU counts, MiB, percent)."""
+    # Fast path for the usual spellings ("3000", 2): every admission parses several of
+    # these, and the full grammar (regex, Decimal, Fraction) costs ten times more. Same
+    # result either way; anything else takes the full path. (18 digits stay within int64.)
+    if type(value) is int and -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        return value
+    if type(value) is str and len(value) <= 18 and value.isascii() and value.isdigit():
+        return int(value)
     amount = parse_quantity(value)
     if amount.denominator != 1:
         raise QuantityError(f"{value!r} is not a whole number")
+    # Bounded also because an int of more than 4300 digits cannot even be formatted into
+    # the error message that names it.
+    if not -_INT64_MAX - 1 <= amount <= _INT64_MAX:
+        raise QuantityError(f"{_short(value)} is out of range (at most {_INT64_MAX})")
     return int(amount)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."

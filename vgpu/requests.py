@@ -201,12 +201,13 @@ def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:
             where = f"{label} {cname!r}" if isinstance(cname, str) and cname else (
                 f"spec.{key}[{position}]")
             request = parse_container(container, config, init=init, where=where)
-            if request is None:
-                continue
-            if request.name in seen:
+            # Every name, not only the GPU containers': the webhook patches containers by
+            # position and finds them by name, and the API server rejects duplicates anyway.
+            if str(cname) in seen:
                 raise RequestError(f"{where}: container names must be unique in a pod")
-            seen.add(request.name)
-            parsed.append(request)
+            seen.add(str(cname))
+            if request is not None:
+                parsed.append(request)
     return PodRequest(containers=tuple(parsed), choices=parse_pod_choices(annotations))
 
 

@@ -87,16 +87,33 @@ class ClusterEvent:
 
 @dataclass
 class Diagnosis:
-    """Why a pod fits no node: each node's failing status."""
+    """Why a pod fits no node: each node's failing status.
+
+    Nodes a plugin explained in bulk are kept as (status, node count) in ``groups``
+    rather than one dict entry per node; :meth:`node_count` and the summary count both.
+    """
 
     total: int
     statuses: dict[str, Status] = field(default_factory=dict)
     #: A failure that concerns the pod rather than nodes (a PreFilter rejection).
     pod_status: Status | None = None
+    groups: list[tuple[Status, int]] = field(default_factory=list)
+
+    def counted(self) -> list[tuple[Status, int]]:
+        """Every distinct status with the number of nodes that gave it."""
+        by_object: dict[int, list[Any]] = {}
+        for status in self.statuses.values():
+            entry = by_object.get(id(status))
+            if entry is None:
+                by_object[id(status)] = [status, 1]
+            else:
+                entry[1] += 1
+        return [(s, n) for s, n in by_object.values()] + list(self.groups)
 
     @property
     def rejecting_plugins(self) -> set[str]:
         plugins = {s.plugin for s in self.statuses.values() if s.plugin}
+        plugins |= {s.plugin for s, _ in self.groups if s.plugin}
         if self.pod_status is not None and self.pod_status.plugin:
             plugins.add(self.pod_status.plugin)
         return plugins
@@ -217,6 +234,16 @@ class EnqueueExtensions(Protocol):
 class Indexer(Protocol):
     def columns(self) -> Sequence[Column]:
         """Per-node aggregates this plugin wants maintained in the snapshot."""
+
+
+@runtime_checkable
+class Explainer(Protocol):
+    def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                positions: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
+                                                           list[Status]] | None:
+        """The plugin's Filter answer for many nodes at once, for failure diagnoses: per
+        position an index into the returned statuses, -1 for "fits", -2 for "ask
+        Filter"; None when it cannot answer for this pod. Must agree with Filter."""
 
 
 @runtime_checkable

@@ -77,6 +77,7 @@ class Framework:
         self.post_binds = having(fw.PostBindPlugin)
         self.tickers = having(fw.Ticker)
         self._hints = {p.name: p for p in having(fw.EnqueueExtensions)}
+        self._explainers = {p.name for p in having(fw.Explainer)}
         self._next_start = 0
         self._diagnoses: OrderedDict[
             tuple[Any, ...], tuple[float, dict[str, tuple[NodeInfo, Status]]]] = OrderedDict()
@@ -226,22 +227,48 @@ class Framework:
 
     def diagnose(self, state: fw.CycleState, pod: PodInfo, snapshot: Snapshot,
                  statuses: dict[str, Status], filters: Sequence[Any]) -> fw.Diagnosis:
-        """Reasons for every node: those the PreFilter masks excluded get the exact
-        filters run now, so the summary never guesses.
+        """Reasons for every node: those the PreFilter masks excluded get the filters'
+        answers now, so the summary never guesses.
 
-        When a full cluster turns pods away one after another, most nodes did not change
-        between two failures of pods of the same shape: their status is reused (a
-        NodeInfo is immutable, so "same object" is "same node state"). Memoised statuses
-        live ``DIAGNOSIS_MEMO_SECONDS`` so time-dependent ones (heartbeats) stay honest.
+        Plugins that can (``Explainer``) answer for all remaining nodes at once, in filter
+        order; the rest is filtered node by node. When a full cluster turns pods away one
+        after another, most nodes did not change between two failures of pods of the same
+        shape: their status is reused (a NodeInfo is immutable, so "same object" is "same
+        node state"). Memoised statuses live ``DIAGNOSIS_MEMO_SECONDS`` so that
+        time-dependent ones (heartbeats) stay honest.
         """
-        memo = self._memo(pod, state.now, filters)
+        diagnosis = fw.Diagnosis(len(snapshot), statuses)
         nodes = snapshot.nodes
-        for name, pos in snapshot.positions.items():
-            if name in statuses:
-                continue
+        open_ = snapshot.mask()
+        for name in statuses:
+            pos = snapshot.positions.get(name)
+            if pos is not None:
+                open_[pos] = False
+        remaining = np.flatnonzero(open_).astype(np.int64)
+        fallback: list[int] = []
+        for plugin in filters:
+            if not len(remaining) or plugin.name not in self._explainers:
+                break
+            name = str(getattr(plugin, "name", ""))
+            answer = plugin.explain(state, pod, snapshot, remaining)
+            if answer is None:
+                break
+            codes, table = answer
+            for code, count in enumerate(np.bincount(codes[codes >= 0],
+                                                     minlength=len(table)).tolist()):
+                if count:
+                    diagnosis.groups.append((table[code].with_plugin(name), count))
+            fallback.extend(remaining[codes == -2].tolist())
+            remaining = remaining[codes == -1]
+        # Nodes no bulk answer settled go through the whole filter chain one by one (the
+        # plugins they already passed pass them again).
+        leftover = [*fallback, *remaining.tolist()]
+        memo = self._memo(pod, state.now, filters) if leftover else None
+        for pos in leftover:
             info = nodes[pos]
             if info is None:
                 continue
+            name = info.name
             if memo is not None:
                 hit = memo.get(name)
                 if hit is not None and hit[0] is info:
@@ -253,7 +280,7 @@ class Framework:
             statuses[name] = status
             if memo is not None:
                 memo[name] = (info, status)
-        return fw.Diagnosis(len(snapshot), statuses)
+        return diagnosis
 
     def _memo(self, pod: PodInfo, now: float,
               filters: Sequence[Any]) -> dict[str, tuple[NodeInfo, Status]] | None:

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from scheduler.framework.interfaces import ClusterEvent, CycleState, Handle
 from scheduler.framework.status import SUCCESS, Status, unresolvable
 from scheduler.nodeinfo import NodeInfo
 from scheduler.objects import NO_SCHEDULE, UNSCHEDULABLE_TAINT, Taint, Toleration
 from scheduler.podinfo import PodInfo
+from scheduler.snapshot import Column, Snapshot
 
 REASON = "node is unschedulable"
 _TAINT = Taint(UNSCHEDULABLE_TAINT, "", NO_SCHEDULE)
+_REJECT = unresolvable(REASON)
+_CORDONED = "node.unschedulable"
 
 
 def fits(unschedulable: bool, tolerations: Sequence[Toleration]) -> bool:
@@ -27,7 +33,18 @@ class NodeUnschedulable:
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if fits(node.static.unschedulable, pod.tolerations):
             return SUCCESS
-        return unresolvable(REASON)
+        return _REJECT
+
+    def columns(self) -> Sequence[Column]:
+        return (Column(_CORDONED, np.bool_, lambda n: n.static.unschedulable, False),)
+
+    def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                positions: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
+                                                           list[Status]]:
+        out = np.full(len(positions), -1, dtype=np.int64)
+        if not fits(True, pod.tolerations):
+            out[snapshot.column(_CORDONED)[positions]] = 0
+        return out, [_REJECT]
 
     def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
         return event.resource == "node" and (

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from scheduler.framework.interfaces import ClusterEvent, CycleState, Handle
 from scheduler.framework.status import SUCCESS, Status, unresolvable
 from scheduler.nodeinfo import NodeInfo
 from scheduler.objects import PREFER_NO_SCHEDULE, Taint, Toleration
 from scheduler.podinfo import PodInfo
+from scheduler.snapshot import Column, Snapshot
+
+_TAINTED = "node.tainted"
 
 
 def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
@@ -34,6 +40,17 @@ class TaintToleration:
         if taint is None:
             return SUCCESS
         return unresolvable(f"untolerated taint {taint.key}")
+
+    def columns(self) -> Sequence[Column]:
+        return (Column(_TAINTED, np.bool_, lambda n: bool(n.static.taints), False),)
+
+    def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                positions: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
+                                                           list[Status]]:
+        # Untainted nodes pass; tainted ones (few, in practice) go to filter().
+        out = np.full(len(positions), -1, dtype=np.int64)
+        out[snapshot.column(_TAINTED)[positions]] = -2
+        return out, []
 
     def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
         return event.resource == "node" and (event.action == "add" or "taints" in event.changes)

@@ -14,11 +14,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler import placement as pl
 from scheduler import policies
+from scheduler import vectorfit as vf
 from scheduler.framework.interfaces import (
     ASSIGNMENT_KEY,
     ClusterEvent,
@@ -26,10 +29,18 @@ from scheduler.framework.interfaces import (
     Handle,
     PreFilterResult,
 )
-from scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
+from scheduler.framework.status import (
+    SKIP,
+    SUCCESS,
+    Code,
+    Status,
+    unresolvable,
+    unschedulable,
+)
 from scheduler.nodeinfo import NodeInfo
 from scheduler.podinfo import PodInfo
 from scheduler.snapshot import Column, Snapshot
+from vgpu.annotations import GpuSelector
 from vgpu.devices import memory_capacity
 from vgpu.errors import ConfigError
 from vgpu.requests import PodRequest
@@ -46,6 +57,12 @@ GPU_PERCENT = "vgpu.gpu_fit_percent"
 #: GPUs per node kept one by one in the index; a node with more is indexed by its best
 #: GPU in every slot, which keeps the mask a superset.
 WIDTH = 8
+# Raw per-GPU state, for explaining failures without a Python loop over every GPU.
+RAW = "vgpu.gpu_raw"
+RAW_FIELDS = ("present", "healthy", "tasks", "split", "memory_used", "capacity",
+              "cores_used", "cores", "model_bits")
+DEVICES = "vgpu.devices"
+INVENTORY = "vgpu.inventory"
 HEARTBEAT = "vgpu.heartbeat"
 MODELS = "vgpu.models"
 
@@ -85,17 +102,15 @@ class VGPU:
         # One bit per GPU model seen, so a type selector is one AND over a column.
         self._model_bits: dict[str, int] = {}
         self._per_gpu_memo: tuple[NodeInfo, tuple[list[int], list[int], list[int]]] | None = None
+        self._raw_memo: tuple[NodeInfo, list[list[int]]] | None = None
+        self._statuses: dict[tuple[Any, ...], Status] = {}
 
     # -- indexes ---------------------------------------------------------------------------
 
     def _models(self, node: NodeInfo) -> int:
         bits = 0
         for d in node.devices:
-            bit = self._model_bits.get(d.model)
-            if bit is None:
-                # Past 62 models every new one shares the last bit: the mask stays a superset.
-                bit = self._model_bits[d.model] = 1 << min(len(self._model_bits), 62)
-            bits |= bit
+            bits |= self._model_bit(d.model)
         return bits
 
     def _per_gpu(self, node: NodeInfo) -> tuple[list[int], list[int], list[int]]:
@@ -125,6 +140,29 @@ class VGPU:
         self._per_gpu_memo = (node, result)
         return result
 
+    def _raw(self, node: NodeInfo) -> list[list[int]]:
+        """Per field of ``RAW_FIELDS``, one value per GPU slot (memoised per NodeInfo)."""
+        memo = self._raw_memo
+        if memo is not None and memo[0] is node:
+            return memo[1]
+        rows = [[0] * WIDTH for _ in RAW_FIELDS]
+        if len(node.devices) <= WIDTH:
+            for i, (d, u) in enumerate(zip(node.devices, node.usages, strict=True)):
+                values = (1, int(d.healthy), u.tasks, d.split, u.memory_mib,
+                          memory_capacity(d, self._scaling), u.cores, d.cores,
+                          self._model_bit(d.model))
+                for row, value in zip(rows, values, strict=True):
+                    row[i] = value
+        self._raw_memo = (node, rows)
+        return rows
+
+    def _model_bit(self, model: str) -> int:
+        bit = self._model_bits.get(model)
+        if bit is None:
+            # Past 62 models every new one shares the last bit: masks stay supersets.
+            bit = self._model_bits[model] = 1 << min(len(self._model_bits), 62)
+        return bit
+
     def _capacity(self, node: NodeInfo) -> int:
         for d in node.devices:
             if d.healthy:
@@ -145,6 +183,10 @@ class VGPU:
             Column(policies.CORES_TOTAL, np.int64, lambda n: n.gpu_cores_total, 0),
             Column(policies.CAPACITY, np.int64, self._capacity, 0),
             Column(MODELS, np.int64, self._models, 0),
+            Column(RAW, np.int64, self._raw, 0, (len(RAW_FIELDS), WIDTH)),
+            Column(DEVICES, np.int64, lambda n: len(n.devices), 0),
+            Column(INVENTORY, np.int8,
+                   lambda n: 0 if n.devices else 2 if n.static.inventory_error else 1, 1),
         )
 
     # -- filter ----------------------------------------------------------------------------
@@ -176,12 +218,8 @@ class VGPU:
             elif c.memory_percent is not None:
                 ok &= snapshot.column(GPU_PERCENT) >= c.memory_percent
             mask &= ok.sum(axis=1) >= min(c.count, WIDTH)
-        selector = choices.selector
-        if selector.use_types or selector.nouse_types:
-            allowed = 0
-            for model, bit in self._model_bits.items():
-                if selector.type_allowed(model):
-                    allowed |= bit
+        allowed = self._allowed_models(choices.selector)
+        if allowed is not None:
             mask &= (snapshot.column(MODELS) & allowed) != 0
         order = None
         if npol.order is not None:
@@ -194,6 +232,15 @@ class VGPU:
                                                     for c in request.containers))
         return PreFilterResult(mask=mask, order_key=order,
                                ranks_for=None if npol.needs_placement else self.name), SUCCESS
+
+    def _allowed_models(self, selector: GpuSelector) -> int | None:
+        if not (selector.use_types or selector.nouse_types):
+            return None
+        allowed = 0
+        for model, bit in self._model_bits.items():
+            if selector.type_allowed(model):
+                allowed |= bit
+        return allowed
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         pre: _Pre = state.read(_KEY)
@@ -217,6 +264,75 @@ class VGPU:
             result = pre.placements[node.name] = pl.place(
                 node.devices, node.usages, pre.request, self._scaling, pre.rank(node))
         return result
+
+    def _status(self, code: Code, reasons: tuple[str, ...]) -> Status:
+        key = (code, reasons)
+        status = self._statuses.get(key)
+        if status is None:
+            status = self._statuses[key] = Status(code, reasons)
+        return status
+
+    def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                positions: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
+                                                           list[Status]] | None:
+        """What :meth:`filter` says about the nodes at ``positions``, all at once: per
+        position an index into the returned statuses (-1: fits, -2: ask ``filter``).
+        None when the request is not one this can explain (several containers, NUMA
+        binding, UUID selectors)."""
+        pre: _Pre | None = state.read(_KEY)
+        if pre is None or not pre.simple:
+            return None
+        selector = pre.request.choices.selector
+        if selector.use_uuids or selector.nouse_uuids:
+            return None
+        request = pre.request.containers[0]
+        table: list[Status] = []
+        index: dict[Status, int] = {}
+
+        def code_of(status: Status) -> int:
+            if status not in index:
+                index[status] = len(table)
+                table.append(status)
+            return index[status]
+
+        out = np.full(len(positions), -1, dtype=np.int64)
+        devices = snapshot.column(DEVICES)[positions]
+        out[devices > WIDTH] = -2
+        inventory = snapshot.column(INVENTORY)[positions]
+        out[inventory == 1] = code_of(self._status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                                   (NO_INVENTORY,)))
+        out[inventory == 2] = code_of(self._status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                                   (BAD_INVENTORY,)))
+        heartbeat = snapshot.column(HEARTBEAT)[positions]
+        open_ = out == -1
+        out[open_ & (heartbeat == -math.inf)] = code_of(self._status(Code.UNSCHEDULABLE,
+                                                                     (NO_HEARTBEAT,)))
+        out[open_ & (heartbeat != -math.inf) & (state.now - heartbeat > self._expiry)] = (
+            code_of(self._status(Code.UNSCHEDULABLE, (STALE,))))
+        open_ = out == -1
+        out[open_ & (devices < request.count)] = code_of(
+            self._status(Code.UNSCHEDULABLE, (pl.TOO_FEW_GPUS,)))
+        open_ = out == -1
+        if not open_.any():
+            return out, table
+        rows = positions[open_]
+        block = snapshot.column(RAW)[rows]
+        raw = [block[:, k, :] for k in range(len(RAW_FIELDS))]
+        raw[0] = raw[0].astype(np.bool_)
+        raw[1] = raw[1].astype(np.bool_)
+        gpus = vf.GpuColumns(*raw)
+        codes = vf.classify(gpus, cores=request.cores, memory_mib=request.memory_mib,
+                            memory_percent=request.memory_percent,
+                            allowed_models=self._allowed_models(selector))
+        fitting, masks = vf.node_reasons(codes)
+        result = np.full(len(rows), -1, dtype=np.int64)
+        failing = fitting < request.count
+        for mask in np.unique(masks[failing]).tolist():
+            reasons = vf.reasons_of(mask) or (pl.TOO_FEW_GPUS,)
+            result[failing & (masks == mask)] = code_of(self._status(Code.UNSCHEDULABLE,
+                                                                     reasons))
+        out[open_] = result
+        return out, table
 
     # -- score -----------------------------------------------------------------------------
 

@@ -98,7 +98,8 @@ def test_informer_relists_after_gone_without_double_applying() -> None:
     seen: list[tuple[str | None, str | None]] = []
 
     def handler(old: Obj | None, new: Obj | None) -> None:
-        seen.append((old and old["metadata"]["name"], new and new["metadata"]["name"]))
+        seen.append((old["metadata"]["name"] if old else None,
+                     new["metadata"]["name"] if new else None))
 
     c.create("nodes", node("keep"))
     c.create("nodes", node("drop"))

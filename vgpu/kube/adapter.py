@@ -1,10 +1,15 @@
 """``KubeCluster``: :class:`vgpu.cluster.port.ClusterPort` over the Kubernetes REST API.
 
-It sends requests through the ``kubernetes`` client's configured connection pool (TLS,
-tokens, client certificates from kubeconfig or the in-cluster service account) but skips
-its generated model classes: objects cross the port as the API's own JSON, which is what
-the components' decisions read, and parsing into models and back costs more than the
-decisions themselves.
+Objects cross the port as the API's own JSON, which is what the components' decisions
+read; the ``kubernetes`` client's generated models are never built, because parsing into
+models and back costs more than the decisions themselves.
+
+Two transports carry the requests. In a pod (the deployed components) a small urllib3
+transport reads the service account's token and CA directly: importing the ``kubernetes``
+package loads thousands of model classes (about 19 MB), which the node agent, running on
+every GPU node, cannot afford. With a kubeconfig (an operator's laptop, the tests) the
+``kubernetes`` client's loader is used, so every auth method it knows (exec plugins, OIDC,
+client certificates) works.
 """
 
 from __future__ import annotations
@@ -13,16 +18,23 @@ import contextlib
 import datetime as dt
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
-from urllib.parse import quote
+from typing import Any, Literal, Protocol
+from urllib.parse import quote, urlencode
 
-import kubernetes
 import urllib3
 
 from vgpu.cluster.port import ALL, Kind, ListResult, Obj, Selector, WatchEvent
-from vgpu.errors import ClusterError, ConfigError, ConflictError, GoneError, NotFoundError
+from vgpu.errors import (
+    ClusterError,
+    ConfigError,
+    ConflictError,
+    GoneError,
+    InvalidError,
+    NotFoundError,
+)
 from vgpu.kube.ratelimit import TokenBucket
 
 _MERGE_PATCH = "application/merge-patch+json"
@@ -60,13 +72,84 @@ def _error(status: int, body: bytes, what: str) -> ClusterError:
         return ConflictError(text)
     if status == 410:
         return GoneError(text)
+    if status == 422:
+        return InvalidError(text)
     return ClusterError(text)
 
 
-class KubeCluster:
-    def __init__(self, api_client: Any, qps: float = 200.0, burst: int = 400,
-                 request_timeout: float = 30.0) -> None:
+Timeout = float | tuple[float, float]
+
+
+class Transport(Protocol):
+    def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
+                content_type: str, timeout: Timeout) -> Any:
+        """Send one request; returns a urllib3 response whose body is not read yet."""
+        ...
+
+
+def _urllib3_timeout(timeout: Timeout) -> urllib3.Timeout:
+    if isinstance(timeout, tuple):
+        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
+    return urllib3.Timeout(total=timeout)
+
+
+class ClientTransport:
+    """Requests through a configured ``kubernetes.client.ApiClient`` (kubeconfig auth)."""
+
+    def __init__(self, api_client: Any) -> None:
         self.api = api_client
+
+    def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
+                content_type: str, timeout: Timeout) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        method, url, headers, body, _ = self.api.param_serialize(
+            method=method, resource_path=path, query_params=query,
+            header_params=headers, body=body, auth_settings=["BearerToken"])
+        return self.api.call_api(method, url, header_params=headers, body=body,
+                                 _request_timeout=timeout).response
+
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+class InClusterTransport:
+    """Requests with the pod's service account, without importing ``kubernetes``.
+
+    The token is re-read every minute: bound service-account tokens are rotated by the
+    kubelet and an old one stops working after an hour.
+    """
+
+    def __init__(self, host: str, port: str, account_dir: str = SERVICE_ACCOUNT_DIR,
+                 pool_size: int = 32) -> None:
+        self.base = f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}"
+        self._token_file = os.path.join(account_dir, "token")
+        self._token = ""
+        self._token_read = 0.0
+        self._pool = urllib3.PoolManager(maxsize=pool_size, cert_reqs="CERT_REQUIRED",
+                                         ca_certs=os.path.join(account_dir, "ca.crt"))
+
+    def _bearer(self) -> str:
+        now = time.monotonic()
+        if not self._token or now - self._token_read > 60:
+            with open(self._token_file, encoding="utf-8") as handle:
+                self._token = handle.read().strip()
+            self._token_read = now
+        return self._token
+
+    def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
+                content_type: str, timeout: Timeout) -> Any:
+        url = self.base + path + (f"?{urlencode(query)}" if query else "")
+        headers = {"Accept": "application/json", "Content-Type": content_type,
+                   "Authorization": f"Bearer {self._bearer()}"}
+        return self._pool.request(method, url, body=None if body is None else json.dumps(body),
+                                  headers=headers, timeout=_urllib3_timeout(timeout),
+                                  preload_content=False)
+
+
+class KubeCluster:
+    def __init__(self, transport: Transport, qps: float = 200.0, burst: int = 400,
+                 request_timeout: float = 30.0) -> None:
+        self.transport = transport
         self._bucket = TokenBucket(qps, burst)
         self._timeout = request_timeout
 
@@ -74,21 +157,23 @@ class KubeCluster:
 
     def _send(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
               body: Any = None, content_type: str = "application/json",
-              timeout: float | tuple[float, float] | None = None) -> Any:
+              timeout: Timeout | None = None) -> Any:
         self._bucket.acquire()
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        method, url, headers, body, _ = self.api.param_serialize(
-            method=method, resource_path=path, query_params=query or [],
-            header_params=headers, body=body, auth_settings=["BearerToken"])
         try:
-            return self.api.call_api(method, url, header_params=headers, body=body,
-                                     _request_timeout=timeout or self._timeout)
+            return self.transport.request(method, path, query=query or [], body=body,
+                                          content_type=content_type,
+                                          timeout=timeout or self._timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterError(f"{method} {path}: {exc}") from None
 
-    def _json(self, method: str, path: str, what: str, **kwargs: Any) -> Obj:
+    def request_json(self, method: str, path: str, what: str, **kwargs: Any) -> Obj:
+        """One request for an API path outside the port (leases, secrets, webhook
+        configurations); errors are mapped as for the port's own calls."""
         response = self._send(method, path, **kwargs)
-        data: bytes = response.read()
+        try:
+            data: bytes = response.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ClusterError(f"{what}: {exc}") from None
         if response.status >= 300:
             raise _error(response.status, data, what)
         result: Obj = json.loads(data) if data else {}
@@ -102,9 +187,9 @@ class KubeCluster:
         cont = ""
         # Page through large lists so a 10,000-pod cluster is not one giant response.
         while True:
-            page = self._json("GET", _path(kind, namespace=selector.namespace), f"list {kind}",
-                              query=[*query, ("limit", "2000"), *(
-                                  [("continue", cont)] if cont else [])])
+            paging = [("limit", "2000"), *([("continue", cont)] if cont else [])]
+            page = self.request_json("GET", _path(kind, namespace=selector.namespace),
+                                     f"list {kind}", query=[*query, *paging])
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
             cont = meta.get("continue") or ""
@@ -116,11 +201,10 @@ class KubeCluster:
         query = [*_query(selector), ("watch", "true"), ("resourceVersion", resource_version),
                  ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", str(max(1, int(timeout_seconds))))]
-        response = self._send("GET", _path(kind, namespace=selector.namespace), query=query,
-                              timeout=(10.0, timeout_seconds + 15))
-        raw = response.response
-        if response.status >= 300:
-            raise _error(response.status, response.read(), f"watch {kind}")
+        raw = self._send("GET", _path(kind, namespace=selector.namespace), query=query,
+                         timeout=(10.0, timeout_seconds + 15))
+        if raw.status >= 300:
+            raise _error(raw.status, raw.data, f"watch {kind}")
         try:
             for line in raw:
                 if not line.strip():
@@ -141,7 +225,7 @@ class KubeCluster:
             raw.release_conn()
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
-        return self._json("GET", _path(kind, name, namespace), f"get {kind[:-1]} {name}")
+        return self.request_json("GET", _path(kind, name, namespace), f"get {kind[:-1]} {name}")
 
     def create(self, kind: Kind, obj: Obj) -> Obj:
         namespace = (obj.get("metadata") or {}).get("namespace") or (
@@ -149,15 +233,15 @@ class KubeCluster:
         body = dict(obj)
         body.setdefault("apiVersion", "v1")
         body.setdefault("kind", "Pod" if kind == "pods" else "Node")
-        return self._json("POST", _path(kind, namespace=namespace), f"create {kind[:-1]}",
+        return self.request_json("POST", _path(kind, namespace=namespace), f"create {kind[:-1]}",
                           body=body)
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
-        self._json("DELETE", _path(kind, name, namespace), f"delete {kind[:-1]} {name}")
+        self.request_json("DELETE", _path(kind, name, namespace), f"delete {kind[:-1]} {name}")
 
     def replace(self, kind: Kind, obj: Obj) -> Obj:
         meta = obj.get("metadata") or {}
-        return self._json("PUT", _path(kind, meta.get("name"), meta.get("namespace")),
+        return self.request_json("PUT", _path(kind, meta.get("name"), meta.get("namespace")),
                           f"replace {kind[:-1]} {meta.get('name')}", body=obj)
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
@@ -167,7 +251,7 @@ class KubeCluster:
         if resource_version:
             # A merge patch carrying resourceVersion is a conditional write: 409 if stale.
             metadata["resourceVersion"] = resource_version
-        return self._json("PATCH", _path(kind, name, namespace), f"patch {kind[:-1]} {name}",
+        return self.request_json("PATCH", _path(kind, name, namespace), f"patch {kind[:-1]} {name}",
                           body={"metadata": metadata}, content_type=_MERGE_PATCH)
 
     def bind(self, namespace: str, name: str, node: str,
@@ -177,7 +261,7 @@ class KubeCluster:
             "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        self._json("POST", _path("pods", name, namespace, "binding"), f"bind pod {name}",
+        self.request_json("POST", _path("pods", name, namespace, "binding"), f"bind pod {name}",
                    body=body)
 
     def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
@@ -198,35 +282,39 @@ class KubeCluster:
             "reportingInstance": os.environ.get("HOSTNAME", component),
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
-        self._json("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
+        self.request_json("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
                    "record event", body=event)
 
 
 def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,
             pool_size: int = 32, required: bool = True) -> KubeCluster | None:
-    """Connect with ``kubeconfig``, else in-cluster config, else ``$KUBECONFIG``/~/.kube.
+    """Connect with ``kubeconfig``, else in-cluster, else ``$KUBECONFIG``/~/.kube/config.
 
     With ``required=False`` and no configuration at all, returns ``None`` (the webhook runs
     without an inventory outside a cluster).
     """
-    configuration = kubernetes.client.Configuration()
-    try:
-        if kubeconfig:
-            kubernetes.config.load_kube_config(config_file=kubeconfig,
-                                               client_configuration=configuration)
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            kubernetes.config.load_incluster_config(client_configuration=configuration)
-        elif os.environ.get("KUBECONFIG") or os.path.exists(
-                os.path.expanduser("~/.kube/config")):
-            kubernetes.config.load_kube_config(client_configuration=configuration)
-        elif required:
+    host = os.environ.get("KUBERNETES_SERVICE_HOST")
+    if not kubeconfig and host:
+        if not os.path.exists(os.path.join(SERVICE_ACCOUNT_DIR, "token")):
+            raise ConfigError(f"in a cluster but {SERVICE_ACCOUNT_DIR}/token is missing: "
+                              "mount the service account token (automountServiceAccountToken)")
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        return KubeCluster(InClusterTransport(host, port, pool_size=pool_size), qps, burst)
+    if not kubeconfig and not (os.environ.get("KUBECONFIG") or os.path.exists(
+            os.path.expanduser("~/.kube/config"))):
+        if required:
             raise ConfigError("no cluster configuration: pass --kubeconfig, set KUBECONFIG, "
                               "or run inside a cluster")
-        else:
-            return None
+        return None
+    import kubernetes  # noqa: PLC0415  (lazy: see the module docstring)
+
+    configuration = kubernetes.client.Configuration()
+    try:
+        kubernetes.config.load_kube_config(config_file=kubeconfig,
+                                           client_configuration=configuration)
     except kubernetes.config.ConfigException as exc:
-        raise ConfigError(f"cannot load cluster configuration: {exc}") from None
+        raise ConfigError(f"cannot load kubeconfig {kubeconfig or ''}: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {kubeconfig}: {exc.strerror}") from None
     configuration.connection_pool_maxsize = pool_size
-    return KubeCluster(kubernetes.client.ApiClient(configuration), qps=qps, burst=burst)
+    return KubeCluster(ClientTransport(kubernetes.client.ApiClient(configuration)), qps, burst)

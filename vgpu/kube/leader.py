@@ -42,20 +42,20 @@ class KubeLeaseStore:
         return f"{path}/{quote(name, safe='')}" if name else path
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._cluster._json("GET", self._path(namespace, name),
+        result: dict[str, Any] = self._cluster.request_json("GET", self._path(namespace, name),
                                                      f"get lease {name}")
         return result
 
     def create_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
-        result: dict[str, Any] = self._cluster._json("POST", self._path(namespace),
+        result: dict[str, Any] = self._cluster.request_json("POST", self._path(namespace),
                                                      "create lease", body=body)
         return result
 
     def replace_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
         name = lease["metadata"]["name"]
-        result: dict[str, Any] = self._cluster._json("PUT", self._path(namespace, name),
+        result: dict[str, Any] = self._cluster.request_json("PUT", self._path(namespace, name),
                                                      f"update lease {name}", body=body)
         return result
 

@@ -1,0 +1,232 @@
+"""The node agent: discovery, health, inventory, the device plugin and metrics, wired.
+
+Threads, each bounded by one stop event: the pod informer (cluster only), the bind-phase
+writer (cluster only), the socket watch (serve again / re-register after a kubelet
+restart), the device loop (discovery changes and health, streamed to ListAndWatch), the
+inventory publisher, the fault watch (NVML XID events), and the metrics server.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nodeagent import grants, virtual
+from nodeagent.allocator import Allocator
+from nodeagent.discovery import Discovery, GpuFacts
+from nodeagent.health import HealthTracker
+from nodeagent.metrics import Metrics, MetricsServer, Sources
+from nodeagent.plugin import DeviceList, DevicePluginService
+from nodeagent.pods import InFlight
+from nodeagent.server import PluginServer
+from nodeagent.writer import InventoryPublisher, PhaseWriter
+from vgpu import logs
+from vgpu.cluster.informer import Informer
+from vgpu.cluster.port import ClusterPort, Obj, Selector
+from vgpu.codecs import NodeInventory
+from vgpu.config import Config
+from vgpu.errors import ConfigError
+
+_log = logs.get("vgpu.nodeagent")
+
+ENDPOINT = "vgpu.sock"
+
+
+@dataclass(frozen=True)
+class Options:
+    """Run-time settings that are not cluster configuration."""
+
+    node_name: str
+    #: None: no metrics server; 0: any free port (tests).
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
+    endpoint: str = ENDPOINT
+    poll_seconds: float = 0.1
+    #: How long the informer's watch calls last before they are renewed.
+    watch_timeout: float = 30.0
+
+
+class NodeAgent:
+    def __init__(self, config: Config, discovery: Discovery, port: ClusterPort | None,
+                 options: Options, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.options = options
+        self.discovery = discovery
+        self.port = port
+        self.node = options.node_name
+        self.split = config.device_split_count
+        self.resource_name = config.nodeagent.resource_name or config.resource_names.gpu
+        self.health = HealthTracker(config.nodeagent.health_quiet_seconds, clock)
+        self.devices = DeviceList()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._inventory_due = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._last_tick = time.monotonic()
+        self._facts: tuple[GpuFacts, ...] = ()
+        self._unhealthy: frozenset[str] = frozenset()
+        self._lock = threading.Lock()
+
+        self.inflight: InFlight | None = None
+        self.informer: Informer | None = None
+        self.phases: PhaseWriter | None = None
+        if port is not None:
+            self.inflight = InFlight()
+            self.informer = Informer(port, "pods", self.inflight.on_pod,
+                                     Selector(node_name=self.node),
+                                     watch_timeout=options.watch_timeout)
+            self.phases = PhaseWriter(port)
+        self.publisher = InventoryPublisher(port, self.node,
+                                            config.nodeagent.heartbeat_seconds)
+        self.allocator = Allocator(config, self.node, self.inflight, self.phases,
+                                   self._known_uuids,
+                                   wait_seconds=config.nodeagent.allocate_wait_seconds)
+        self.metrics = Metrics(Sources(gpus=self._gpu_health, samples=discovery.samples,
+                                       pods=self._pods, registered=self._registered))
+        self.service = DevicePluginService(self.devices, self.allocator, self._stop,
+                                           observe=self.metrics.observe_allocate)
+        self.server = PluginServer(self.service, config.nodeagent.device_plugin_dir,
+                                   options.endpoint, self.resource_name)
+        self.metrics_server: MetricsServer | None = None
+
+    # -- views -----------------------------------------------------------------------------
+
+    def _known_uuids(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(f.uuid for f in self._facts)
+
+    def _gpu_health(self) -> list[tuple[GpuFacts, bool]]:
+        with self._lock:
+            return [(f, virtual.is_healthy(f, self._unhealthy)) for f in self._facts]
+
+    def _pods(self) -> list[Obj]:
+        return self.informer.items() if self.informer is not None else []
+
+    def _registered(self) -> bool:
+        return self.server.registered.is_set()
+
+    def inventory(self) -> NodeInventory:
+        with self._lock:
+            return virtual.inventory(self._facts, self._unhealthy, self.split)
+
+    def healthz(self) -> tuple[bool, str]:
+        stalled = time.monotonic() - self._last_tick > 10 * max(self.options.poll_seconds, 0.5)
+        registered = "registered" if self._registered() else "not registered"
+        if stalled:
+            return False, f"device loop stalled; {registered} with the kubelet"
+        return True, f"ok; {registered} with the kubelet"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _check_environment(self) -> None:
+        folder = self.config.nodeagent.device_plugin_dir
+        if not os.path.isdir(folder):
+            raise ConfigError(f"device-plugin folder {folder} does not exist: mount the "
+                              "kubelet's /var/lib/kubelet/device-plugins into the agent or "
+                              "pass --device-plugin-dir")
+        library = self.config.nodeagent.hami_core_path
+        if not library:
+            return
+        if not os.path.isfile(library):
+            raise ConfigError(f"nodeagent.hamiCorePath: {library} is not a file; mount the "
+                              "host folder holding libvgpu.so at the same path in the agent")
+        preload = grants.preload_host_path(self.config)
+        try:
+            os.makedirs(os.path.dirname(preload), exist_ok=True)
+            with open(preload, "w", encoding="ascii") as handle:
+                handle.write(grants.preload_content())
+        except OSError as exc:
+            raise ConfigError(f"cannot write {preload} for HAMi-core: {exc.strerror}") from None
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def start(self) -> None:
+        """Serve, register and start every loop; returns once serving."""
+        self._check_environment()
+        self._update_devices()
+        if self.informer is not None:
+            self._threads.append(self.informer.start(self._stop, "pod-informer"))
+        if self.phases is not None:
+            phases = self.phases
+            self._spawn("bind-phase-writer", lambda: phases.run(self._stop))
+        self.server.serve()
+        self.server.register()
+        self._spawn("socket-watch",
+                    lambda: self.server.run(self._stop, self.options.poll_seconds))
+        self._spawn("device-loop", self._device_loop)
+        self._spawn("inventory", self._inventory_loop)
+        self._spawn("fault-watch",
+                    lambda: self.discovery.watch_faults(self._on_fault, self._stop))
+        if self.options.metrics_port is not None:
+            self.metrics_server = MetricsServer(self.metrics.registry, self.healthz,
+                                                self.options.metrics_port,
+                                                self.options.metrics_host)
+            self.metrics_server.start()
+        _log.info("node agent started", node=self.node, resource=self.resource_name,
+                  discovery=self.discovery.name, gpus=len(self._facts), split=self.split,
+                  socket=self.server.socket_path, cluster=self.port is not None)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._inventory_due.set()
+        self.server.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.discovery.close()
+        _log.info("node agent stopped", node=self.node)
+
+    # -- loops -----------------------------------------------------------------------------
+
+    def _on_fault(self, uuid: str | None, xid: int) -> None:
+        uuids = [uuid] if uuid is not None else list(self._known_uuids())
+        self.health.fault(uuids)
+        self._wake.set()
+
+    def _update_devices(self) -> bool:
+        facts = virtual.usable(self.discovery.devices())
+        unhealthy = self.health.unhealthy()
+        with self._lock:
+            before = {f.uuid: virtual.is_healthy(f, self._unhealthy) for f in self._facts}
+            self._facts, self._unhealthy = facts, unhealthy
+        for f in facts:
+            now = virtual.is_healthy(f, unhealthy)
+            if f.uuid in before and before[f.uuid] != now:
+                _log.warning("GPU health changed", uuid=f.uuid,
+                             health=virtual.HEALTHY if now else virtual.UNHEALTHY)
+        changed = self.devices.set(virtual.plugin_devices(facts, unhealthy, self.split))
+        if changed:
+            self._inventory_due.set()
+        return changed
+
+    def _device_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.options.poll_seconds)
+            self._wake.clear()
+            self._last_tick = time.monotonic()
+            try:
+                self.discovery.refresh()
+                self._update_devices()
+            except Exception:  # one bad round must not end health tracking
+                _log.exception("device loop round failed")
+
+    def _inventory_loop(self) -> None:
+        tick = min(1.0, self.config.nodeagent.heartbeat_seconds)
+        while not self._stop.is_set():
+            self._inventory_due.wait(tick)
+            self._inventory_due.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.publisher.publish_due(self.inventory())
+            except Exception:
+                _log.exception("inventory round failed")

@@ -1,0 +1,191 @@
+"""Allocate and GetPreferredAllocation, without the gRPC around them.
+
+Allocate finds the node's in-flight pod in the local pod cache, matches each container
+request to one of its containers by device count, and answers that container's grant from
+the pod's assignment. When every GPU container of the pod is allocated, the pod's
+``bind-phase`` becomes ``success``; when the pod cannot be served (bad assignment, a
+count no container has), ``failed`` with a reason, so the scheduler's gate for the node
+opens instead of waiting for its timeout.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import threading
+from collections.abc import Callable, Collection, Sequence
+
+from nodeagent import grants, matching, preferred
+from nodeagent.pods import InFlight, uid_of
+from nodeagent.virtual import physical_uuid
+from nodeagent.writer import PhaseUpdate, PhaseWriter
+from vgpu import logs
+from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_FAILED, PHASE_SUCCESS
+from vgpu.cluster.port import Obj, key_of
+from vgpu.codecs import Assignment, decode_assignment
+from vgpu.config import Config
+from vgpu.errors import CodecError, RequestError, VgpuError
+from vgpu.requests import parse_pod
+
+_log = logs.get("vgpu.nodeagent.allocate")
+
+
+class Code(enum.Enum):
+    """The gRPC status an Allocate failure is answered with."""
+
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"  # nothing to allocate for (yet)
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"  # the request does not fit the in-flight pod
+
+
+class AllocateError(VgpuError):
+    def __init__(self, code: Code, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _annotation(pod: Obj, key: str) -> object:
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
+
+
+class Allocator:
+    def __init__(self, config: Config, node: str, inflight: InFlight | None,
+                 phases: PhaseWriter | None, known_gpus: Callable[[], Collection[str]],
+                 *, wait_seconds: float = 5.0, prepare_host_dirs: bool = True) -> None:
+        self._config = config
+        self._node = node
+        self._inflight = inflight
+        self._phases = phases
+        self._known_gpus = known_gpus
+        self._wait = wait_seconds
+        self._prepare_host_dirs = prepare_host_dirs
+        # The kubelet calls one at a time; the lock keeps "match, then mark done" atomic
+        # should it ever not.
+        self._lock = threading.Lock()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _pod(self) -> Obj:
+        if self._inflight is None:
+            raise AllocateError(
+                Code.FAILED_PRECONDITION,
+                "this node agent runs without a cluster (--no-cluster), so it cannot tell "
+                "which pod a device request is for; run it with cluster access")
+        pods = self._inflight.wait(self._wait)
+        if not pods:
+            raise AllocateError(
+                Code.FAILED_PRECONDITION,
+                f"no pod on node {self._node} is in {BIND_PHASE}={PHASE_ALLOCATING} (waited "
+                f"{self._wait:g}s for the local pod watch); Allocate names no pod, so vgpu "
+                f"serves only pods placed by its scheduler, one at a time per node")
+        if len(pods) > 1:
+            _log.warning("more than one pod allocating on this node; serving the oldest",
+                         pods=[key_of(p) for p in pods])
+        return pods[0]
+
+    def _fail(self, pod: Obj, code: Code, reason: str) -> AllocateError:
+        message = f"pod {key_of(pod)}: {reason}"
+        _log.warning("allocation failed", pod=key_of(pod), reason=reason)
+        if self._inflight is not None:
+            self._inflight.finish(pod)
+        if self._phases is not None:
+            meta = pod.get("metadata") or {}
+            self._phases.submit(PhaseUpdate(str(meta.get("namespace") or "default"),
+                                            str(meta.get("name")), PHASE_FAILED, reason))
+        return AllocateError(code, message)
+
+    def _assignment(self, pod: Obj) -> Assignment:
+        raw = _annotation(pod, ASSIGNMENT)
+        if raw is None:
+            raise CodecError(f"it has no {ASSIGNMENT} annotation")
+        assignment = decode_assignment(raw)
+        if assignment.node != self._node:
+            raise CodecError(f"its assignment is for node {assignment.node!r}, "
+                             f"not this node {self._node!r}")
+        return assignment
+
+    # -- Allocate --------------------------------------------------------------------------
+
+    def allocate(self, requests: Sequence[Sequence[str]]) -> list[grants.ContainerGrant]:
+        """One grant per container request, in order; raises :class:`AllocateError`."""
+        known = self._known_gpus()
+        for ids in requests:
+            unknown = [i for i in ids if physical_uuid(i, known) is None]
+            if unknown:
+                raise AllocateError(Code.INVALID_ARGUMENT,
+                                    f"unknown device IDs {', '.join(unknown)}: not advertised "
+                                    f"by this agent")
+        with self._lock:
+            pod = self._pod()
+            assert self._inflight is not None
+            try:
+                assignment = self._assignment(pod)
+                priorities = {c.name: c.priority
+                              for c in parse_pod(pod, self._config).containers}
+                names = matching.match_requests(
+                    [len(ids) for ids in requests], assignment,
+                    matching.container_order(pod), self._inflight.done(pod))
+            except (CodecError, RequestError) as exc:
+                raise self._fail(pod, Code.INVALID_ARGUMENT, str(exc)) from None
+            except matching.MatchError as exc:
+                raise self._fail(pod, Code.INVALID_ARGUMENT, str(exc)) from None
+            uid = uid_of(pod)
+            result = []
+            for name, ids in zip(names, requests, strict=True):
+                granted = assignment.containers[name]
+                asked = {physical_uuid(i, known) for i in ids}
+                if asked != {g.uuid for g in granted}:
+                    # The assignment is what the scheduler accounted for, so it wins; the
+                    # kubelet's slot IDs only count slots.
+                    _log.info("kubelet picked slots on other GPUs than assigned",
+                              pod=key_of(pod), container=name, ids=list(ids))
+                result.append(grants.grant(granted, pod_uid=uid, container=name,
+                                           priority=priorities.get(name), config=self._config))
+            self._inflight.mark_done(pod, names)
+            finished = matching.all_done(assignment, self._inflight.done(pod))
+            if finished:
+                self._inflight.finish(pod)
+        if self._prepare_host_dirs and self._config.nodeagent.hami_core_path:
+            for item in result:
+                self._make_cache_dir(uid, item.container)
+        _log.info("allocated", pod=key_of(pod), containers=list(names), complete=finished)
+        if finished and self._phases is not None:
+            meta = pod.get("metadata") or {}
+            self._phases.submit(PhaseUpdate(str(meta.get("namespace") or "default"),
+                                            str(meta.get("name")), PHASE_SUCCESS))
+        return result
+
+    def _make_cache_dir(self, pod_uid: str, container: str) -> None:
+        path = grants.container_cache_host_dir(pod_uid, container, self._config)
+        try:
+            os.makedirs(path, exist_ok=True)
+            # The workload's user is not ours to predict.
+            os.chmod(path, 0o777)
+        except OSError as exc:
+            _log.warning("cannot create the container's cache folder; the runtime will",
+                         path=path, error=exc.strerror)
+
+    # -- GetPreferredAllocation ------------------------------------------------------------
+
+    def preferred(self, available: Sequence[str], must_include: Sequence[str], size: int,
+                  skip: Collection[str] = ()) -> tuple[list[str], str | None]:
+        """The IDs to prefer and the container they are meant for (None: no pod known).
+
+        ``skip`` names containers already matched by earlier requests of the same call.
+        """
+        known = self._known_gpus()
+        wanted: list[str] = []
+        container: str | None = None
+        pods = self._inflight.wait(self._wait) if self._inflight is not None else []
+        if pods:
+            pod = pods[0]
+            try:
+                assignment = self._assignment(pod)
+                done = self._inflight.done(pod) | set(skip) if self._inflight else set(skip)
+                (container,) = matching.match_requests(
+                    [size], assignment, matching.container_order(pod), done)
+                wanted = [g.uuid for g in assignment.containers[container]]
+            except (CodecError, matching.MatchError) as exc:
+                _log.info("no assigned GPUs to prefer", pod=key_of(pod), reason=str(exc))
+        chosen = preferred.choose(available, must_include, size, wanted,
+                                  lambda i: physical_uuid(i, known))
+        return chosen, container

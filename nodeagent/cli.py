@@ -1,0 +1,95 @@
+"""``vgpu nodeagent``: run the node agent (the kubelet device plugin) on one node."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import signal
+import threading
+from types import FrameType
+
+from nodeagent.agent import NodeAgent, Options
+from nodeagent.discovery import Discovery
+from vgpu import config as vgpu_config
+from vgpu import logs
+from vgpu.cluster.port import ClusterPort
+from vgpu.errors import ConfigError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--node-name", default=os.environ.get("NODE_NAME"),
+                        help="this node's name in the cluster (default: $NODE_NAME)")
+    parser.add_argument("--fake-devices", metavar="FILE",
+                        help="describe the GPUs with a YAML/JSON file instead of NVML "
+                             "(tests, demos, nodes without GPUs)")
+    parser.add_argument("--device-plugin-dir", metavar="DIR",
+                        help="kubelet device-plugin folder (default: "
+                             "nodeagent.devicePluginDir, /var/lib/kubelet/device-plugins)")
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="kubeconfig (default: in-cluster, then $KUBECONFIG, "
+                             "then ~/.kube/config)")
+    parser.add_argument("--config", metavar="FILE", default=os.environ.get("VGPU_CONFIG"),
+                        help="vgpu config file (default: $VGPU_CONFIG)")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="port of /metrics and /healthz (default: nodeagent.metricsPort, "
+                             "9394); 0 turns them off")
+    parser.add_argument("--no-cluster", action="store_true",
+                        help="run without cluster access: the inventory is logged instead "
+                             "of published, and Allocate fails (it cannot find the pod)")
+
+
+def _discovery(args: argparse.Namespace) -> Discovery:
+    if args.fake_devices:
+        from nodeagent.fake import FakeDiscovery  # noqa: PLC0415 - one backend per run
+        return FakeDiscovery(args.fake_devices)
+    from nodeagent.nvml import NvmlDiscovery  # noqa: PLC0415
+    return NvmlDiscovery()
+
+
+def _cluster(args: argparse.Namespace) -> ClusterPort | None:
+    if args.no_cluster:
+        return None
+    # Imported only when needed: the kubernetes client is the agent's largest import.
+    from vgpu.kube.adapter import connect  # noqa: PLC0415
+    try:
+        return connect(args.kubeconfig, required=True)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; or pass --no-cluster to run without one (the inventory "
+                          "is then only logged and Allocate fails)") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.setup()
+    if not args.node_name:
+        raise ConfigError("--node-name is required (or set NODE_NAME, e.g. from the "
+                          "downward API's spec.nodeName)")
+    cfg = vgpu_config.load(args.config, os.environ)
+    section = cfg.nodeagent
+    if args.device_plugin_dir:
+        section = dataclasses.replace(section, device_plugin_dir=args.device_plugin_dir)
+    if args.metrics_port is not None:
+        if not 0 <= args.metrics_port <= 65535:
+            raise ConfigError(f"--metrics-port: {args.metrics_port} is not a port")
+        if args.metrics_port:
+            section = dataclasses.replace(section, metrics_port=args.metrics_port)
+    cfg = dataclasses.replace(cfg, nodeagent=section)
+    metrics_port = None if args.metrics_port == 0 else section.metrics_port
+
+    discovery = _discovery(args)
+    port = _cluster(args)
+    agent = NodeAgent(cfg, discovery, port,
+                      Options(node_name=args.node_name, metrics_port=metrics_port))
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    agent.start()
+    try:
+        stop.wait()
+    finally:
+        agent.stop()
+    return 0

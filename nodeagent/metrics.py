@@ -1,0 +1,187 @@
+"""The agent's metrics and ``/healthz`` on their own plain-HTTP port.
+
+GPU figures are read at scrape time (NVML or the fake file), and the per-container grants
+come from the pods in the local watch, so a scrape never calls the API server and a pod
+that ends leaves no stale series behind.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+from nodeagent.discovery import GpuFacts, GpuSample
+from vgpu import logs
+from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_SUCCESS
+from vgpu.cluster.port import Obj
+from vgpu.codecs import Assignment, decode_assignment
+from vgpu.errors import CodecError
+
+_log = logs.get("vgpu.nodeagent.metrics")
+
+MIB = 1024 * 1024
+_GPU_LABELS = ["uuid", "index", "model"]
+_CONTAINER_LABELS = ["namespace", "pod", "container", "uuid"]
+
+
+@dataclass(frozen=True)
+class Granted:
+    namespace: str
+    pod: str
+    container: str
+    uuid: str
+    memory_mib: int
+    cores: int
+
+
+def running_grants(pods: Sequence[Obj]) -> list[Granted]:
+    """Slices held by the node's allocated pods that have not ended."""
+    out: list[Granted] = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        if annotations.get(BIND_PHASE) != PHASE_SUCCESS or ASSIGNMENT not in annotations:
+            continue
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        try:
+            assignment: Assignment = decode_assignment(annotations[ASSIGNMENT])
+        except CodecError:
+            continue
+        for container, slices in assignment.containers.items():
+            out.extend(Granted(str(meta.get("namespace", "")), str(meta.get("name", "")),
+                               container, s.uuid, s.memory_mib, s.cores) for s in slices)
+    return out
+
+
+@dataclass(frozen=True)
+class Sources:
+    gpus: Callable[[], Sequence[tuple[GpuFacts, bool]]]
+    samples: Callable[[], Mapping[str, GpuSample]]
+    pods: Callable[[], Sequence[Obj]]
+    registered: Callable[[], bool]
+
+
+class AgentCollector(Collector):
+    def __init__(self, sources: Sources) -> None:
+        self._sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        total = GaugeMetricFamily("vgpu_gpu_memory_total_bytes",
+                                  "Device memory of the GPU", labels=_GPU_LABELS)
+        used = GaugeMetricFamily("vgpu_gpu_memory_used_bytes",
+                                 "Device memory in use on the GPU", labels=_GPU_LABELS)
+        util = GaugeMetricFamily("vgpu_gpu_utilization_percent",
+                                 "GPU compute utilization", labels=_GPU_LABELS)
+        healthy = GaugeMetricFamily("vgpu_gpu_healthy",
+                                    "1 when the GPU is healthy, 0 after a device fault",
+                                    labels=_GPU_LABELS)
+        samples = self._sources.samples()
+        for facts, is_healthy in self._sources.gpus():
+            labels = [facts.uuid, str(facts.index), facts.model]
+            total.add_metric(labels, facts.memory_mib * MIB)
+            healthy.add_metric(labels, 1 if is_healthy else 0)
+            sample = samples.get(facts.uuid)
+            if sample is not None and sample.memory_used_mib is not None:
+                used.add_metric(labels, sample.memory_used_mib * MIB)
+            if sample is not None and sample.utilization is not None:
+                util.add_metric(labels, sample.utilization)
+        yield from (total, used, util, healthy)
+
+        memory = GaugeMetricFamily("vgpu_container_memory_granted_bytes",
+                                   "Device memory granted to a container on a GPU",
+                                   labels=_CONTAINER_LABELS)
+        cores = GaugeMetricFamily("vgpu_container_cores_granted_percent",
+                                  "Compute share granted to a container on a GPU",
+                                  labels=_CONTAINER_LABELS)
+        for g in running_grants(self._sources.pods()):
+            labels = [g.namespace, g.pod, g.container, g.uuid]
+            memory.add_metric(labels, g.memory_mib * MIB)
+            cores.add_metric(labels, g.cores)
+        yield from (memory, cores)
+
+        registered = GaugeMetricFamily("vgpu_nodeagent_registered",
+                                       "1 while the device plugin is registered with the "
+                                       "kubelet")
+        registered.add_metric([], 1 if self._sources.registered() else 0)
+        yield registered
+
+
+class Metrics:
+    """The registry: the collector above plus Allocate's own counters."""
+
+    def __init__(self, sources: Sources) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(AgentCollector(sources))
+        self.allocate_seconds = Histogram(
+            "vgpu_nodeagent_allocate_seconds", "Time to answer the kubelet's Allocate",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5),
+            registry=self.registry)
+        self.allocations = Counter("vgpu_nodeagent_allocations",
+                                   "Allocate calls answered, by result", ["result"],
+                                   registry=self.registry)
+
+    def observe_allocate(self, seconds: float, ok: bool) -> None:
+        self.allocate_seconds.observe(seconds)
+        self.allocations.labels(result="success" if ok else "error").inc()
+
+
+Health = Callable[[], tuple[bool, str]]
+
+
+class MetricsServer:
+    """``/metrics`` and ``/healthz`` on ``host:port`` (port 0 picks a free one)."""
+
+    def __init__(self, registry: CollectorRegistry, health: Health, port: int,
+                 host: str = "0.0.0.0") -> None:
+        handler = _handler(registry, health)
+        self._httpd = ThreadingHTTPServer((host, port), handler)
+        self._httpd.daemon_threads = True
+        self.port = int(self._httpd.server_address[1])
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
+                                        name="metrics")
+        self._thread.start()
+        _log.info("serving metrics", port=self.port)
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def _handler(registry: CollectorRegistry, health: Health) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+            elif path == "/healthz":
+                ok, text = health()
+                self._send(200 if ok else 503, "text/plain; charset=utf-8",
+                           (text + "\n").encode())
+            else:
+                self._send(404, "text/plain; charset=utf-8", b"not found\n")
+
+        def _send(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # scrapes every few seconds would drown the agent's own logs
+
+    return Handler

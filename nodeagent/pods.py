@@ -1,0 +1,115 @@
+"""The node's in-flight GPU pod, kept from a local watch of the node's pods.
+
+Allocate must not cost an API round trip, so the agent keeps an :class:`Informer` over the
+pods bound to its node and indexes those in ``vgpu.io/bind-phase: allocating`` as events
+arrive. It also remembers which containers of such a pod were already allocated, and which
+pods it finished but whose phase patch the watch has not shown yet.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection
+from typing import Any
+
+from vgpu.annotations import BIND_PHASE, BIND_TIME, PHASE_ALLOCATING
+from vgpu.cluster.port import Obj, key_of
+from vgpu.codecs import decode_time
+from vgpu.errors import CodecError
+
+
+def _annotations(pod: Obj) -> dict[str, Any]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
+def uid_of(pod: Obj) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or key_of(pod))
+
+
+def is_allocating(pod: Obj) -> bool:
+    phase = (pod.get("status") or {}).get("phase")
+    return (_annotations(pod).get(BIND_PHASE) == PHASE_ALLOCATING
+            and phase not in ("Succeeded", "Failed")
+            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _bind_order(pod: Obj) -> tuple[float, str]:
+    try:
+        when = decode_time(_annotations(pod).get(BIND_TIME), BIND_TIME).timestamp()
+    except CodecError:
+        when = float("inf")
+    return (when, key_of(pod))
+
+
+class InFlight:
+    """Index of allocating pods plus the agent's own progress on them; thread-safe."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._allocating: dict[str, Obj] = {}
+        self._done: dict[str, set[str]] = {}
+        self._finished: set[str] = set()
+
+    # -- informer handler ------------------------------------------------------------------
+
+    def on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        with self._cond:
+            if old is not None and (new is None or key_of(old) != key_of(new)):
+                self._forget(old)
+            if new is None:
+                return
+            key = key_of(new)
+            if is_allocating(new):
+                self._allocating[key] = new
+            else:
+                self._allocating.pop(key, None)
+                uid = uid_of(new)
+                self._finished.discard(uid)
+                self._done.pop(uid, None)
+            self._cond.notify_all()
+
+    def _forget(self, pod: Obj) -> None:
+        self._allocating.pop(key_of(pod), None)
+        uid = uid_of(pod)
+        self._finished.discard(uid)
+        self._done.pop(uid, None)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def _candidates(self) -> list[Obj]:
+        pods = [p for p in self._allocating.values() if uid_of(p) not in self._finished]
+        return sorted(pods, key=_bind_order)
+
+    def current(self) -> list[Obj]:
+        """Allocating pods the agent has not finished, oldest binding first."""
+        with self._cond:
+            return self._candidates()
+
+    def wait(self, timeout: float) -> list[Obj]:
+        """Like :meth:`current`, waiting up to ``timeout`` seconds for one to appear: the
+        kubelet may call before this agent's watch has delivered the binding."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                pods = self._candidates()
+                remaining = deadline - time.monotonic()
+                if pods or remaining <= 0:
+                    return pods
+                self._cond.wait(remaining)
+
+    def done(self, pod: Obj) -> frozenset[str]:
+        with self._cond:
+            return frozenset(self._done.get(uid_of(pod), ()))
+
+    # -- progress --------------------------------------------------------------------------
+
+    def mark_done(self, pod: Obj, containers: Collection[str]) -> None:
+        with self._cond:
+            self._done.setdefault(uid_of(pod), set()).update(containers)
+
+    def finish(self, pod: Obj) -> None:
+        """The agent wrote (or is writing) this pod's final phase: stop offering it."""
+        with self._cond:
+            self._finished.add(uid_of(pod))
+            self._cond.notify_all()

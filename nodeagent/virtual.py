@@ -1,0 +1,72 @@
+"""Virtual device IDs: ``split`` slots per physical GPU, as the kubelet sees them.
+
+The kubelet counts ``nvidia.com/gpu`` in these slots (``<uuid>-<i>``); which slot a
+container gets does not matter, only the physical GPU behind it, so the agent maps IDs back
+to UUIDs and leaves slot bookkeeping to the kubelet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from nodeagent.discovery import NUMA_UNKNOWN, GpuFacts
+from vgpu.codecs import NodeInventory
+from vgpu.devices import FULL_CORES, Device
+
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+
+
+@dataclass(frozen=True)
+class PluginDevice:
+    """One entry of a ListAndWatch answer."""
+
+    id: str
+    healthy: bool
+    numa: int = NUMA_UNKNOWN
+
+    @property
+    def health(self) -> str:
+        return HEALTHY if self.healthy else UNHEALTHY
+
+
+def virtual_id(uuid: str, slot: int) -> str:
+    return f"{uuid}-{slot}"
+
+
+def physical_uuid(device_id: str, known: Collection[str]) -> str | None:
+    """The GPU behind a virtual ID, or None when the ID is not one of ours."""
+    head, sep, slot = device_id.rpartition("-")
+    if not sep or not slot.isdigit() or head not in known:
+        return None
+    return head
+
+
+def usable(facts: Iterable[GpuFacts]) -> tuple[GpuFacts, ...]:
+    """GPUs the agent shares: MIG-enabled GPUs are left out, since their memory belongs to
+    MIG instances that HAMi-core's limits do not apply to."""
+    return tuple(f for f in facts if not f.mig)
+
+
+def is_healthy(facts: GpuFacts, unhealthy: Collection[str]) -> bool:
+    return facts.healthy and facts.uuid not in unhealthy
+
+
+def plugin_devices(facts: Iterable[GpuFacts], unhealthy: Collection[str],
+                   split: int) -> tuple[PluginDevice, ...]:
+    """The ListAndWatch device list: ``split`` virtual IDs per GPU with its health and NUMA."""
+    return tuple(
+        PluginDevice(virtual_id(f.uuid, slot), is_healthy(f, unhealthy), f.numa)
+        for f in facts for slot in range(split)
+    )
+
+
+def inventory(facts: Iterable[GpuFacts], unhealthy: Collection[str],
+              split: int) -> NodeInventory:
+    """The node inventory annotation's content (DESIGN §5)."""
+    return NodeInventory(devices=tuple(
+        Device(uuid=f.uuid, index=f.index, model=f.model, memory_mib=f.memory_mib,
+               cores=FULL_CORES, split=split, numa=f.numa, healthy=is_healthy(f, unhealthy))
+        for f in facts
+    ))

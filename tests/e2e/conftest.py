@@ -1,0 +1,61 @@
+"""Fixtures for end-to-end tests against a real kube-apiserver.
+
+The control plane starts once per session. If its binaries cannot be built or
+it does not come up, every e2e test errors: a skipped e2e suite would pass CI
+while proving nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import kubernetes.client
+import pytest
+
+from tests.controlplane.cluster import ControlPlane
+
+E2E_DIR = Path(__file__).resolve().parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: end-to-end tests on a real kube-apiserver (tests/e2e)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # This hook sees every collected item, not only this folder's.
+    for item in items:
+        if E2E_DIR in item.path.resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    with ControlPlane() as cp:
+        yield cp
+
+
+@pytest.fixture
+def api_client(control_plane: ControlPlane) -> Iterator[kubernetes.client.ApiClient]:
+    with control_plane.api_client() as client:
+        yield client
+
+
+@pytest.fixture
+def core_v1(api_client: kubernetes.client.ApiClient) -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace (with its ``default`` ServiceAccount) for one test.
+
+    Never deleted: without a controller-manager a deleted namespace stays
+    Terminating forever, and unique names already keep tests apart.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{slug}-{uuid.uuid4().hex[:6]}"
+    control_plane.ensure_namespace(name)
+    return name

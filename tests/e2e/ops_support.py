@@ -1,0 +1,44 @@
+"""Helpers for the install-and-operate end-to-end tests (issue 6)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import yaml
+
+from tests.controlplane.cluster import ControlPlane
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+
+
+def vgpu(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """Run the `vgpu` command in a child process, as an operator would."""
+    return subprocess.run([sys.executable, "-m", "vgpu.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, check=False, cwd=ROOT)
+
+
+def service_account_kubeconfig(cp: ControlPlane, namespace: str, account: str,
+                               path: Path) -> Path:
+    """A kubeconfig that authenticates as a ServiceAccount (a TokenRequest token), so a
+    command runs with exactly the rights RBAC gives that account."""
+    with cp.api_client() as client:
+        core = kubernetes.client.CoreV1Api(client)
+        request = kubernetes.client.AuthenticationV1TokenRequest(
+            spec=kubernetes.client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
+        answer = core.create_namespaced_service_account_token(account, namespace, request)
+    config: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "e2e", "cluster": {"server": cp.server,
+                                                 "certificate-authority": str(cp.ca_cert)}}],
+        "users": [{"name": account, "user": {"token": answer.status.token}}],
+        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": account}}],
+        "current-context": "e2e",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path

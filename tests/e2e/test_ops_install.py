@@ -1,0 +1,357 @@
+"""`kubectl apply -k` of vgpu's manifests on a real Kubernetes 1.20 control plane.
+
+It runs on a control plane of its own: the install writes cluster-wide objects with
+fixed names (the webhook configuration vgpu-webhook, ClusterRoles) that other e2e
+modules on the shared one must not see.
+
+What 1.20 cannot take, and how: manifests/base uses policy/v1 PodDisruptionBudget and
+batch/v1 CronJob (GA in 1.21) and the webhook's matchConditions (1.27). The install on
+1.20 is manifests/overlays/k8s-1.20 (applied for real below). The base and the other
+overlays are checked by a server-side dry run after the same three changes, made here
+on the rendered objects (``for_1_20``), plus stand-in CRDs for the Prometheus
+Operator's PodMonitor; a test pins that those are the only things 1.20 lacks.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import kubernetes.dynamic
+import pytest
+import yaml
+
+from tests.controlplane.cluster import ControlPlane, ensure_binaries
+from tests.e2e.ops_support import MANIFESTS, service_account_kubeconfig, vgpu
+
+OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
+RENDERABLE = ["base", "base/core", "dashboards", *(f"overlays/{o}" for o in OVERLAYS)]
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def kubectl_path() -> Path:
+    return ensure_binaries().kubectl
+
+
+def kustomize(kubectl: Path, folder: str) -> list[Obj]:
+    return copy.deepcopy(_kustomize(kubectl, folder))
+
+
+@functools.cache
+def _kustomize(kubectl: Path, folder: str) -> list[Obj]:
+    proc = subprocess.run([str(kubectl), "kustomize", str(MANIFESTS / folder)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, f"kubectl kustomize {folder}:\n{proc.stderr}"
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def cp() -> Iterator[ControlPlane]:
+    with ControlPlane() as plane:
+        yield plane
+
+
+def named(objs: list[Obj], kind: str, name: str) -> Obj:
+    hits = [o for o in objs if o["kind"] == kind and o["metadata"]["name"].startswith(name)]
+    assert len(hits) == 1, (kind, name)
+    return hits[0]
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("folder", RENDERABLE)
+def test_kubectl_kustomize_renders(kubectl_path: Path, folder: str) -> None:
+    objs = kustomize(kubectl_path, folder)
+    assert objs
+    config_maps = {o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"}
+    for o in objs:
+        if o["kind"] not in ("Namespace", "MutatingWebhookConfiguration") and \
+                not o["kind"].startswith("Cluster"):
+            assert o["metadata"].get("namespace") in (None, "vgpu-system"), o["metadata"]
+        spec = o.get("spec", {})
+        template = spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get(
+            "template")
+        if not template:
+            continue
+        pod = template["spec"]
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            # The images transformer reached every container, init containers included.
+            assert c["image"] == "vgpu:0.1.0", (o["metadata"]["name"], c["name"])
+        for v in pod.get("volumes", []):
+            # Every generated ConfigMap is referred to by its hashed name.
+            if "configMap" in v:
+                assert v["configMap"]["name"] in config_maps, v
+
+
+def test_overlays_change_what_they_say(kubectl_path: Path) -> None:
+    def agent(folder: str) -> Obj:
+        return named(kustomize(kubectl_path, folder), "DaemonSet", "vgpu-nodeagent")
+
+    fake = agent("overlays/fake-gpus")["spec"]["template"]["spec"]
+    assert fake["containers"][0]["args"] == ["nodeagent",
+                                             "--fake-devices=/run/vgpu-fake/devices.yaml"]
+    assert fake["initContainers"][0]["name"] == "fake-devices"
+    hami = agent("overlays/hami-core")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in hami["containers"][0]["env"]}
+    assert env["VGPU_NODEAGENT__HAMI_CORE_PATH"] == "/usr/local/vgpu/libvgpu.so"
+    assert {"hami-core", "vgpu-cache", "device-plugins"} <= {v["name"] for v in hami["volumes"]}
+    monitoring = kustomize(kubectl_path, "overlays/prometheus-operator")
+    assert sorted(o["metadata"]["name"] for o in monitoring if o["kind"] == "PodMonitor") == [
+        "vgpu-nodeagent", "vgpu-scheduler", "vgpu-webhook"]
+    dashboards = named(monitoring, "ConfigMap", "vgpu-dashboards")
+    assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert sorted(dashboards["data"]) == ["vgpu-cluster.json", "vgpu-gpus.json"]
+    old = kustomize(kubectl_path, "overlays/k8s-1.20")
+    hook = named(old, "MutatingWebhookConfiguration", "vgpu-webhook")["webhooks"][0]
+    assert "matchConditions" not in hook and hook["failurePolicy"] == "Ignore"
+
+
+# --- applying -----------------------------------------------------------------------------
+
+def for_1_20(objs: list[Obj]) -> list[Obj]:
+    """The rendered objects as Kubernetes 1.20 serves them (see the module docstring)."""
+    beta = {("policy/v1", "PodDisruptionBudget"): "policy/v1beta1",
+            ("batch/v1", "CronJob"): "batch/v1beta1"}
+    out = []
+    for obj in copy.deepcopy(objs):
+        obj["apiVersion"] = beta.get((obj["apiVersion"], obj["kind"]), obj["apiVersion"])
+        if obj["kind"] == "MutatingWebhookConfiguration":
+            for hook in obj["webhooks"]:
+                hook.pop("matchConditions", None)
+        out.append(obj)
+    return out
+
+
+STAND_IN_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: podmonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {plural: podmonitors, singular: podmonitor, kind: PodMonitor, listKind: PodMonitorList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"""
+
+
+@pytest.fixture(scope="module")
+def first_apply(cp: ControlPlane) -> str:
+    return cp.kubectl("apply", "-k", str(MANIFESTS / "overlays" / "k8s-1.20")).stdout
+
+
+@pytest.fixture
+def installed(first_apply: str) -> None:
+    """vgpu installed with the 1.20 overlay (once per module)."""
+
+
+def test_the_1_20_overlay_applies_and_a_second_apply_creates_nothing(
+        cp: ControlPlane, first_apply: str) -> None:
+    first = subprocess.CompletedProcess([], 0, first_apply, "")
+    assert "poddisruptionbudget.policy/vgpu-webhook created" in first.stdout
+    assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/vgpu-webhook created" \
+        in first.stdout
+    second = cp.kubectl("apply", "-k", str(MANIFESTS / "overlays" / "k8s-1.20"))
+    assert " created" not in second.stdout, second.stdout
+    assert " configured" not in second.stdout, second.stdout
+    # Server-side apply over a client-side apply takes the fields over: --force-conflicts.
+    dry = cp.kubectl("apply", "-k", str(MANIFESTS / "overlays" / "k8s-1.20"), "--server-side",
+                     "--force-conflicts", "--dry-run=server")
+    assert "serverside-applied (server dry run)" in dry.stdout
+    stored = cp.kubectl("get", "mutatingwebhookconfiguration", "vgpu-webhook", "-o", "yaml")
+    assert "failurePolicy: Ignore" in stored.stdout
+
+
+def test_1_20_lacks_only_what_the_overlay_replaces(cp: ControlPlane, kubectl_path: Path) -> None:
+    versions = cp.kubectl("api-versions").stdout.split()
+    assert "policy/v1" not in versions and "policy/v1beta1" in versions
+    # batch/v1 is served (Jobs), but not for CronJobs:
+    resources = cp.kubectl("api-resources", "--api-group=batch", "-o", "wide").stdout
+    cronjob_line = next(line for line in resources.splitlines() if line.startswith("cronjobs"))
+    assert "batch/v1beta1" in cronjob_line
+    objs = kustomize(kubectl_path, "base")
+    refused = cp.kubectl("apply", "--dry-run=server", "-f", "-", check=False,
+                         input_text=yaml.safe_dump_all(objs))
+    assert refused.returncode != 0 and "matchConditions" in refused.stderr
+
+
+@pytest.fixture(scope="module")
+def prepared(cp: ControlPlane) -> None:
+    """The namespace (a dry run creates nothing, so namespaced objects need it to exist)
+    and stand-in CRDs for the Prometheus Operator's kinds."""
+    cp.kubectl("apply", "-f", "-", input_text=STAND_IN_CRD)
+    cp.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+               "crd/podmonitors.monitoring.coreos.com")
+    cp.kubectl("apply", "-f", str(MANIFESTS / "base" / "core" / "namespace.yaml"))
+
+
+def server_side_dry_run(cp: ControlPlane, objs: list[Obj]) -> list[str]:
+    """``kubectl apply --server-side --force-conflicts --dry-run=server``, made in-process:
+    kubectl 1.20 throttles itself to 5 requests a second, seconds per manifest set."""
+    errors = []
+    with cp.api_client() as client:
+        dynamic = kubernetes.dynamic.DynamicClient(client)
+        for obj in objs:
+            meta = obj["metadata"]
+            try:
+                api = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+                api.server_side_apply(body=obj, name=meta["name"],
+                                      namespace=meta.get("namespace") if api.namespaced else None,
+                                      field_manager="vgpu-e2e", force_conflicts=True,
+                                      dry_run="All")
+            except (kubernetes.client.ApiException,
+                    kubernetes.dynamic.exceptions.DynamicApiError,
+                    kubernetes.dynamic.exceptions.ResourceNotFoundError) as exc:
+                errors.append(f"{obj['kind']}/{meta['name']}: {str(exc)[:300]}")
+    return errors
+
+
+@pytest.mark.parametrize("folder", ["base", *(f"overlays/{o}" for o in OVERLAYS
+                                              if o != "k8s-1.20")])
+def test_base_and_overlays_dry_run_on_1_20(cp: ControlPlane, prepared: None,
+                                          kubectl_path: Path, folder: str) -> None:
+    objs = for_1_20(kustomize(kubectl_path, folder))
+    assert server_side_dry_run(cp, objs) == []
+
+
+def test_the_dry_run_catches_what_1_20_lacks(cp: ControlPlane, prepared: None,
+                                             kubectl_path: Path) -> None:
+    unconverted = [o for o in kustomize(kubectl_path, "base")
+                   if o["kind"] in ("PodDisruptionBudget", "CronJob")]
+    errors = server_side_dry_run(cp, unconverted)
+    assert [e.split(":")[0] for e in errors] == [
+        f"{o['kind']}/{o['metadata']['name']}" for o in unconverted]
+
+
+# --- RBAC ---------------------------------------------------------------------------------
+
+def sa(name: str) -> str:
+    return f"--as=system:serviceaccount:vgpu-system:{name}"
+
+
+CAN = {
+    "vgpu-scheduler": [
+        ("list", "pods", "-A"), ("watch", "pods", "-A"), ("get", "pods", "-n", "team-a"),
+        ("patch", "pods", "-n", "team-a"), ("create", "pods", "--subresource=binding", "-A"),
+        ("patch", "pods", "--subresource=status", "-n", "team-a"),
+        ("list", "nodes"), ("watch", "nodes"), ("get", "nodes"),
+        ("create", "events", "-n", "team-a"), ("patch", "events", "-n", "team-a"),
+        ("create", "events.events.k8s.io", "-n", "team-a"),
+        ("create", "leases.coordination.k8s.io", "-n", "vgpu-system"),
+        ("get", "leases.coordination.k8s.io/vgpu-scheduler", "-n", "vgpu-system"),
+        ("update", "leases.coordination.k8s.io/vgpu-scheduler", "-n", "vgpu-system"),
+    ],
+    "vgpu-webhook": [("list", "nodes"), ("watch", "nodes")],
+    "vgpu-nodeagent": [
+        ("list", "pods", "-A"), ("watch", "pods", "-A"), ("get", "pods", "-n", "team-a"),
+        ("patch", "pods", "-n", "team-a"), ("patch", "nodes"),
+    ],
+    "vgpu-certs": [
+        ("create", "secrets", "-n", "vgpu-system"),
+        ("get", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
+        ("update", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
+        ("get", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
+        ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
+    ],
+}
+
+EVERYONE_CANNOT = [
+    ("create", "pods", "-n", "team-a"), ("delete", "pods", "-n", "team-a"),
+    ("delete", "nodes"), ("create", "nodes"), ("update", "nodes"),
+    ("get", "secrets", "-A"), ("list", "secrets", "-A"), ("get", "secrets", "-n", "kube-system"),
+    ("list", "configmaps", "-A"), ("create", "deployments.apps", "-n", "vgpu-system"),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
+    ("escalate", "clusterroles.rbac.authorization.k8s.io"),
+    ("impersonate", "serviceaccounts", "-A"),
+    ("create", "pods", "--subresource=exec", "-A"),
+    ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+    ("*", "*", "-A"),
+]
+
+CANNOT = {
+    "vgpu-scheduler": [("patch", "nodes"), ("update", "leases.coordination.k8s.io/other",
+                                                      "-n", "vgpu-system"),
+                       ("create", "leases.coordination.k8s.io", "-n", "kube-system"),
+                       ("update", "pods", "-n", "team-a")],
+    "vgpu-webhook": [("get", "pods", "-A"), ("patch", "nodes"), ("get", "nodes/some-node")],
+    "vgpu-nodeagent": [("list", "nodes"), ("create", "pods", "--subresource=binding", "-A"),
+                       ("update", "pods", "-n", "team-a"), ("create", "events", "-A")],
+    "vgpu-certs": [("get", "secrets/other", "-n", "vgpu-system"),
+                   ("update", "secrets/other", "-n", "vgpu-system"),
+                   ("create", "secrets", "-n", "team-a"),
+                   ("delete", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
+                   ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other"),
+                   ("list", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+                   ("patch", "validatingwebhookconfigurations.admissionregistration.k8s.io")],
+}
+
+
+def _review(check: tuple[str, ...]) -> dict[str, Any]:
+    """A `kubectl auth can-i` argument list as a SubjectAccessReview resourceAttributes."""
+    verb, what, *flags = check
+    resource, _, name = what.partition("/")
+    resource, _, group = resource.partition(".")
+    attrs: dict[str, Any] = {"verb": verb, "resource": resource, "group": group, "name": name}
+    for flag in flags:
+        if flag.startswith("--subresource="):
+            attrs["subresource"] = flag.split("=", 1)[1]
+    if "-n" in flags:
+        attrs["namespace"] = flags[flags.index("-n") + 1]
+    return attrs
+
+
+def can_i(cp: ControlPlane, account: str, check: tuple[str, ...]) -> bool:
+    """What `kubectl auth can-i CHECK --as=system:serviceaccount:vgpu-system:ACCOUNT` says,
+    asked of the same authorizer in-process (a kubectl per check costs a second here)."""
+    user = f"system:serviceaccount:vgpu-system:{account}"
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": ["system:serviceaccounts",
+                                              "system:serviceaccounts:vgpu-system",
+                                              "system:authenticated"],
+                     "resourceAttributes": _review(check)}}
+    with cp.api_client() as client:
+        review = kubernetes.client.AuthorizationV1Api(client).create_subject_access_review(
+            kubernetes.client.V1SubjectAccessReview.from_dict(body))
+    return bool(review.status.allowed)
+
+
+@pytest.mark.parametrize("account", sorted(CAN))
+def test_rbac_gives_each_component_what_it_needs_and_nothing_broader(
+        cp: ControlPlane, installed: None, account: str) -> None:
+    missing = [c for c in CAN[account] if not can_i(cp, account, c)]
+    extra = [c for c in EVERYONE_CANNOT + CANNOT[account] if can_i(cp, account, c)]
+    assert not missing, f"{account} lacks {missing}"
+    assert not extra, f"{account} may {extra}"
+    # The in-process review and kubectl agree (one of each per account).
+    for check, expected in ((CAN[account][0], "yes"), (EVERYONE_CANNOT[0], "no")):
+        proc = cp.kubectl("auth", "can-i", *check, sa(account), check=False)
+        assert proc.stdout.strip() == expected, (check, proc.stdout, proc.stderr)
+
+
+def test_the_certs_job_account_can_run_vgpu_certs(cp: ControlPlane, installed: None,
+                                                  tmp_path: Path) -> None:
+    kubeconfig = service_account_kubeconfig(cp, "vgpu-system", "vgpu-certs",
+                                            tmp_path / "certs.kubeconfig")
+    first = vgpu("certs", "--kubeconfig", str(kubeconfig), "--namespace", "vgpu-system")
+    assert first.returncode == 0, first.stderr
+    second = vgpu("certs", "--kubeconfig", str(kubeconfig), "--namespace", "vgpu-system")
+    assert second.returncode == 0, second.stderr
+    assert "unchanged" in second.stdout and "caBundle unchanged" in second.stdout
+    secret = cp.kubectl("get", "secret", "-n", "vgpu-system", "vgpu-webhook-tls",
+                        "-o", "jsonpath={.type}")
+    assert secret.stdout == "kubernetes.io/tls"
+    bundle = cp.kubectl("get", "mutatingwebhookconfiguration", "vgpu-webhook", "-o",
+                        "jsonpath={.webhooks[0].clientConfig.caBundle}")
+    ca = cp.kubectl("get", "secret", "-n", "vgpu-system", "vgpu-webhook-tls", "-o",
+                    "jsonpath={.data.ca\\.crt}")
+    assert bundle.stdout and bundle.stdout == ca.stdout

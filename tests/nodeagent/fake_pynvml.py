@@ -1,0 +1,158 @@
+"""A stand-in for the ``pynvml`` module: the calls the NVML backend makes, over a table.
+
+No GPU is available to the tests, so the NVML backend runs against this; names, constants
+and the error class mirror nvidia-ml-py's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+NVML_SUCCESS = 0
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_UNKNOWN = 999
+NVML_DEVICE_MIG_DISABLE = 0
+NVML_DEVICE_MIG_ENABLE = 1
+nvmlEventTypeXidCriticalError = 0x8
+
+
+class NVMLError(Exception):
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.value = value
+
+    def __str__(self) -> str:
+        return {NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+                NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+                NVML_ERROR_TIMEOUT: "Timeout",
+                NVML_ERROR_GPU_IS_LOST: "GPU is lost"}.get(self.value, "Unknown Error")
+
+
+@dataclass
+class Gpu:
+    uuid: str
+    name: str = "NVIDIA A100-SXM4-40GB"
+    total: int = 40 * 1024**3
+    used: int = 2 * 1024**3
+    utilization: int | None = 55
+    numa: int | None = 0  # None: nvmlDeviceGetNumaNodeId not supported
+    bus_id: str = "00000000:3B:00.0"
+    mig: int | None = NVML_DEVICE_MIG_DISABLE  # None: not MIG-capable
+    broken: bool = False
+    events: str = "ok"  # "ok", "not-supported" or "error"
+
+
+@dataclass
+class Struct:
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class FakeNvml:
+    NVMLError = NVMLError
+
+    def __init__(self, gpus: list[Gpu], *, init_error: int | None = None) -> None:
+        self.gpus = gpus
+        self.init_error = init_error
+        self.initialised = False
+        self.shutdown = False
+        self.registered: list[str] = []
+        self.events: deque[Any] = deque()
+        self.waits = 0
+        self.freed = False
+        self._lock = threading.Lock()
+        for name in dir(__import__(__name__, fromlist=["x"])):
+            if name.startswith(("NVML_", "nvmlEventType")):
+                setattr(self, name, globals()[name])
+
+    def _gpu(self, handle: Any) -> Gpu:
+        gpu: Gpu = handle
+        if gpu.broken:
+            raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+        return gpu
+
+    def nvmlInit(self) -> None:
+        if self.init_error is not None:
+            raise NVMLError(self.init_error)
+        self.initialised = True
+
+    def nvmlShutdown(self) -> None:
+        self.shutdown = True
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Gpu:
+        return self.gpus[index]
+
+    def nvmlDeviceGetUUID(self, handle: Any) -> bytes:
+        return self._gpu(handle).uuid.encode()
+
+    def nvmlDeviceGetName(self, handle: Any) -> str:
+        return self._gpu(handle).name
+
+    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Struct:
+        gpu = self._gpu(handle)
+        return Struct({"total": gpu.total, "used": gpu.used, "free": gpu.total - gpu.used})
+
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Struct:
+        gpu = self._gpu(handle)
+        if gpu.utilization is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return Struct({"gpu": gpu.utilization, "memory": 0})
+
+    def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:
+        gpu = self._gpu(handle)
+        if gpu.numa is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return gpu.numa
+
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> Struct:
+        return Struct({"busId": self._gpu(handle).bus_id.encode()})
+
+    def nvmlDeviceGetMigMode(self, handle: Any) -> tuple[int, int]:
+        gpu = self._gpu(handle)
+        if gpu.mig is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return gpu.mig, gpu.mig
+
+    # -- events ----------------------------------------------------------------------------
+
+    def nvmlEventSetCreate(self) -> str:
+        return "event-set"
+
+    def nvmlDeviceRegisterEvents(self, handle: Any, types: int, event_set: str) -> None:
+        gpu = self._gpu(handle)
+        if gpu.events == "not-supported":
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        if gpu.events == "error":
+            raise NVMLError(NVML_ERROR_UNKNOWN)
+        self.registered.append(gpu.uuid)
+
+    def push_xid(self, gpu: Gpu | None, xid: int) -> None:
+        self.events.append(Struct({"device": gpu, "eventType": nvmlEventTypeXidCriticalError,
+                                   "eventData": xid}))
+
+    def nvmlEventSetWait(self, event_set: str, timeout_ms: int) -> Any:
+        with self._lock:
+            self.waits += 1
+            if not self.events:
+                raise NVMLError(NVML_ERROR_TIMEOUT)
+            event = self.events.popleft()
+        if isinstance(event, int):
+            raise NVMLError(event)
+        return event
+
+    def nvmlEventSetFree(self, event_set: str) -> None:
+        self.freed = True

@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from nodeagent.writer import InventoryPublisher, PhaseUpdate, PhaseWriter
+from vgpu.annotations import BIND_PHASE, BIND_REASON, NODE_GPUS, NODE_HEARTBEAT
+from vgpu.cluster.memory import MemoryCluster
+from vgpu.codecs import NodeInventory, decode_inventory
+from vgpu.devices import Device
+from vgpu.errors import ConflictError
+
+INV = NodeInventory(devices=(Device("GPU-a", 0, "A100", 40960),))
+INV2 = NodeInventory(devices=(Device("GPU-a", 0, "A100", 40960, healthy=False),))
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+class Flaky(MemoryCluster):
+    """Fails the first ``failures`` annotation patches with a conflict."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.patches = 0
+
+    def patch_annotations(self, kind: Any, name: str, annotations: Mapping[str, str | None],
+                          namespace: str | None = None,
+                          resource_version: str | None = None) -> dict[str, Any]:
+        self.patches += 1
+        if self.failures:
+            self.failures -= 1
+            raise ConflictError("the object has been modified")
+        return super().patch_annotations(kind, name, annotations, namespace, resource_version)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def annotations(cluster: MemoryCluster) -> dict[str, str]:
+    return dict(cluster.get("nodes", "n")["metadata"].get("annotations") or {})
+
+
+def test_publishes_on_change_and_on_heartbeat() -> None:
+    cluster = MemoryCluster()
+    cluster.create("nodes", {"metadata": {"name": "n"}})
+    clock = Clock()
+    publisher = InventoryPublisher(cluster, "n", 30, now=lambda: T0, clock=clock)
+    assert publisher.publish_due(INV)
+    assert decode_inventory(annotations(cluster)[NODE_GPUS]) == INV
+    assert annotations(cluster)[NODE_HEARTBEAT] == "2026-01-01T00:00:00.000000Z"
+    clock.now = 10
+    assert not publisher.publish_due(INV)  # nothing new, heartbeat not due
+    assert publisher.publish_due(INV2)  # a change is written at once
+    assert decode_inventory(annotations(cluster)[NODE_GPUS]) == INV2
+    clock.now = 39
+    assert not publisher.publish_due(INV2)
+    clock.now = 40
+    assert publisher.publish_due(INV2)  # heartbeat due
+    assert publisher.writes == 3
+
+
+def test_failed_writes_are_retried_after_a_backoff() -> None:
+    cluster = Flaky(failures=2)
+    cluster.create("nodes", {"metadata": {"name": "n"}})
+    clock = Clock()
+    publisher = InventoryPublisher(cluster, "n", 30, now=lambda: T0, clock=clock)
+    assert not publisher.publish_due(INV)
+    assert not publisher.publish_due(INV)  # backing off: no second attempt yet
+    assert cluster.patches == 1
+    clock.now = 0.5
+    assert not publisher.publish_due(INV)
+    clock.now = 1.5
+    assert publisher.publish_due(INV)
+    assert NODE_GPUS in annotations(cluster)
+
+
+def test_missing_node_is_retried_not_fatal() -> None:
+    cluster = MemoryCluster()
+    clock = Clock()
+    publisher = InventoryPublisher(cluster, "n", 30, now=lambda: T0, clock=clock)
+    assert not publisher.publish_due(INV)
+    cluster.create("nodes", {"metadata": {"name": "n"}})
+    clock.now = 5
+    assert publisher.publish_due(INV)
+
+
+def test_without_a_cluster_nothing_is_written() -> None:
+    publisher = InventoryPublisher(None, "n", 30)
+    assert not publisher.publish_due(INV)
+    assert publisher.writes == 0
+
+
+def pod(cluster: MemoryCluster) -> None:
+    cluster.create("pods", {"metadata": {"name": "p", "namespace": "ns",
+                                         "annotations": {BIND_PHASE: "allocating"}}})
+
+
+def test_phase_writer_retries_conflicts() -> None:
+    cluster = Flaky(failures=3)
+    pod(cluster)
+    writer = PhaseWriter(cluster)
+    stop = threading.Event()
+    assert writer.write(PhaseUpdate("ns", "p", "failed", "no container asked for 2"), stop)
+    meta = cluster.get("pods", "p", "ns")["metadata"]["annotations"]
+    assert (meta[BIND_PHASE], meta[BIND_REASON]) == ("failed", "no container asked for 2")
+    assert cluster.patches == 4
+
+
+def test_phase_writer_clears_an_old_reason_and_drops_deleted_pods() -> None:
+    cluster = MemoryCluster()
+    pod(cluster)
+    cluster.patch_annotations("pods", "p", {BIND_REASON: "old"}, namespace="ns")
+    writer = PhaseWriter(cluster)
+    thread = threading.Thread(target=writer.run, args=(stop := threading.Event(),))
+    thread.start()
+    writer.submit(PhaseUpdate("ns", "p", "success"))
+    writer.submit(PhaseUpdate("ns", "gone", "success"))
+    assert writer.wait_idle(5)
+    stop.set()
+    thread.join()
+    meta = cluster.get("pods", "p", "ns")["metadata"]["annotations"]
+    assert meta[BIND_PHASE] == "success" and BIND_REASON not in meta
+
+
+def test_phase_writer_gives_up_after_max_attempts() -> None:
+    cluster = Flaky(failures=100)
+    pod(cluster)
+    writer = PhaseWriter(cluster, max_attempts=3, max_backoff=0.01)
+    assert not writer.write(PhaseUpdate("ns", "p", "success"), threading.Event())
+    assert cluster.patches == 3

@@ -1,0 +1,143 @@
+"""The metric names the dashboards read, and the names each component exports.
+
+The one place to update when a dashboard or an exporter changes:
+
+- ``DASHBOARD_METRICS``: per dashboard file, every series name its panels and variables
+  read (as scraped: a counter's ``_total``, a histogram's ``_bucket``).
+- ``EXPORTED``: per component, the series names its ``/metrics`` shows, as read from
+  its metrics module. Where that module is importable, ``live_exported`` scrapes a real
+  registry instead and a test checks the copy here still matches it; where it is not yet
+  merged into this tree, the copy stands in for it.
+
+The scheduler's Kubernetes metrics (issue 5) did not exist when the dashboards were
+written; its names below are the ones the dashboards expect it to export (attempts by
+result, scheduling and created→bound latency, queue lengths, per-GPU allocation
+labelled node/uuid/index/model). When it lands under other names, the check fails and
+the dashboards and this list change together.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+DASHBOARD_METRICS: dict[str, frozenset[str]] = {
+    "vgpu-cluster.json": frozenset({
+        "vgpu_gpu_memory_total_bytes", "vgpu_gpu_memory_used_bytes", "vgpu_gpu_healthy",
+        "vgpu_gpu_utilization_percent", "vgpu_container_memory_granted_bytes",
+        "vgpu_container_cores_granted_percent", "vgpu_nodeagent_registered",
+        "vgpu_scheduler_pending_pods", "vgpu_scheduler_schedule_attempts_total",
+        "vgpu_scheduler_scheduling_attempt_duration_seconds_bucket",
+        "vgpu_scheduler_pod_create_to_bound_seconds_bucket",
+        "vgpu_webhook_requests_total", "vgpu_webhook_request_duration_seconds_bucket",
+        "vgpu_webhook_certificate_expiry_timestamp_seconds",
+    }),
+    "vgpu-gpus.json": frozenset({
+        "vgpu_gpu_memory_total_bytes", "vgpu_gpu_memory_used_bytes", "vgpu_gpu_healthy",
+        "vgpu_gpu_utilization_percent", "vgpu_container_memory_granted_bytes",
+        "vgpu_container_cores_granted_percent", "vgpu_nodeagent_allocate_seconds_bucket",
+        "vgpu_nodeagent_allocations_total", "vgpu_scheduler_gpu_tasks",
+        "vgpu_scheduler_gpu_memory_allocated_bytes",
+    }),
+}
+
+
+def _histogram(name: str) -> set[str]:
+    return {f"{name}_bucket", f"{name}_sum", f"{name}_count", f"{name}_created"}
+
+
+def _counter(name: str) -> set[str]:
+    return {f"{name}_total", f"{name}_created"}
+
+
+EXPORTED: dict[str, frozenset[str]] = {
+    # webhook/metrics.py
+    "webhook": frozenset({
+        *_counter("vgpu_webhook_requests"),
+        *_histogram("vgpu_webhook_request_duration_seconds"),
+        *_counter("vgpu_webhook_certificate_reloads"),
+        "vgpu_webhook_certificate_expiry_timestamp_seconds",
+        "vgpu_webhook_inventory_nodes", "vgpu_webhook_inventory_gpus",
+    }),
+    # nodeagent/metrics.py
+    "nodeagent": frozenset({
+        "vgpu_gpu_memory_total_bytes", "vgpu_gpu_memory_used_bytes",
+        "vgpu_gpu_utilization_percent", "vgpu_gpu_healthy",
+        "vgpu_container_memory_granted_bytes", "vgpu_container_cores_granted_percent",
+        "vgpu_nodeagent_registered",
+        *_histogram("vgpu_nodeagent_allocate_seconds"),
+        *_counter("vgpu_nodeagent_allocations"),
+    }),
+    # scheduler (issue 5): expected, see the module's docstring.
+    "scheduler": frozenset({
+        "vgpu_scheduler_pending_pods",
+        *_counter("vgpu_scheduler_schedule_attempts"),
+        *_histogram("vgpu_scheduler_scheduling_attempt_duration_seconds"),
+        *_histogram("vgpu_scheduler_pod_create_to_bound_seconds"),
+        "vgpu_scheduler_gpu_memory_allocated_bytes", "vgpu_scheduler_gpu_cores_allocated_percent",
+        "vgpu_scheduler_gpu_tasks",
+    }),
+}
+
+
+def scraped_names(registry: CollectorRegistry) -> frozenset[str]:
+    """The series names a scrape of ``registry`` shows."""
+    text = generate_latest(registry).decode()
+    return frozenset(sample.name for family in text_string_to_metric_families(text)
+                     for sample in family.samples)
+
+
+def _webhook() -> CollectorRegistry:
+    from webhook.metrics import Metrics
+
+    metrics = Metrics()
+    registry: CollectorRegistry = metrics.registry
+    return registry
+
+
+def _nodeagent() -> CollectorRegistry:
+    # One GPU with a sample and one running grant, so that every family has a series.
+    from nodeagent.discovery import GpuFacts, GpuSample
+    from nodeagent.metrics import Metrics, Sources
+
+    facts = GpuFacts(uuid="GPU-0", index=0, model="m", memory_mib=1024, numa=0, mig=False,
+                     healthy=True)
+    pod = {"metadata": {"namespace": "ns", "name": "p", "annotations": {
+        "vgpu.io/bind-phase": "success",
+        "vgpu.io/assignment": '{"version":1,"node":"n","containers":{"c":['
+                              '{"uuid":"GPU-0","memory_mib":10,"cores":5}]}}'}},
+           "status": {"phase": "Running"}}
+    metrics = Metrics(Sources(gpus=lambda: [(facts, True)],
+                              samples=lambda: {"GPU-0": GpuSample(memory_used_mib=1,
+                                                                  utilization=2)},
+                              pods=lambda: [pod], registered=lambda: True))
+    metrics.observe_allocate(0.01, True)
+    registry: CollectorRegistry = metrics.registry
+    return registry
+
+
+# component -> (module whose presence means the component is merged, registry builder)
+LIVE: dict[str, tuple[str, Callable[[], CollectorRegistry]]] = {
+    "webhook": ("webhook.metrics", _webhook),
+    "nodeagent": ("nodeagent.metrics", _nodeagent),
+}
+
+
+def live_exported(component: str) -> frozenset[str] | None:
+    """Names scraped from the component's real registry, or None when not merged here."""
+    entry = LIVE.get(component)
+    if entry is None:
+        return None
+    module, build = entry
+    package = module.split(".")[0]
+    if importlib.util.find_spec(package) is None or importlib.util.find_spec(module) is None:
+        return None
+    return scraped_names(build())
+
+
+def exported(component: str) -> frozenset[str]:
+    live = live_exported(component)
+    return live if live is not None else EXPORTED[component]

@@ -1,0 +1,1 @@
+"""Test helpers shared by component and end-to-end tests."""

@@ -1,0 +1,157 @@
+"""The ``vgpu`` command, run as a user runs it: a separate process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vgpu import __version__, config
+from vgpu.cli import SUBCOMMANDS, main
+from vgpu.config import Config
+
+EXPECTED_SUBCOMMANDS = ("webhook", "scheduler", "nodeagent", "certs", "simulate", "inspect",
+                        "config")
+
+
+def vgpu(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    # A clean environment: a VGPU_* variable of the developer's shell must not leak in.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    clean.update(env or {})
+    return subprocess.run([sys.executable, "-m", "vgpu.cli", *args], capture_output=True,
+                          text=True, env=clean, timeout=60, check=False)
+
+
+def test_help_lists_every_subcommand() -> None:
+    done = vgpu("--help")
+    assert done.returncode == 0, done.stderr
+    for name in EXPECTED_SUBCOMMANDS:
+        assert f"    {name}" in done.stdout, f"{name} missing from --help"
+    assert {c.name for c in SUBCOMMANDS} == set(EXPECTED_SUBCOMMANDS)
+
+
+def test_version() -> None:
+    done = vgpu("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"vgpu {__version__}"
+
+
+def test_config_defaults_prints_the_default_config_as_json() -> None:
+    done = vgpu("config", "defaults")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == config.to_mapping(Config())
+
+
+def test_config_validate_good_file(tmp_path: Path) -> None:
+    path = tmp_path / "vgpu.yaml"
+    path.write_text("deviceSplitCount: 4\nscheduler:\n  permitTimeoutSeconds: 5\n",
+                    encoding="utf-8")
+    done = vgpu("config", "validate", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "valid" in done.stdout
+    shown = json.loads(done.stdout.split("\n", 1)[1])
+    assert shown["deviceSplitCount"] == 4
+    assert shown["scheduler"]["permitTimeoutSeconds"] == 5.0
+
+
+def test_config_validate_bad_file(tmp_path: Path) -> None:
+    path = tmp_path / "vgpu.yaml"
+    path.write_text("deviceSplitCount: 0\n", encoding="utf-8")
+    done = vgpu("config", "validate", str(path))
+    assert done.returncode == 2
+    assert "deviceSplitCount" in done.stderr
+    assert "at least 1" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_config_validate_applies_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "vgpu.yaml"
+    path.write_text("{}", encoding="utf-8")
+    done = vgpu("config", "validate", str(path), env={"VGPU_DEVICE_SPLITS": "3"})
+    assert done.returncode == 2
+    assert "$VGPU_DEVICE_SPLITS" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+NOT_BUILT = [c.name for c in SUBCOMMANDS if c.module is None]
+
+
+def test_a_subcommand_not_built_says_so() -> None:
+    if not NOT_BUILT:
+        pytest.skip("every subcommand is built")
+    name = NOT_BUILT[0]
+    done = vgpu(name)
+    assert done.returncode == 2
+    assert "not available" in done.stderr
+    assert f"vgpu {name}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# In-process from here on: the same main(), without a process start per case.
+
+@pytest.fixture(autouse=True)
+def _keep_logging_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # main() configures structlog for the process; in-process that would bind the loggers
+    # of later tests to this test's captured (then closed) stderr.
+    monkeypatch.setattr("vgpu.logs.setup", lambda *a, **k: None)
+
+
+@pytest.mark.parametrize("name", NOT_BUILT or ["-"], ids=NOT_BUILT or ["none-left"])
+def test_not_built_subcommand_with_options_still_says_not_available(
+        name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    if name == "-":
+        pytest.skip("every subcommand is built")
+    # Options of the future subcommand must not turn into "unrecognized arguments".
+    assert main([name, "--config", "x.yaml", "extra"]) == 2
+    err = capsys.readouterr().err
+    assert "not available" in err
+    assert "unrecognized" not in err
+
+
+def test_no_subcommand_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().out
+
+
+def test_unknown_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["frobnicate"])
+    assert caught.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_unknown_option_of_a_built_subcommand_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["config", "defaults", "--bogus"])
+    assert caught.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_config_requires_an_action(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["config"])
+    assert caught.value.code == 2
+    assert "ACTION" in capsys.readouterr().err
+
+
+def test_config_defaults_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "defaults", "--explain"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(config.describe())
+    assert lines[0].startswith("resourceNames.gpu ")
+
+
+def test_config_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("VGPU_"):
+            monkeypatch.delenv(key)
+    assert main(["config", "validate", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "vgpu config: error:" in err
+    assert "cannot read" in err

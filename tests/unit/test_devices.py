@@ -1,0 +1,272 @@
+"""The device model and the fit arithmetic every placement decision rests on."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vgpu.annotations import GpuSelector
+from vgpu.devices import (
+    EMPTY,
+    Device,
+    FitReason,
+    Usage,
+    check_possible,
+    fit,
+    fit_request,
+    memory_capacity,
+    percent_of,
+    resolve_memory,
+    selectable,
+)
+from vgpu.errors import RequestError
+from vgpu.requests import ContainerRequest
+
+A100 = Device(uuid="GPU-a100", index=0, model="NVIDIA A100-SXM4-40GB", memory_mib=40960)
+T4 = Device(uuid="GPU-t4", index=1, model="Tesla T4", memory_mib=15360, split=4)
+SICK = Device(uuid="GPU-sick", index=2, model="Tesla T4", memory_mib=15360, healthy=False)
+
+
+def req(count: int = 1, *, mib: int | None = None, pct: int | None = None,
+        cores: int = 0, name: str = "main") -> ContainerRequest:
+    return ContainerRequest(name=name, count=count, memory_mib=mib, memory_percent=pct,
+                            cores=cores)
+
+
+FIT: list[tuple[str, Device, Usage, int, int, float, FitReason | None]] = [
+    ("idle-small-slice", A100, EMPTY, 1000, 10, 1.0, None),
+    ("whole-memory-exactly", A100, EMPTY, 40960, 0, 1.0, None),
+    ("memory-one-over", A100, EMPTY, 40961, 0, 1.0, FitReason.MEMORY),
+    ("memory-with-usage", A100, Usage(40000, 10, 1), 961, 0, 1.0, FitReason.MEMORY),
+    ("memory-with-usage-exact", A100, Usage(40000, 10, 1), 960, 0, 1.0, None),
+    ("scaling-oversubscribes", A100, Usage(40960, 0, 1), 40960, 0, 2.0, None),
+    ("scaling-still-bounded", A100, Usage(40960, 0, 1), 40961, 0, 2.0, FitReason.MEMORY),
+    ("scaling-below-one", A100, EMPTY, 20481, 0, 0.5, FitReason.MEMORY),
+    ("unhealthy", SICK, EMPTY, 1, 0, 1.0, FitReason.UNHEALTHY),
+    ("unhealthy-wins-over-everything", SICK, Usage(15360, 100, 4), 99999, 100, 1.0,
+     FitReason.UNHEALTHY),
+    ("no-slots", T4, Usage(100, 10, 4), 1, 0, 1.0, FitReason.NO_SLOTS),
+    ("last-slot", T4, Usage(100, 10, 3), 1, 0, 1.0, None),
+    ("slots-before-memory", T4, Usage(15360, 10, 4), 99999, 0, 1.0, FitReason.NO_SLOTS),
+    ("exclusive-on-idle", A100, EMPTY, 40960, 100, 1.0, None),
+    ("exclusive-on-busy", A100, Usage(100, 0, 1), 100, 100, 1.0, FitReason.EXCLUSIVE),
+    ("exclusive-on-busy-zero-core-task", A100, Usage(0, 0, 1), 0, 100, 1.0,
+     FitReason.EXCLUSIVE),
+    ("fully-claimed-by-exclusive", A100, Usage(100, 100, 1), 100, 0, 1.0,
+     FitReason.FULLY_CLAIMED),
+    ("fully-claimed-by-shares", A100, Usage(200, 100, 2), 100, 0, 1.0,
+     FitReason.FULLY_CLAIMED),
+    ("cores-over", A100, Usage(100, 70, 1), 100, 40, 1.0, FitReason.CORES),
+    ("cores-exactly-full", A100, Usage(100, 70, 1), 100, 30, 1.0, None),
+    ("zero-cores-shares-time", A100, Usage(100, 50, 1), 100, 0, 1.0, None),
+    ("small-device-cores", Device("GPU-x", 0, "m", 1000, cores=50), Usage(0, 20, 1), 1, 40,
+     1.0, FitReason.CORES),
+]
+
+
+@pytest.mark.parametrize("case", FIT, ids=[f[0] for f in FIT])
+def test_fit(case: tuple[str, Device, Usage, int, int, float, FitReason | None]) -> None:
+    _, device, usage, memory, cores, scaling, expected = case
+    assert fit(device, usage, memory, cores, scaling) is expected
+
+
+def test_every_fit_reason_is_covered() -> None:
+    reasons = {f[-1] for f in FIT} | {FitReason.TYPE_EXCLUDED, FitReason.UUID_EXCLUDED}
+    assert reasons - {None} == set(FitReason)
+
+
+FIT_REQUEST: list[tuple[str, ContainerRequest, GpuSelector, Usage, FitReason | None]] = [
+    ("percentage-resolved-on-device", req(pct=50), GpuSelector(), Usage(20480, 0, 1), None),
+    ("percentage-too-much", req(pct=51), GpuSelector(), Usage(20480, 0, 1), FitReason.MEMORY),
+    ("type-excluded", req(mib=1), GpuSelector(use_types=("H100",)), EMPTY,
+     FitReason.TYPE_EXCLUDED),
+    ("nouse-type", req(mib=1), GpuSelector(nouse_types=("a100",)), EMPTY,
+     FitReason.TYPE_EXCLUDED),
+    ("uuid-excluded", req(mib=1), GpuSelector(use_uuids=("GPU-other",)), EMPTY,
+     FitReason.UUID_EXCLUDED),
+    ("selection-before-usage", req(mib=99999), GpuSelector(nouse_uuids=("GPU-a100",)),
+     Usage(40960, 100, 10), FitReason.UUID_EXCLUDED),
+    ("allowed-type", req(mib=1, cores=100), GpuSelector(use_types=("A100",)), EMPTY, None),
+]
+
+
+@pytest.mark.parametrize(("request_", "selector", "usage", "expected"),
+                         [f[1:] for f in FIT_REQUEST], ids=[f[0] for f in FIT_REQUEST])
+def test_fit_request(request_: ContainerRequest, selector: GpuSelector, usage: Usage,
+                     expected: FitReason | None) -> None:
+    assert fit_request(A100, usage, request_, selector, 1.0) is expected
+
+
+SELECTABLE: list[tuple[str, GpuSelector, FitReason | None]] = [
+    ("unrestricted", GpuSelector(), None),
+    ("use-type-case-insensitive", GpuSelector(use_types=("a100",)), None),
+    ("use-type-one-of", GpuSelector(use_types=("V100", "sxm4")), None),
+    ("use-type-miss", GpuSelector(use_types=("V100",)), FitReason.TYPE_EXCLUDED),
+    ("nouse-type-hit", GpuSelector(nouse_types=("40gb",)), FitReason.TYPE_EXCLUDED),
+    ("nouse-type-miss", GpuSelector(nouse_types=("80GB",)), None),
+    ("use-uuid-hit", GpuSelector(use_uuids=("GPU-a100",)), None),
+    ("use-uuid-prefix-is-no-match", GpuSelector(use_uuids=("GPU-a",)), FitReason.UUID_EXCLUDED),
+    ("nouse-uuid-hit", GpuSelector(nouse_uuids=("GPU-a100",)), FitReason.UUID_EXCLUDED),
+    ("type-checked-before-uuid", GpuSelector(use_types=("T4",), nouse_uuids=("GPU-a100",)),
+     FitReason.TYPE_EXCLUDED),
+]
+
+
+@pytest.mark.parametrize(("selector", "expected"), [s[1:] for s in SELECTABLE],
+                         ids=[s[0] for s in SELECTABLE])
+def test_selectable(selector: GpuSelector, expected: FitReason | None) -> None:
+    assert selectable(A100, selector) is expected
+
+
+CAPACITY: list[tuple[str, int, float, int]] = [
+    ("identity", 40960, 1.0, 40960),
+    ("double", 40960, 2.0, 81920),
+    ("half", 15360, 0.5, 7680),
+    ("floor-of-fraction", 15, 0.5, 7),
+    # Decimal scalings whose binary product falls just under the whole number: the
+    # operator wrote 2.05 and 0.29, and means 31488 and 29.
+    ("t4-2.05", 15360, 2.05, 31488),
+    ("small-0.29", 100, 0.29, 29),
+    ("v100-1.1", 32768, 1.1, 36044),
+]
+
+
+@pytest.mark.parametrize(("memory", "scaling", "expected"), [c[1:] for c in CAPACITY],
+                         ids=[c[0] for c in CAPACITY])
+def test_memory_capacity(memory: int, scaling: float, expected: int) -> None:
+    assert memory_capacity(Device("u", 0, "m", memory), scaling) == expected
+
+
+RESOLVE: list[tuple[str, ContainerRequest, Device, float, int]] = [
+    ("mib-unchanged", req(mib=3000), A100, 1.0, 3000),
+    ("mib-unchanged-by-scaling", req(mib=3000), A100, 2.0, 3000),
+    ("percent-50", req(pct=50), A100, 1.0, 20480),
+    ("percent-100-is-capacity", req(pct=100), T4, 1.0, 15360),
+    ("percent-of-scaled-size", req(pct=50), A100, 2.0, 40960),
+    ("percent-floors", req(pct=33), Device("u", 0, "m", 100), 1.0, 33),
+    ("percent-floors-odd", req(pct=50), Device("u", 0, "m", 15), 1.0, 7),
+    ("neither-means-whole-gpu", req(), T4, 1.0, 15360),
+]
+
+
+@pytest.mark.parametrize(("request_", "device", "scaling", "expected"),
+                         [r[1:] for r in RESOLVE], ids=[r[0] for r in RESOLVE])
+def test_resolve_memory(request_: ContainerRequest, device: Device, scaling: float,
+                        expected: int) -> None:
+    assert resolve_memory(request_, device, scaling) == expected
+
+
+@pytest.mark.parametrize(("percent", "expected"), [(1, 409), (25, 10240), (100, 40960)])
+def test_percent_of(percent: int, expected: int) -> None:
+    assert percent_of(percent, A100, 1.0) == expected
+
+
+def test_usage_add_and_remove() -> None:
+    used = EMPTY.add(1000, 30).add(500, 20)
+    assert used == Usage(1500, 50, 2)
+    assert used.remove(1000, 30) == Usage(500, 20, 1)
+    # Removing more than is there (a stale release) clamps at zero, never negative.
+    assert Usage(10, 5, 1).remove(100, 50).remove(1, 1) == EMPTY
+
+
+# --- check_possible ------------------------------------------------------------------------
+
+def _check(request_: ContainerRequest, devices: list[Device], max_gpus: int,
+           scaling: float = 1.0) -> None:
+    check_possible(request_, devices, max_gpus_per_node=max_gpus, scaling=scaling,
+                   gpu_name="nvidia.com/gpu", mem_name="nvidia.com/gpumem")
+
+
+def test_check_possible_accepts_what_fits() -> None:
+    _check(req(2, mib=40960), [A100, T4], 2)
+    _check(req(1, pct=100), [T4], 1)
+    _check(req(8, mib=10**6), [], 0)  # no inventory known: anything might fit
+
+
+def test_check_possible_rejects_too_many_gpus() -> None:
+    with pytest.raises(RequestError) as caught:
+        _check(req(3, mib=1, name="trainer"), [A100, T4], 2)
+    message = str(caught.value)
+    for fragment in ("'trainer'", "3 GPUs", "nvidia.com/gpu", "more than 2"):
+        assert fragment in message
+
+
+def test_check_possible_rejects_too_much_memory() -> None:
+    with pytest.raises(RequestError) as caught:
+        _check(req(1, mib=40961, name="trainer"), [A100, T4], 2)
+    message = str(caught.value)
+    for fragment in ("'trainer'", "40961 MiB", "nvidia.com/gpumem", "40960 MiB"):
+        assert fragment in message
+
+
+def test_check_possible_counts_memory_scaling() -> None:
+    _check(req(1, mib=81920), [A100], 1, scaling=2.0)
+    with pytest.raises(RequestError):
+        _check(req(1, mib=81921), [A100], 1, scaling=2.0)
+
+
+# --- properties ------------------------------------------------------------------------------
+
+SCALINGS = st.sampled_from([0.5, 1.0, 1.1, 1.15, 1.5, 2.0, 2.05, 3.0]) | st.floats(
+    min_value=0.01, max_value=100, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def device_and_slices(draw: st.DrawFn) -> tuple[Device, float, list[tuple[int, int]]]:
+    device = Device(
+        uuid="GPU-p", index=0, model="m",
+        memory_mib=draw(st.integers(1, 100_000)),
+        cores=draw(st.sampled_from([100, 100, 50])),
+        split=draw(st.integers(1, 16)),
+    )
+    scaling = draw(SCALINGS)
+    cap = max(1, memory_capacity(device, scaling))
+    memory = st.integers(0, cap) | st.integers(0, cap // 4) | st.just(cap)
+    slices = draw(st.lists(st.tuples(memory, st.sampled_from([0, 100]) | st.integers(0, 100)),
+                           max_size=30))
+    return device, scaling, slices
+
+
+@settings(max_examples=100, deadline=None)
+@given(device_and_slices())
+def test_accepted_slices_never_exceed_capacity(
+        case: tuple[Device, float, list[tuple[int, int]]]) -> None:
+    device, scaling, slices = case
+    usage = EMPTY
+    exclusive = False
+    for memory, cores in slices:
+        if fit(device, usage, memory, cores, scaling) is not None:
+            continue
+        assert not exclusive, "nothing joins a GPU taken exclusively"
+        usage = usage.add(memory, cores)
+        assert usage.memory_mib <= device.memory_mib * scaling + 1e-6
+        assert usage.memory_mib <= memory_capacity(device, scaling)
+        assert usage.cores <= device.cores
+        assert usage.tasks <= device.split
+        if cores >= device.cores:
+            assert usage.tasks == 1, "an exclusive slice needs an idle GPU"
+            exclusive = True
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 200_000), st.integers(1, 200_000), st.integers(1, 100),
+       st.integers(1, 100), SCALINGS)
+def test_percentage_resolution_is_monotone(m1: int, m2: int, p1: int, p2: int,
+                                           scaling: float) -> None:
+    small, large = sorted((m1, m2))
+    low, high = sorted((p1, p2))
+    d_small, d_large = Device("a", 0, "m", small), Device("b", 1, "m", large)
+    assert percent_of(low, d_small, scaling) <= percent_of(high, d_small, scaling)
+    assert percent_of(low, d_small, scaling) <= percent_of(low, d_large, scaling)
+    assert memory_capacity(d_small, scaling) <= memory_capacity(d_large, scaling)
+    assert percent_of(100, d_small, scaling) == memory_capacity(d_small, scaling)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 200_000), st.integers(2, 16), SCALINGS)
+def test_two_half_slices_fit_an_empty_gpu(memory: int, split: int, scaling: float) -> None:
+    device = Device("GPU-h", 0, "m", memory, split=split)
+    half = resolve_memory(req(pct=50), device, scaling)
+    assert fit(device, EMPTY, half, 0, scaling) is None
+    assert fit(device, EMPTY.add(half, 0), half, 0, scaling) is None

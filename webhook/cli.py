@@ -1,0 +1,86 @@
+"""``vgpu webhook``: run the mutating admission webhook."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import threading
+
+from vgpu import config as vgpu_config
+from vgpu import logs
+from vgpu.errors import ConfigError
+from vgpu.kube.adapter import connect
+from webhook.gpus import GpuView
+from webhook.server import WebhookServer
+from webhook.tls import CertReloader
+from webhook.watch import no_cluster, watch_nodes
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cert-file", required=True, metavar="FILE",
+                        help="PEM certificate (chain) served on /mutate; reloaded when it "
+                             "changes")
+    parser.add_argument("--key-file", required=True, metavar="FILE",
+                        help="PEM private key of the certificate")
+    parser.add_argument("--port", type=int, metavar="PORT",
+                        help="HTTPS port of /mutate (default: webhook.port of the config, "
+                             "9443)")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="plain-HTTP port of /healthz, /readyz and /metrics (default: "
+                             "webhook.metricsPort of the config, 9395)")
+    parser.add_argument("--address", default="", metavar="ADDR",
+                        help="address to listen on (default: every address)")
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="cluster to watch Nodes in (default: in-cluster, then "
+                             "$KUBECONFIG; with none, run without a node inventory)")
+    parser.add_argument("--config", metavar="FILE", default=os.environ.get("VGPU_CONFIG"),
+                        help="vgpu config file (default: $VGPU_CONFIG; VGPU_* variables "
+                             "override it)")
+
+
+def _port(value: int | None, flag: str) -> int | None:
+    if value is not None and not 0 <= value <= 65535:
+        raise ConfigError(f"{flag} {value}: a port is between 0 and 65535")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.setup()
+    cfg = vgpu_config.load(args.config, os.environ)
+    tls = CertReloader(args.cert_file, args.key_file)
+    stop = threading.Event()
+    try:
+        view = _view(args.kubeconfig, stop)
+        server = WebhookServer(cfg, view, tls, host=args.address,
+                               port=_port(args.port, "--port"),
+                               metrics_port=_port(args.metrics_port, "--metrics-port"),
+                               reload_interval=cfg.webhook.cert_reload_seconds)
+        asyncio.run(_serve(server))
+    finally:
+        stop.set()
+    return 0
+
+
+def _view(kubeconfig: str | None, stop: threading.Event) -> GpuView:
+    port = connect(kubeconfig, required=bool(kubeconfig))
+    return watch_nodes(port, stop) if port is not None else no_cluster()
+
+
+async def _serve(server: WebhookServer) -> None:
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, done.set)
+    try:
+        await server.start()
+    except OSError as exc:
+        await server.stop()
+        raise ConfigError(f"cannot listen on port {server.port} or {server.metrics_port}: "
+                          f"{exc.strerror or exc}") from None
+    try:
+        await done.wait()
+        logs.get("vgpu.webhook").info("stopping: finishing requests in flight")
+    finally:
+        await server.stop()

@@ -1,0 +1,207 @@
+"""The admission decision for one pod: allow, allow with a JSONPatch, or deny.
+
+Pure: it takes the ``request`` of an AdmissionReview, the configuration and a snapshot
+of the cluster's GPUs, and returns a :class:`Decision`. Every rule about what a request
+means (counts, memory, percentages, cores, priority, annotations) comes from
+:mod:`vgpu.requests` and :mod:`vgpu.devices`, so the webhook and the scheduler cannot
+disagree on a pod.
+
+About ``nvidia.com/priority``: the webhook validates it (0 or 1, through the core's
+parser), makes sure the container gets a vGPU to carry it (``nvidia.com/gpu: 1`` when no
+count is given) and keeps the resource on the container. It adds nothing else, on
+purpose: the node agent's Allocate answers ``CUDA_TASK_PRIORITY`` (the variable
+HAMi-core's limiter reads) from that same resource (DESIGN §5). An env entry written here
+as well would be a second copy of one fact; and the kubelet merges device-plugin envs
+and the container's own envs in an order the runtime decides, so two writers could
+disagree about which value the limiter sees.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from vgpu.annotations import GPUMEM_PERCENTAGE
+from vgpu.config import Config
+from vgpu.devices import check_possible, memory_capacity, percent_of
+from vgpu.errors import RequestError
+from vgpu.requests import (
+    ContainerRequest,
+    PodRequest,
+    names_gpu_resource,
+    parse_pod,
+    privileged_gpu_containers,
+)
+from webhook.gpus import ClusterGpus
+from webhook.patch import Op, add, update_mapping
+
+Outcome = Literal["skipped", "unchanged", "mutated", "denied"]
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to answer. ``code`` is the HTTP status the API server reports for a denial."""
+
+    allowed: bool
+    outcome: Outcome
+    patch: tuple[Op, ...] = ()
+    message: str = ""
+    code: int = 200
+
+
+def _allow(outcome: Outcome, message: str) -> Decision:
+    return Decision(allowed=True, outcome=outcome, message=message)
+
+
+def _deny(message: str, code: int = 400) -> Decision:
+    return Decision(allowed=False, outcome="denied", message=message, code=code)
+
+
+def _is_pod_create(request: Mapping[str, Any]) -> bool:
+    if request.get("operation") != "CREATE" or request.get("subResource"):
+        return False
+    kind = request.get("kind")
+    return (isinstance(kind, Mapping) and kind.get("kind") == "Pod"
+            and kind.get("group", "") == "")
+
+
+def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Decision:
+    """Decide on one admission request (the ``request`` member of an AdmissionReview)."""
+    if not _is_pod_create(request):
+        return _allow("skipped", "not a pod creation")
+    pod = request.get("object")
+    if not isinstance(pod, Mapping) or not names_gpu_resource(pod, config):
+        return _allow("skipped", "not a GPU pod")
+    spec: Mapping[str, Any] = pod["spec"]
+    scheduler = spec.get("schedulerName")
+    if scheduler not in (None, "", DEFAULT_SCHEDULER, config.scheduler_name):
+        # Another scheduler owns this pod and the vgpu scheduler never sees it, so vgpu's
+        # rules would guard nothing: the pod passes exactly as it came.
+        return _allow("skipped", f"pod is for scheduler {scheduler!r}")
+
+    try:
+        parsed = parse_pod(pod, config)
+    except RequestError as exc:
+        return _deny(str(exc))
+    node = spec.get("nodeName")
+    if node:
+        return _deny(
+            f"spec.nodeName is set to {node!r}: a pod placed on a node directly bypasses the "
+            f"vgpu scheduler, so its GPU share would not be accounted; remove spec.nodeName "
+            f"and use a nodeSelector (kubernetes.io/hostname: {node}) instead", code=403)
+    privileged = privileged_gpu_containers(pod, parsed)
+    if privileged:
+        return _deny(
+            f"container {privileged[0]!r} is privileged and asks for vGPUs: a privileged "
+            f"container sees every GPU of the node, so its share cannot be enforced; drop "
+            f"securityContext.privileged or its {config.resource_names.gpu.split('/')[0]}/* "
+            f"resources", code=403)
+    if gpus.known:
+        stand_ins = [kind.device() for kind in gpus.kinds]
+        try:
+            for container in parsed.containers:
+                check_possible(container, stand_ins, max_gpus_per_node=gpus.max_gpus_per_node,
+                               scaling=config.device_memory_scaling,
+                               gpu_name=config.resource_names.gpu,
+                               mem_name=config.resource_names.gpumem)
+        except RequestError as exc:
+            return _deny(str(exc))
+
+    ops = _patch(pod, parsed, config, gpus)
+    if not ops:
+        return _allow("unchanged", "GPU pod needs no change")
+    return Decision(allowed=True, outcome="mutated", patch=tuple(ops), message="GPU pod mutated")
+
+
+def resolve_percentage(percent: int, parsed: PodRequest, config: Config,
+                       gpus: ClusterGpus) -> int | None:
+    """MiB for ``percent`` when every GPU the pod may land on has one scaled size.
+
+    ``None`` when that is not so (several sizes, no GPU left by the annotations, or no
+    inventory): the scheduler then resolves the percentage against the GPU it picks.
+    """
+    kinds = gpus.candidates(parsed.choices.selector)
+    if not kinds:
+        return None
+    scaling = config.device_memory_scaling
+    sizes = {memory_capacity(kind.device(), scaling) for kind in kinds}
+    if len(sizes) != 1:
+        return None
+    mib = percent_of(percent, kinds[0].device(), scaling)
+    # 1 % of a tiny GPU floors to 0 MiB, which is not a valid gpumem; leave it relative.
+    return mib if mib >= 1 else None
+
+
+def _sections(container: Mapping[str, Any]) -> tuple[Any, Any]:
+    """A GPU container's limits and requests as they are (parse_pod checked the shapes)."""
+    resources: Mapping[str, Any] = container["resources"]
+    return resources.get("limits"), resources.get("requests")
+
+
+def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRequest,
+                   resolved_mib: int | None, config: Config) -> list[Op]:
+    names = config.resource_names
+    current_limits, current_requests = _sections(container)
+    limits: Mapping[str, Any] = current_limits or {}
+    requests: Mapping[str, Any] = current_requests or {}
+    want_limits = dict(limits)
+    want_requests = dict(requests)
+    # The kubelet hands devices out by limits, and the API server rejects an extended
+    # resource given in requests alone, so requests-only containers get the same limits.
+    for name in names.all():
+        if name in requests and name not in limits:
+            want_limits[name] = requests[name]
+    if request.count_defaulted:
+        want_limits[names.gpu] = "1"
+        # Requests, when given, must equal limits for extended resources.
+        if any(name in requests for name in names.all()):
+            want_requests[names.gpu] = "1"
+    if resolved_mib is not None:
+        for want in (want_limits, want_requests):
+            if names.gpumem_percentage in want:
+                del want[names.gpumem_percentage]
+                want[names.gpumem] = str(resolved_mib)
+    return (update_mapping(f"{base}/limits", current_limits, want_limits)
+            + update_mapping(f"{base}/requests", current_requests, want_requests))
+
+
+def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
+           gpus: ClusterGpus) -> list[Op]:
+    spec: Mapping[str, Any] = pod["spec"]
+    ops: list[Op] = []
+    if spec.get("schedulerName") != config.scheduler_name:
+        ops.append(add("/spec/schedulerName", config.scheduler_name))
+
+    by_name = parsed.by_name()
+    percentage = config.resource_names.gpumem_percentage
+    resolved: dict[str, int] = {}
+    for key in ("initContainers", "containers"):
+        for position, container in enumerate(spec.get(key) or ()):
+            request = by_name.get(container.get("name"))
+            if request is None or request.init != (key == "initContainers"):
+                continue
+            limits, requests = _sections(container)
+            explicit = percentage in (limits or {}) or percentage in (requests or {})
+            mib = None
+            if explicit and request.memory_percent is not None:
+                mib = resolve_percentage(request.memory_percent, parsed, config, gpus)
+                if mib is not None:
+                    resolved[request.name] = request.memory_percent
+            # key and position need no escaping; resource names are escaped in the ops.
+            ops.extend(_container_ops(f"/spec/{key}/{position}/resources", container,
+                                      request, mib, config))
+
+    if resolved:
+        record = json.dumps(resolved, separators=(",", ":"), sort_keys=True)
+        metadata = pod.get("metadata")
+        if not isinstance(metadata, Mapping):
+            ops.append(add("/metadata", {"annotations": {GPUMEM_PERCENTAGE: record}}))
+        else:
+            annotations = metadata.get("annotations")
+            desired = dict(annotations) if isinstance(annotations, Mapping) else {}
+            desired[GPUMEM_PERCENTAGE] = record
+            ops.extend(update_mapping("/metadata/annotations", annotations, desired))
+    return ops

@@ -1,0 +1,175 @@
+"""The webhook's two listeners: ``/mutate`` over HTTPS, and the operations port.
+
+``/mutate`` turns the body into a :class:`~webhook.review.Review`, asks the pure decision
+and writes the AdmissionReview answer. Whatever happens inside, the API server gets a
+well-formed answer: HTTP 400 with a message for a body that is not an AdmissionReview,
+and for anything unexpected (a bug) a denial naming the request uid, never HTTP 500 or a
+traceback. ``/healthz``, ``/readyz`` and ``/metrics`` live on a plain-HTTP port of their
+own so that probes and scrapes need no certificate and never queue behind admissions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from vgpu import logs
+from vgpu.config import Config
+from webhook.gpus import GpuView
+from webhook.metrics import Metrics
+from webhook.mutate import Decision, decide
+from webhook.review import BadReview, answer, parse
+from webhook.tls import CertReloader
+
+log = logs.get("vgpu.webhook")
+
+#: The API server stores objects up to about 1.5 MiB (etcd's limit) and a review carries
+#: one object on CREATE; 4 MiB leaves room and still bounds what a client can make us hold.
+MAX_BODY = 4 * 1024 * 1024
+JSON = "application/json"
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A bound, listening TCP socket; ``host`` "" means every address (IPv6 and IPv4)."""
+    if not host and socket.has_dualstack_ipv6():
+        return socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True,
+                                    backlog=1024)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=1024)
+
+
+class WebhookServer:
+    """Serves ``/mutate`` (TLS) and the operations endpoints (plain HTTP) on one loop."""
+
+    def __init__(self, config: Config, view: GpuView, tls: CertReloader, *, host: str = "",
+                 port: int | None = None, metrics_port: int | None = None,
+                 reload_interval: float = 10.0, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.view = view
+        self.tls = tls
+        self.host = host
+        self.port = config.webhook.port if port is None else port
+        self.metrics_port = config.webhook.metrics_port if metrics_port is None else metrics_port
+        self.reload_interval = reload_interval
+        self.metrics = metrics or Metrics()
+        self._runners: list[web.AppRunner] = []
+        self._watch: asyncio.Task[None] | None = None
+
+    # -- /mutate ---------------------------------------------------------------------------
+
+    async def mutate(self, request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            body = await request.read()
+            try:
+                review = parse(body)
+            except BadReview as exc:
+                outcome = "invalid"
+                log.info("not an admission review", error=str(exc), peer=request.remote)
+                return web.Response(status=400, text=f"{exc}\n")
+            try:
+                decision = decide(review.request, self.config, self.view.snapshot)
+                outcome = decision.outcome
+            except Exception:
+                # Fail closed as the registration's failurePolicy would, but with an
+                # answer the API server can show rather than a 500.
+                log.exception("admission decision failed", **review.describe())
+                decision = Decision(
+                    allowed=False, outcome="denied", code=500,
+                    message=f"the vgpu webhook failed on this pod (request {review.uid}); "
+                            f"its log has the details")
+            # A denial is logged for the operator (the user sees its message anyway); a
+            # mutation only at debug level: every GPU pod is mutated, the API server's
+            # audit log records patches, and a log line per admission costs more CPU
+            # than the decision itself.
+            if decision.outcome == "denied":
+                log.info("pod denied", **review.describe(), message=decision.message)
+            elif decision.outcome == "mutated":
+                log.debug("pod mutated", **review.describe(), operations=len(decision.patch))
+            return web.Response(body=answer(review.uid, decision), content_type=JSON)
+        finally:
+            self.metrics.outcome[outcome].inc()
+            self.metrics.latency.observe(time.perf_counter() - started)
+
+    # -- operations port -------------------------------------------------------------------
+
+    def readiness(self) -> tuple[bool, str]:
+        # The certificate is loaded before the server exists (CertReloader raises
+        # otherwise), so readiness waits only for the node inventory.
+        if not self.view.synced:
+            return False, "waiting for the first list of nodes"
+        return True, "ready"
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        ok, why = self.readiness()
+        return web.Response(status=200 if ok else 503, text=f"{why}\n")
+
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        snapshot = self.view.snapshot
+        self.metrics.nodes.set(snapshot.nodes)
+        self.metrics.gpus.set(snapshot.gpus)
+        if self.tls.expires is not None:
+            self.metrics.cert_expiry.set(self.tls.expires.timestamp())
+        return web.Response(body=generate_latest(self.metrics.registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def mutate_app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_post("/mutate", self.mutate)
+        return app
+
+    def ops_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/readyz", self.readyz)
+        app.router.add_get("/metrics", self.metrics_page)
+        return app
+
+    def _on_reload(self, ok: bool) -> None:
+        (self.metrics.reload_ok if ok else self.metrics.reload_failed).inc()
+
+    async def start(self) -> None:
+        """Bind both ports (0 picks a free one; :attr:`port` then tells which)."""
+        self.tls.on_reload = self._on_reload
+        secure = listen(self.host, self.port)
+        try:
+            plain = listen(self.host, self.metrics_port)
+        except OSError:
+            secure.close()
+            raise
+        self.port = secure.getsockname()[1]
+        self.metrics_port = plain.getsockname()[1]
+        for app, sock, context in ((self.mutate_app(), secure, self.tls.front),
+                                   (self.ops_app(), plain, None)):
+            # No access log: at thousands of admissions a second it would cost more than
+            # the admissions; outcomes are counted in the metrics and logged when they
+            # change a pod.
+            runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+            await runner.setup()
+            self._runners.append(runner)
+            await web.SockSite(runner, sock, ssl_context=context, backlog=1024).start()
+        self._watch = asyncio.create_task(self.tls.watch(self.reload_interval))
+        log.info("webhook serving", port=self.port, metrics_port=self.metrics_port,
+                 scheduler=self.config.scheduler_name)
+
+    async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
+        # Requests in flight finish (up to the shutdown timeout) before the loop stops.
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        self._runners.clear()

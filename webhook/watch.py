@@ -1,0 +1,37 @@
+"""Where the webhook's GPU view comes from: a watch on Nodes, or nothing.
+
+With a cluster (a kubeconfig, or running in one) an informer lists and watches Nodes and
+feeds their inventory annotations to the :class:`~webhook.gpus.GpuView`; the webhook is
+ready once that first list is in. With no cluster configuration at all, the view stays
+empty and is ready at once: every percentage is then left to the scheduler and no request
+is denied for exceeding the cluster's GPUs.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from vgpu import logs
+from vgpu.cluster.informer import Informer
+from vgpu.cluster.port import ClusterPort
+from webhook.gpus import GpuView
+
+log = logs.get("vgpu.webhook.watch")
+
+
+def watch_nodes(port: ClusterPort, stop: threading.Event) -> GpuView:
+    """A view kept current by an informer thread on ``port`` until ``stop`` is set."""
+    informer = Informer(port, "nodes")
+    view = GpuView(synced=informer.synced)
+    informer.add_handler(view.handle)
+    informer.start(stop, name="webhook-nodes")
+    return view
+
+
+def no_cluster() -> GpuView:
+    """An empty view, ready now: no inventory is coming."""
+    log.info("no cluster configuration; running without a node inventory, percentages "
+             "are left to the scheduler")
+    view = GpuView()
+    view.mark_synced()
+    return view
