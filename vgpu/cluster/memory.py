@@ -11,6 +11,7 @@ object entering the selection as ADDED and leaving it as DELETED.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import copy
 import datetime as dt
@@ -18,7 +19,6 @@ import itertools
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -75,13 +75,17 @@ class MemoryCluster:
         self._last_rv = 0
         # (rv, kind, type, old, new): old/new let a field-selector watch tell "entered" from
         # "left" the selection.
-        self._history: deque[tuple[int, Kind, EventType, Obj | None, Obj | None]] = deque(
-            maxlen=history)
+        # A list with a parallel list of versions, so a watch finds where to resume by
+        # bisection instead of scanning everything since the cluster began.
+        self._history: list[tuple[int, Kind, EventType, Obj | None, Obj | None]] = []
+        self._history_rvs: list[int] = []
+        self._history_max = history
         self._compacted_to = 0
-        # The same entries per kind: a node watch must not walk past every pod event.
-        self._by_kind: dict[Kind, deque[tuple[int, Kind, EventType, Obj | None,
-                                              Obj | None]]] = {
-            "pods": deque(maxlen=history), "nodes": deque(maxlen=history)}
+        # The same entries per kind: a node watch must not scan every pod event since its
+        # last node event (a replay creates tens of thousands of pod events and no node).
+        self._kind_history: dict[Kind, list[tuple[int, Kind, EventType, Obj | None,
+                                                  Obj | None]]] = {"pods": [], "nodes": []}
+        self._kind_rvs: dict[Kind, list[int]] = {"pods": [], "nodes": []}
         self._events: dict[tuple[str, str, str, str, str], RecordedEvent] = {}
         # The simulator turns copying off: it never mutates what it is given, and deep copies
         # of every object at every read dominate a 10,000-pod replay.
@@ -98,11 +102,22 @@ class MemoryCluster:
 
     def _record(self, kind: Kind, etype: EventType, old: Obj | None, new: Obj | None) -> None:
         rv = self._last_rv
-        if len(self._history) == self._history.maxlen:
-            self._compacted_to = self._history[0][0]
         entry = (rv, kind, etype, old, new)
         self._history.append(entry)
-        self._by_kind[kind].append(entry)
+        self._history_rvs.append(rv)
+        self._kind_history[kind].append(entry)
+        self._kind_rvs[kind].append(rv)
+        if len(self._history) > self._history_max:
+            # Compact in chunks (amortised O(1) per write); a watcher older than the oldest
+            # kept event gets Gone, as from etcd compaction.
+            drop = max(1, len(self._history) - self._history_max + self._history_max // 4)
+            self._compacted_to = self._history_rvs[drop - 1]
+            del self._history[:drop]
+            del self._history_rvs[:drop]
+            for k, rvs in self._kind_rvs.items():
+                gone = bisect.bisect_right(rvs, self._compacted_to)
+                del rvs[:gone]
+                del self._kind_history[k][:gone]
         self._lock.notify_all()
 
     def _key(self, kind: Kind, name: str, namespace: str | None) -> str:
@@ -142,7 +157,8 @@ class MemoryCluster:
             with self._lock:
                 if since < self._compacted_to:
                     raise GoneError(f"too old resource version: {since} ({self._compacted_to})")
-                pending = self._since(since, kind)
+                start = bisect.bisect_right(self._kind_rvs[kind], since)
+                pending = self._kind_history[kind][start:]
                 if not pending:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
@@ -156,19 +172,6 @@ class MemoryCluster:
                     if event is not None:
                         out.append(event)
             yield from out
-
-    def _since(self, since: int, kind: Kind) -> builtins.list[
-            tuple[int, Kind, EventType, Obj | None, Obj | None]]:
-        """History entries of ``kind`` after ``since``, oldest first. Resource versions only
-        grow, so the scan walks back from the newest entry and stops at ``since``: a watch
-        that keeps up costs what it receives, not the length of the history."""
-        out = []
-        for entry in reversed(self._by_kind[kind]):
-            if entry[0] <= since:
-                break
-            out.append(entry)
-        out.reverse()
-        return out
 
     def _translate(self, kind: Kind, etype: EventType, old: Obj | None, new: Obj | None,
                    selector: Selector) -> WatchEvent | None:
