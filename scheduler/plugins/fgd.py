@@ -19,7 +19,6 @@ pods the scheduler sees.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -34,7 +33,9 @@ from scheduler.fragmentation import (
     FragModel,
     Shape,
     fgd_score_from_delta,
+    memory_free,
     typical_shapes,
+    typical_shapes_with_memory,
 )
 from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
 from scheduler.framework.status import SUCCESS, Status
@@ -68,14 +69,16 @@ class FGD:
         self._seen: Counter[Shape] = Counter()
         self._learned_at = 0
         if workload is not None:
-            self._set_model(FragModel(typical_shapes(self._own(s) for s in workload)))
+            self._set_model(FragModel(self._typical(workload)))
         else:
             self._set_model(FragModel(()))
             handle.on_pod_event(self._observe)
         _ACTIVE[self.gpu_policy] = self
 
-    def _own(self, shape: Shape) -> Shape:
-        return shape if self.uses_memory else dataclasses.replace(shape, memory_mib=0)
+    def _typical(self, shapes: Iterable[Shape]) -> tuple[tuple[Shape, float], ...]:
+        if self.uses_memory:
+            return typical_shapes_with_memory(shapes)
+        return typical_shapes(memory_free(shapes))
 
     def _set_model(self, model: FragModel) -> None:
         self._model = model
@@ -96,7 +99,7 @@ class FGD:
         total = sum(self._seen.values())
         if total - self._learned_at >= max(RELEARN_EVERY, self._learned_at // 20):
             self._learned_at = total
-            self._set_model(FragModel(typical_shapes(self._seen.elements())))
+            self._set_model(FragModel(self._typical(self._seen.elements())))
 
     def _shape_of(self, pod: PodInfo) -> Shape:
         return gpushare.pod_shape(pod, memory=self.uses_memory)
