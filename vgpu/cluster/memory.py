@@ -81,6 +81,11 @@ class MemoryCluster:
         self._history_rvs: list[int] = []
         self._history_max = history
         self._compacted_to = 0
+        # The same entries per kind: a node watch must not scan every pod event since its
+        # last node event (a replay creates tens of thousands of pod events and no node).
+        self._kind_history: dict[Kind, list[tuple[int, Kind, EventType, Obj | None,
+                                                  Obj | None]]] = {"pods": [], "nodes": []}
+        self._kind_rvs: dict[Kind, list[int]] = {"pods": [], "nodes": []}
         self._events: dict[tuple[str, str, str, str, str], RecordedEvent] = {}
         # The simulator turns copying off: it never mutates what it is given, and deep copies
         # of every object at every read dominate a 10,000-pod replay.
@@ -97,8 +102,11 @@ class MemoryCluster:
 
     def _record(self, kind: Kind, etype: EventType, old: Obj | None, new: Obj | None) -> None:
         rv = self._last_rv
-        self._history.append((rv, kind, etype, old, new))
+        entry = (rv, kind, etype, old, new)
+        self._history.append(entry)
         self._history_rvs.append(rv)
+        self._kind_history[kind].append(entry)
+        self._kind_rvs[kind].append(rv)
         if len(self._history) > self._history_max:
             # Compact in chunks (amortised O(1) per write); a watcher older than the oldest
             # kept event gets Gone, as from etcd compaction.
@@ -106,6 +114,10 @@ class MemoryCluster:
             self._compacted_to = self._history_rvs[drop - 1]
             del self._history[:drop]
             del self._history_rvs[:drop]
+            for k, rvs in self._kind_rvs.items():
+                gone = bisect.bisect_right(rvs, self._compacted_to)
+                del rvs[:gone]
+                del self._kind_history[k][:gone]
         self._lock.notify_all()
 
     def _key(self, kind: Kind, name: str, namespace: str | None) -> str:
@@ -145,8 +157,8 @@ class MemoryCluster:
             with self._lock:
                 if since < self._compacted_to:
                     raise GoneError(f"too old resource version: {since} ({self._compacted_to})")
-                start = bisect.bisect_right(self._history_rvs, since)
-                pending = [h for h in self._history[start:] if h[1] == kind]
+                start = bisect.bisect_right(self._kind_rvs[kind], since)
+                pending = self._kind_history[kind][start:]
                 if not pending:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
