@@ -122,6 +122,7 @@ class Metrics:
     def __init__(self, sched: Scheduler, state: State,
                  clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
+        self._name = sched.config.scheduler_name
         self.registry = CollectorRegistry()
         self.registry.register(SchedulerCollector(sched, state))
         attempts = Counter("vgpu_scheduler_schedule_attempts",
@@ -151,13 +152,18 @@ class Metrics:
     # -- feeding ---------------------------------------------------------------------------
 
     def on_pod(self, old: Obj | None, new: Obj | None) -> None:
-        """Pod informer handler: note when each pod was created."""
+        """Pod informer handler: note when each of our pending pods was created."""
         if new is None:
-            if old is not None:
+            if old is not None and self._starts:
                 with self._lock:
                     self._starts.pop(pod_key(old), None)
             return
-        if old is not None or (new.get("spec") or {}).get("nodeName"):
+        if (new.get("spec") or {}).get("nodeName"):
+            # The watch may show the binding before the binding call has returned.
+            if self._starts:
+                self._bound_now(pod_key(new))
+            return
+        if old is not None or (new.get("spec") or {}).get("schedulerName") != self._name:
             return
         start = start_time(creation_time(new), self._clock())
         with self._lock:
@@ -170,14 +176,18 @@ class Metrics:
             self._latency[result].observe(decision.seconds)
         elif decision.outcome == "bound":
             self._bindings["success"].inc()
-            with self._lock:
-                start = self._starts.pop(decision.pod, None)
-            if start is not None:
-                self._bound.observe(max(self._clock() - start, 0.0))
+            self._bound_now(decision.pod)
         elif decision.outcome == "bind-conflict":
             self._bindings["conflict"].inc()
         elif decision.outcome == "bind-failed":
             self._bindings["error"].inc()
+
+    def _bound_now(self, key: str) -> None:
+        """First word of the pod's binding (the call's answer, or the watch)."""
+        with self._lock:
+            start = self._starts.pop(key, None)
+        if start is not None:
+            self._bound.observe(max(self._clock() - start, 0.0))
 
     def on_event(self, outcome: str) -> None:
         counter = self._events.get(outcome)

@@ -113,8 +113,34 @@ NODE_POLICIES: dict[str, NodePolicy] = {
 }
 
 
+NodeAwareRanker = Callable[[NodeInfo, Sequence[Candidate]], list[Candidate]]
+"""A GPU policy that needs the node itself, not only its GPUs: a fragmentation measure also
+depends on the node's free CPU (and memory)."""
+
+NODE_AWARE_GPU_POLICIES: dict[str, NodeAwareRanker] = {}
+
+
+def gpu_policy_names() -> list[str]:
+    return [*GPU_POLICIES, *NODE_AWARE_GPU_POLICIES]
+
+
+def ranker_for(name: str) -> Callable[[NodeInfo], GpuRanker] | None:
+    """The GPU policy ``name`` as a function from the node being placed on to a ranker."""
+    plain = GPU_POLICIES.get(name)
+    if plain is not None:
+        return lambda node: plain
+    aware = NODE_AWARE_GPU_POLICIES.get(name)
+    if aware is not None:
+        return lambda node: lambda cands, devices, usages: aware(node, cands)
+    return None
+
+
 def register_gpu_policy(name: str, ranker: GpuRanker) -> None:
     GPU_POLICIES[name] = ranker
+
+
+def register_node_aware_gpu_policy(name: str, ranker: NodeAwareRanker) -> None:
+    NODE_AWARE_GPU_POLICIES[name] = ranker
 
 
 def register_node_policy(name: str, policy: NodePolicy) -> None:

@@ -5,11 +5,17 @@ from __future__ import annotations
 from scheduler.framework.interfaces import PluginFactory
 from scheduler.plugins import (
     allocation_gate,
+    bestfit,
     binder,
+    dotprod,
+    fgd,
+    fragmentation_aware,
+    gpu_packing,
     node_affinity,
     node_resources_fit,
     node_unschedulable,
     priority_sort,
+    random_score,
     taint_toleration,
     vgpu,
 )
@@ -23,4 +29,11 @@ REGISTRY: dict[str, PluginFactory] = {
     "VGPU": vgpu.VGPU,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
+    # Placement policies that rank nodes by themselves (the vGPU plugin's score weight 0).
+    "BestFit": bestfit.BestFit,
+    "DotProd": dotprod.DotProd,
+    "GpuPacking": gpu_packing.GpuPacking,
+    "RandomScore": random_score.RandomScore,
+    "FGD": fgd.FGD,
+    "FragmentationAware": fragmentation_aware.FragmentationAware,
 }

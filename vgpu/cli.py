@@ -31,7 +31,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("nodeagent", "run the node agent (kubelet device plugin)", "nodeagent.cli"),
     Subcommand("certs", "create or renew the webhook's certificates", "certs.cli"),
     Subcommand("simulate", "replay a workload trace through the scheduler, no cluster needed",
-               None),
+               "scheduler.simulate.cli"),
     Subcommand("inspect", "show GPU allocation per node and GPU", "vgpu.inspect_cli"),
     Subcommand("config", "validate a config file or print the defaults", "vgpu.config_cli"),
 )

@@ -13,6 +13,10 @@ GPU_POLICIES: tuple[str, ...] = (
     "binpack",
     "spread",
     "fragmentation-aware",
+    # FGD (USENIX ATC'23), the paper's own GPU choice, and a random GPU: for comparisons
+    # with vgpu simulate.
+    "fgd",
+    "random",
 )
 
 #: How the scheduler ranks nodes.

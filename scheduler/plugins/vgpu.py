@@ -12,7 +12,7 @@ placement as the pod's assignment.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +70,7 @@ MODELS = "vgpu.models"
 @dataclass
 class _Pre:
     request: PodRequest
-    rank: pl.GpuRanker
+    rank: Callable[[NodeInfo], pl.GpuRanker]
     node_policy: policies.NodePolicy
     simple: bool
     placements: dict[str, pl.Placement | tuple[str, ...]] = field(default_factory=dict)
@@ -93,9 +93,9 @@ class VGPU:
         self._expiry = config.node_heartbeat_expiry_seconds
         self._gpu_policy = config.default_gpu_policy
         self._node_policy = config.default_node_policy
-        if self._gpu_policy not in policies.GPU_POLICIES:
+        if policies.ranker_for(self._gpu_policy) is None:
             raise ConfigError(f"defaultGpuPolicy: {self._gpu_policy!r} is not available in this "
-                              f"scheduler; use one of {', '.join(policies.GPU_POLICIES)}")
+                              f"scheduler; use one of {', '.join(policies.gpu_policy_names())}")
         if self._node_policy not in policies.NODE_POLICIES:
             raise ConfigError(f"defaultNodePolicy: {self._node_policy!r} is not available; use "
                               f"one of {', '.join(policies.NODE_POLICIES)}")
@@ -200,7 +200,7 @@ class VGPU:
         choices = request.choices
         gpu_policy = choices.gpu_policy or self._gpu_policy
         node_policy = choices.node_policy or self._node_policy
-        rank = policies.GPU_POLICIES.get(gpu_policy)
+        rank = policies.ranker_for(gpu_policy)
         if rank is None:
             return None, unresolvable(f"GPU policy {gpu_policy!r} is not available")
         npol = policies.NODE_POLICIES.get(node_policy)
@@ -262,7 +262,7 @@ class VGPU:
         result = pre.placements.get(node.name)
         if result is None:
             result = pre.placements[node.name] = pl.place(
-                node.devices, node.usages, pre.request, self._scaling, pre.rank)
+                node.devices, node.usages, pre.request, self._scaling, pre.rank(node))
         return result
 
     def _status(self, code: Code, reasons: tuple[str, ...]) -> Status:

@@ -107,11 +107,17 @@ def test_gated_pods_and_binding_outcomes() -> None:
     assert value(metrics, "vgpu_scheduler_events_total", outcome="dropped") == 1
 
 
-def test_a_deleted_pod_leaves_no_start_behind() -> None:
+def test_no_start_is_kept_for_pods_that_are_gone_or_not_ours() -> None:
     sched, cluster, _, metrics = setup()
     cluster.create("pods", build.pod("gone", [build.container(gpumem=99999)]))
+    cluster.create("pods", build.pod("theirs", scheduler_name="default-scheduler"))
+    cluster.create("pods", build.pod("elsewhere", [build.container(gpumem=99999)]))
     sched.run_until_idle()
+    assert sorted(metrics._starts) == ["default/elsewhere", "default/gone"]
     cluster.delete("pods", "gone", "default")
+    cluster.bind("default", "elsewhere", "n1", {})  # bound by someone else
     sched.run_until_idle()
     assert not metrics._starts
+    # A binding the watch showed first is counted once.
+    assert value(metrics, "vgpu_scheduler_pod_create_to_bound_seconds_count") == 1
 

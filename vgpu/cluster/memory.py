@@ -11,6 +11,7 @@ object entering the selection as ADDED and leaving it as DELETED.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import copy
 import datetime as dt
@@ -18,7 +19,6 @@ import itertools
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -75,9 +75,17 @@ class MemoryCluster:
         self._last_rv = 0
         # (rv, kind, type, old, new): old/new let a field-selector watch tell "entered" from
         # "left" the selection.
-        self._history: deque[tuple[int, Kind, EventType, Obj | None, Obj | None]] = deque(
-            maxlen=history)
+        # A list with a parallel list of versions, so a watch finds where to resume by
+        # bisection instead of scanning everything since the cluster began.
+        self._history: list[tuple[int, Kind, EventType, Obj | None, Obj | None]] = []
+        self._history_rvs: list[int] = []
+        self._history_max = history
         self._compacted_to = 0
+        # The same entries per kind: a node watch must not scan every pod event since its
+        # last node event (a replay creates tens of thousands of pod events and no node).
+        self._kind_history: dict[Kind, list[tuple[int, Kind, EventType, Obj | None,
+                                                  Obj | None]]] = {"pods": [], "nodes": []}
+        self._kind_rvs: dict[Kind, list[int]] = {"pods": [], "nodes": []}
         self._events: dict[tuple[str, str, str, str, str], RecordedEvent] = {}
         # The simulator turns copying off: it never mutates what it is given, and deep copies
         # of every object at every read dominate a 10,000-pod replay.
@@ -94,9 +102,22 @@ class MemoryCluster:
 
     def _record(self, kind: Kind, etype: EventType, old: Obj | None, new: Obj | None) -> None:
         rv = self._last_rv
-        if len(self._history) == self._history.maxlen:
-            self._compacted_to = self._history[0][0]
-        self._history.append((rv, kind, etype, old, new))
+        entry = (rv, kind, etype, old, new)
+        self._history.append(entry)
+        self._history_rvs.append(rv)
+        self._kind_history[kind].append(entry)
+        self._kind_rvs[kind].append(rv)
+        if len(self._history) > self._history_max:
+            # Compact in chunks (amortised O(1) per write); a watcher older than the oldest
+            # kept event gets Gone, as from etcd compaction.
+            drop = max(1, len(self._history) - self._history_max + self._history_max // 4)
+            self._compacted_to = self._history_rvs[drop - 1]
+            del self._history[:drop]
+            del self._history_rvs[:drop]
+            for k, rvs in self._kind_rvs.items():
+                gone = bisect.bisect_right(rvs, self._compacted_to)
+                del rvs[:gone]
+                del self._kind_history[k][:gone]
         self._lock.notify_all()
 
     def _key(self, kind: Kind, name: str, namespace: str | None) -> str:
@@ -136,7 +157,8 @@ class MemoryCluster:
             with self._lock:
                 if since < self._compacted_to:
                     raise GoneError(f"too old resource version: {since} ({self._compacted_to})")
-                pending = [h for h in self._history if h[0] > since and h[1] == kind]
+                start = bisect.bisect_right(self._kind_rvs[kind], since)
+                pending = self._kind_history[kind][start:]
                 if not pending:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:

@@ -1,0 +1,237 @@
+"""FGD: Fragmentation Gradient Descent (Weng et al., USENIX ATC'23), as a score plugin.
+
+A node's score is how much placing the pod there changes the node's expected fragmented
+GPU (:mod:`scheduler.fragmentation`) for the cluster's workload: ``int(sigmoid(−Δ/1000) ×
+100)``, truncated as the paper's artifact does, so placements that grow fragmentation least
+win and near-equal ones tie (ties go to the first node in snapshot order). On the chosen
+node a shared-GPU pod goes to the GPU whose choice scores best (the lowest index on
+ties); whole GPUs go to the first idle ones. The GPU choice is the node-aware GPU policy
+``fgd`` of the vGPU plugin, so the assignment is written where every assignment is.
+
+PreFilter computes every node's score at once (one entry per distinct node state, from
+interned state ids and free CPU kept as snapshot columns) and hands it to the framework
+as the candidate order: with this plugin the only weighted scorer, the first node that
+passes the filters is the answer.
+
+The workload distribution is given (the simulator passes its trace) or learned from the
+pods the scheduler sees.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler import gpushare, policies
+from scheduler.fragmentation import (
+    MILLI,
+    Choice,
+    FragModel,
+    Shape,
+    fgd_score_from_delta,
+    memory_free,
+    typical_shapes,
+    typical_shapes_with_memory,
+)
+from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.status import SUCCESS, Status
+from scheduler.nodeinfo import NodeInfo
+from scheduler.placement import Candidate
+from scheduler.podinfo import PodInfo, parse
+from scheduler.snapshot import Column, Snapshot
+from vgpu.cluster.port import Obj
+
+#: Score memo entries kept before it is dropped (node states keep changing in a replay).
+MEMO_LIMIT = 200_000
+#: A learned workload is rebuilt once this many more pods were seen (and at least 5 %).
+RELEARN_EVERY = 50
+
+_ACTIVE: dict[str, FGD] = {}
+
+
+class FGD:
+    name = "FGD"
+    #: The node-aware GPU policy that makes this plugin's GPU choice.
+    gpu_policy = "fgd"
+    #: Whether a task that lacks host memory on a node counts as unable to use its GPUs
+    #: (FGD's measure looks at CPU and GPU only).
+    uses_memory = False
+
+    def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
+        self._handle = handle
+        self._states = gpushare.NodeStates(self.name.lower())
+        self._memo: dict[tuple[int, Shape], float] = {}
+        self._shape: Shape | None = None
+        self._seen: Counter[Shape] = Counter()
+        self._learned_at = 0
+        if workload is not None:
+            self._set_model(FragModel(self._typical(workload)))
+        else:
+            self._set_model(FragModel(()))
+            handle.on_pod_event(self._observe)
+        _ACTIVE[self.gpu_policy] = self
+
+    def _typical(self, shapes: Iterable[Shape]) -> tuple[tuple[Shape, float], ...]:
+        if self.uses_memory:
+            return typical_shapes_with_memory(shapes)
+        return typical_shapes(memory_free(shapes))
+
+    def _set_model(self, model: FragModel) -> None:
+        self._model = model
+        self._steps = np.asarray(model.cpu_steps, dtype=np.int64)
+        self._memory_steps = np.asarray(model.memory_steps, dtype=np.int64)
+        self._memo.clear()
+
+    # -- the workload ----------------------------------------------------------------------
+
+    @property
+    def model(self) -> FragModel:
+        return self._model
+
+    def _observe(self, old: Obj | None, new: Obj | None) -> None:
+        if old is not None or new is None:
+            return
+        self._seen[self._shape_of(parse(new, self._handle.config))] += 1
+        total = sum(self._seen.values())
+        if total - self._learned_at >= max(RELEARN_EVERY, self._learned_at // 20):
+            self._learned_at = total
+            self._set_model(FragModel(self._typical(self._seen.elements())))
+
+    def _shape_of(self, pod: PodInfo) -> Shape:
+        return gpushare.pod_shape(pod, memory=self.uses_memory)
+
+    def _buckets(self, cpu: npt.NDArray[np.int64],
+                 memory: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """:meth:`FragModel.bucket` for every node at once."""
+        cpu_part = np.searchsorted(self._steps, cpu, side="right") * self._model.memory_span
+        if not self.uses_memory:
+            return cpu_part + len(self._memory_steps)
+        out: npt.NDArray[np.int64] = cpu_part + np.searchsorted(self._memory_steps, memory,
+                                                                side="right")
+        return out
+
+    def _memory_left(self, node: NodeInfo) -> int | None:
+        return gpushare.free_memory_mib(node) if self.uses_memory else None
+
+    # -- the pure decision -----------------------------------------------------------------
+
+    def value(self, choice: Choice) -> float:
+        """The node score of a placement (FGD: the artifact's truncated sigmoid)."""
+        return float(choice.score)
+
+    def gpu_value(self, choice: Choice) -> float:
+        """How a GPU choice on one node ranks (FGD: the same truncated score)."""
+        return float(choice.score)
+
+    def _node_value(self, bucket_before: int, bucket_after: int, state: int,
+                    shape: Shape) -> float:
+        model, free = self._states.states[state]
+        choice = self._model.choice(bucket_before, bucket_after, free, model, shape)
+        return -math.inf if choice is None else self.value(choice)
+
+    # -- framework -------------------------------------------------------------------------
+
+    def columns(self) -> Sequence[Column]:
+        return self._states.columns()
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        shape = self._shape_of(pod)
+        self._shape = shape
+        ids, cpu = self._states.arrays(snapshot)
+        memory = snapshot.column(self._states.memory_column)
+        span = (len(self._steps) + 1) * self._model.memory_span
+        before = self._buckets(cpu, memory)
+        after = self._buckets(cpu - shape.milli_cpu, memory - shape.memory_mib)
+        keys = (ids * span + before) * span + after
+        keys[ids < 0] = -1
+        unique, inverse = np.unique(keys, return_inverse=True)
+        values = np.empty(len(unique), dtype=np.float64)
+        memo = self._memo
+        if len(memo) > MEMO_LIMIT:
+            memo.clear()
+        for j, key in enumerate(unique.tolist()):
+            if key < 0:
+                values[j] = -math.inf
+                continue
+            found = memo.get((key, shape))
+            if found is None:
+                rest, bucket_after = divmod(key, span)
+                state_id, bucket_before = divmod(rest, span)
+                found = memo[(key, shape)] = self._node_value(bucket_before, bucket_after,
+                                                              state_id, shape)
+            values[j] = found
+        order = self.refine(values[inverse], shape, ids)
+        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
+
+    def refine(self, order: npt.NDArray[np.float64], shape: Shape,
+               ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Break ties among equal scores (FGD: none; the first node in snapshot order)."""
+        return order
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
+        shape = self._shape_of(pod)
+        choice = self._model.best_choice(gpushare.free_cpu(node), gpushare.free_milli(node),
+                                         gpushare.model(node), shape, self._memory_left(node))
+        return 0.0 if choice is None else self.value(choice)
+
+    # -- GPU choice (the node-aware GPU policy) --------------------------------------------
+
+    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+        free = list(gpushare.free_milli(node))
+        if not cands:
+            return []
+        shape = self._shape
+        share = cands[0].cores * MILLI // 100
+        if shape is None or shape.milli_gpu != share:
+            shape = Shape(gpushare.DEFAULT_MILLI_CPU, share, len(cands))
+        if shape.gpus != 1 or shape.milli_gpu >= MILLI:
+            # Whole GPUs (or several shares): the fullest that fit, then by index.
+            return sorted(cands, key=lambda c: (free[c.position], c.position))
+        cpu = gpushare.free_cpu(node)
+        memory = self._memory_left(node)
+        before = self._model.bucket(cpu, memory)
+        after = self._model.bucket(cpu - shape.milli_cpu,
+                                   None if memory is None else memory - shape.memory_mib)
+        model = gpushare.model(node)
+        ranked: list[tuple[tuple[float, ...], Candidate]] = []
+        for c in cands:
+            value = self._gpu_choice_value((before, after), free, c.position, shape, model)
+            ranked.append((self.gpu_key(value, free[c.position], c.position), c))
+        ranked.sort(key=lambda t: t[0])
+        return [c for _, c in ranked]
+
+    def gpu_key(self, value: float, free: int, position: int) -> tuple[float, ...]:
+        """Sort key of a GPU choice, smallest first (FGD: best value, then lowest index)."""
+        del free
+        return (-value, position)
+
+    def _gpu_choice_value(self, buckets: tuple[int, int], free: list[int], position: int,
+                          shape: Shape, model: str) -> float:
+        before, after = buckets
+        frag_before = self._model.fragmentation_bucketed(before, tuple(sorted(free)), model)
+        after_free = list(free)
+        after_free[position] -= shape.milli_gpu
+        frag_after = self._model.fragmentation_bucketed(after, tuple(sorted(after_free)), model)
+        delta = frag_after - frag_before
+        return self.gpu_value(Choice(fgd_score_from_delta(delta), (position,), delta))
+
+
+def register_gpu_policy(policy: str) -> None:
+    """Make the plugin class whose ``gpu_policy`` is ``policy`` the vGPU plugin's GPU choice
+    under that name (the constructed plugin instance answers)."""
+
+    def rank(node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+        active = _ACTIVE.get(policy)
+        if active is None:  # no such plugin in the profile: behave as binpack
+            return policies.binpack(cands)
+        return active.rank_gpus(node, cands)
+
+    policies.register_node_aware_gpu_policy(policy, rank)
+
+
+register_gpu_policy(FGD.gpu_policy)

@@ -1,0 +1,56 @@
+"""Random, the FGD paper's baseline: a uniformly random feasible node and a random GPU.
+
+PreFilter draws a random key per node; the first feasible node in that order is a uniform
+choice among the feasible ones. The GPU policy ``random`` picks uniformly among the GPUs
+that fit (whole GPUs: the first idle ones, as the artifact does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from scheduler import policies
+from scheduler.fragmentation import MILLI
+from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.status import SUCCESS, Status
+from scheduler.nodeinfo import NodeInfo
+from scheduler.placement import Candidate
+from scheduler.podinfo import PodInfo
+from scheduler.snapshot import Snapshot
+
+_ACTIVE: list[RandomScore] = []
+
+
+class RandomScore:
+    name = "RandomScore"
+    gpu_policy = "random"
+
+    def __init__(self, handle: Handle, seed: int | None = None) -> None:
+        del handle
+        self._rng = np.random.default_rng(seed)
+        _ACTIVE[:] = [self]
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        order = self._rng.random(len(snapshot.nodes))
+        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
+        return float(self._rng.integers(0, 101))
+
+    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+        if len(cands) > 1 and cands[0].cores * MILLI // 100 < MILLI:
+            order = self._rng.permutation(len(cands))
+            return [cands[i] for i in order]
+        return sorted(cands, key=lambda c: c.position)
+
+
+def _rank(node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+    if not _ACTIVE:
+        return policies.binpack(cands)
+    return _ACTIVE[0].rank_gpus(node, cands)
+
+
+policies.register_node_aware_gpu_policy(RandomScore.gpu_policy, _rank)

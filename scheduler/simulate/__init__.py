@@ -1,0 +1,1 @@
+"""Replay of workload traces through the vgpu scheduler (``vgpu simulate``)."""

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from scheduler.simulate import bundled, published
+
+# The README of the trace folder (means over seeds 42..51, unallocated % at arrived 100 %).
+PAPER = {
+    "default": {"random": 13.70, "dotprod": 9.38, "clustering": 8.35, "packing": 8.22,
+                "bestfit": 7.14, "fgd": 4.77},
+    "gpushare100": {"random": 21.10, "dotprod": 18.02, "clustering": 17.77, "packing": 17.87,
+                    "bestfit": 15.38, "fgd": 13.36},
+    "cpu250": {"random": 20.00, "dotprod": 16.43, "clustering": 12.25, "packing": 11.95,
+               "bestfit": 8.79, "fgd": 6.80},
+}
+
+
+@pytest.mark.parametrize("workload", sorted(PAPER))
+def test_bundled_results_are_the_papers(workload: str) -> None:
+    results = published.load()[workload]
+    for policy, mean in PAPER[workload].items():
+        assert results[policy].mean == pytest.approx(mean, abs=0.011)
+        assert sorted(results[policy].unallocated_by_seed) == list(range(42, 52))
+
+
+def test_every_bundled_variant_has_published_results() -> None:
+    assert sorted(published.load()) == sorted(bundled.VARIANTS)
+
+
+def test_the_bundled_json_is_derived_from_the_artifact_csv() -> None:
+    source = Path("/work/shared/traces/openb/expected_results/analysis_allo_discrete.csv")
+    if not source.exists():
+        pytest.skip("the artifact's CSV is not on this machine")
+    shipped = json.loads(resources.files("scheduler.simulate").joinpath(
+        "data").joinpath("published.json").read_text())
+    assert published.from_csv(source) == shipped
+
+
+@pytest.mark.parametrize(("name", "workload"), [
+    ("openb_pod_list_gpushare40.csv.gz", "gpushare40"),
+    ("/x/openb_pod_list_default.csv", "default"),
+    ("mine.csv", "mine"),
+])
+def test_workload_names(name: str, workload: str) -> None:
+    assert published.workload_name(name) == workload
