@@ -7,15 +7,11 @@ that ends leaves no stale series behind.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from nodeagent.discovery import GpuFacts, GpuSample
@@ -24,6 +20,7 @@ from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, decode_assignment
 from vgpu.errors import CodecError
+from vgpu.probes import Check, ProbeServer
 
 _log = logs.get("vgpu.nodeagent.metrics")
 
@@ -134,54 +131,12 @@ class Metrics:
         self.allocations.labels(result="success" if ok else "error").inc()
 
 
-Health = Callable[[], tuple[bool, str]]
+Health = Check
 
 
-class MetricsServer:
+class MetricsServer(ProbeServer):
     """``/metrics`` and ``/healthz`` on ``host:port`` (port 0 picks a free one)."""
 
     def __init__(self, registry: CollectorRegistry, health: Health, port: int,
                  host: str = "0.0.0.0") -> None:
-        handler = _handler(registry, health)
-        self._httpd = ThreadingHTTPServer((host, port), handler)
-        self._httpd.daemon_threads = True
-        self.port = int(self._httpd.server_address[1])
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
-                                        name="metrics")
-        self._thread.start()
-        _log.info("serving metrics", port=self.port)
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-
-def _handler(registry: CollectorRegistry, health: Health) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
-            elif path == "/healthz":
-                ok, text = health()
-                self._send(200 if ok else 503, "text/plain; charset=utf-8",
-                           (text + "\n").encode())
-            else:
-                self._send(404, "text/plain; charset=utf-8", b"not found\n")
-
-        def _send(self, status: int, content_type: str, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return  # scrapes every few seconds would drown the agent's own logs
-
-    return Handler
+        super().__init__(registry, {"/healthz": health}, port, host, name="metrics")
