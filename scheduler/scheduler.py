@@ -29,6 +29,7 @@ from scheduler.cache import TERMINAL_PHASES, Cache
 from scheduler.framework import profile
 from scheduler.framework.interfaces import (
     ASSIGNMENT_KEY,
+    BIND_CONFLICT_KEY,
     Clock,
     ClusterEvent,
     CycleState,
@@ -43,7 +44,7 @@ from scheduler.registry import REGISTRY
 from scheduler.snapshot import Snapshot
 from scheduler.summary import summarize
 from vgpu import logs
-from vgpu.cluster.informer import Informer, wait_synced
+from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config import Config
 from vgpu.errors import ClusterError
@@ -61,7 +62,8 @@ class Decision:
 
     pod: str
     node: str | None
-    outcome: Literal["scheduled", "waiting", "unschedulable", "error", "bound", "bind-failed"]
+    outcome: Literal["scheduled", "waiting", "unschedulable", "error", "bound", "bind-failed",
+                     "bind-conflict"]
     message: str = ""
     #: Wall-clock and CPU time (of the scheduling thread) the attempt took.
     seconds: float = 0.0
@@ -101,6 +103,7 @@ class Scheduler:
         self._ready: deque[str] = deque()
         self._rejected: deque[tuple[str, str]] = deque()
         self._informers: list[Informer] = []
+        self._threads: list[threading.Thread] = []
 
     # -- the Handle plugins see ------------------------------------------------------------
 
@@ -270,36 +273,75 @@ class Scheduler:
                     break
         return attempts
 
+    def start_informers(self, stop: threading.Event, *,
+                        watch_timeout: float = 1.0) -> list[threading.Thread]:
+        """Run the informers in threads until ``stop``: the caches (and the queue) stay
+        current whether or not this replica schedules."""
+        if not self._threads:
+            self._threads = [i.start(stop) for i in self.informers(watch_timeout)]
+        return self._threads
+
+    def informer_threads(self) -> list[threading.Thread]:
+        return list(self._threads)
+
+    def synced(self) -> bool:
+        return bool(self._informers) and all(i.synced.is_set() for i in self._informers)
+
     def run(self, stop: threading.Event, *, watch_timeout: float = 1.0,
-            sync_timeout: float | None = 60.0) -> None:
-        """The real deployment's loop: informers in threads, bindings on a pool."""
-        threads = [i.start(stop) for i in self.informers(watch_timeout)]
-        if not wait_synced(self._informers, sync_timeout):
-            _log.warning("informers did not sync in time; scheduling anyway")
+            sync_timeout: float | None = 60.0, leading: threading.Event | None = None) -> None:
+        """The real deployment's loop: informers in threads, bindings on a pool.
+
+        Nothing is scheduled before both informers have listed: a decision on a partial
+        view of the pods could hand out a GPU slice a running pod holds. With ``leading``
+        (leader election), the informers run from the start but the loop schedules only
+        while it is set, and returns as soon as it is cleared.
+        """
+        threads = self.start_informers(stop, watch_timeout=watch_timeout)
+        waited = 0.0
+        while not self.synced() and not stop.is_set():
+            stop.wait(0.05)
+            waited += 0.05
+            if sync_timeout is not None and waited >= sync_timeout:
+                _log.warning("informers not synced yet; not scheduling until they are",
+                             seconds=round(waited))
+                waited = 0.0
         # Everything listed so far lives as long as the process: keep it out of the cyclic
         # collector's full passes, which otherwise stall a cycle for tens of milliseconds.
         gc.collect()
         gc.freeze()
+        while leading is not None and not leading.is_set() and not stop.is_set():
+            leading.wait(0.2)
         workers = self._config.scheduler.bind_workers
         if workers > 0 and isinstance(self.binder, InlineBinder):
             self.binder = ThreadBinder(workers)
+
         def stopper_main() -> None:
-            stop.wait()
+            while not stop.wait(0.2):
+                if leading is not None and not leading.is_set():
+                    break
             self.queue.interrupt()
 
         stopper = threading.Thread(target=stopper_main, daemon=True, name="vgpu-scheduler-stop")
         stopper.start()
         _log.info("scheduler running", nodes=len(self.cache))
+
+        def go_on() -> bool:
+            return not stop.is_set() and (leading is None or leading.is_set())
+
         try:
-            while not stop.is_set():
+            while go_on():
                 self.housekeeping()
                 qp = self.queue.pop(1.0)
-                if qp is not None:
+                if qp is not None and go_on():
                     self._attempt(qp)
         finally:
             self.binder.close()
-            for thread in threads:
-                thread.join(timeout=watch_timeout + 1)
+            if stop.is_set():
+                # A watch notices the stop when its request ends; the threads are daemons,
+                # so a process that exits does not wait for a long watch.
+                deadline = time.monotonic() + min(watch_timeout + 1, 3.0)
+                for thread in threads:
+                    thread.join(timeout=max(deadline - time.monotonic(), 0.0))
 
     # -- one attempt -----------------------------------------------------------------------
 
@@ -375,8 +417,16 @@ class Scheduler:
     def _submit_bind(self, qp: QueuedPod, state: CycleState, node: str) -> None:
         self.binder.submit(lambda: self._bind(qp, state, node))
 
-    def _pod_exists(self, key: str) -> bool:
-        return not self._informers or self._informers[1].get(key) is not None
+    def _still_pending(self, key: str) -> bool:
+        """Whether the pod, as the watch last showed it, still waits for a node (as
+        kube-scheduler, a failed pod is only requeued while it is unassigned)."""
+        if not self._informers:
+            return True
+        pod = self._informers[1].get(key)
+        if pod is None:
+            return False
+        return not ((pod.get("spec") or {}).get("nodeName")
+                    or (pod.get("metadata") or {}).get("deletionTimestamp"))
 
     def _undo(self, info: PodInfo, state: CycleState, node: str) -> None:
         self.framework.unreserve(state, info, node)
@@ -393,11 +443,20 @@ class Scheduler:
             self._event(info, "Normal", "Scheduled", f"Successfully assigned {info.key} to {node}")
             self._emit(Decision(info.key, node, "bound", "", *_since(started)))
             return
-        _log.warning("binding failed", pod=info.key, node=node, error=status.message)
         self._undo(info, state, node)
+        if state.read(BIND_CONFLICT_KEY):
+            # Already bound (by another replica, or by an earlier try of ours whose answer
+            # was lost), or being deleted: not a failure. The watch shows what is true and
+            # the cache counts that; nothing to retry.
+            _log.info("pod already bound or going away", pod=info.key, node=node,
+                      detail=status.message)
+            self._emit(Decision(info.key, node, "bind-conflict", status.message,
+                                *_since(started)))
+            return
+        _log.warning("binding failed", pod=info.key, node=node, error=status.message)
         message = f"binding rejected: {status.message}"
         self._event(info, "Warning", "FailedScheduling", message)
-        if self._pod_exists(info.key):
+        if self._still_pending(info.key):
             self.queue.readd_failed(qp, message)
         self._emit(Decision(info.key, node, "bind-failed", message,
                             *_since(started)))
@@ -425,7 +484,7 @@ class Scheduler:
             if reason != "pod deleted":
                 self._event(waiting.qp.info, "Warning", "FailedScheduling",
                             f"permit on {waiting.node} rejected: {reason}")
-                if self._pod_exists(waiting.qp.key):
+                if self._still_pending(waiting.qp.key):
                     self.queue.readd_failed(waiting.qp, reason)
 
 

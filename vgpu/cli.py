@@ -27,7 +27,7 @@ class Subcommand:
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("webhook", "run the mutating admission webhook", "webhook.cli"),
-    Subcommand("scheduler", "run the vgpu scheduler", None),
+    Subcommand("scheduler", "run the vgpu scheduler", "scheduler.cli"),
     Subcommand("nodeagent", "run the node agent (kubelet device plugin)", "nodeagent.cli"),
     Subcommand("certs", "create or renew the webhook's certificates", "certs.cli"),
     Subcommand("simulate", "replay a workload trace through the scheduler, no cluster needed",

@@ -100,8 +100,25 @@ class SchedulerConfig:
         300.0, "an unschedulable pod no cluster event woke is retried after this long", lo=1
     )
     bind_workers: int = _knob(
-        4, "threads that run bindings in the threaded scheduler; 0 = bind in the scheduling "
+        16, "threads that run bindings in the threaded scheduler; 0 = bind in the scheduling "
         "thread", lo=0, hi=256,
+    )
+    api_qps: float = _knob(
+        500.0, "client-side limit on the scheduler's API requests per second (bindings, "
+        "lists, watches); 0 = no limit", lo=0,
+    )
+    api_burst: int = _knob(1000, "requests allowed above apiQps in a burst", lo=1)
+    event_qps: float = _knob(
+        50.0, "client-side limit on Events written per second (a connection of their own, so "
+        "that events never delay bindings); 0 = no limit", lo=0,
+    )
+    event_burst: int = _knob(100, "Events allowed above eventQps in a burst", lo=1)
+    event_repeat_seconds: float = _knob(
+        10.0, "a pod's event of the same reason goes out again at the earliest after this "
+        "long; the same message again after twice as long each time", lo=0,
+    )
+    event_repeat_max_seconds: float = _knob(
+        600.0, "the longest spacing between repeats of the same event of a pod", lo=0,
     )
 
     def __post_init__(self) -> None:

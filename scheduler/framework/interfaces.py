@@ -47,6 +47,9 @@ class CycleState:
 
 #: Where the vGPU plugin leaves the chosen assignment for assume and the binder.
 ASSIGNMENT_KEY = "vgpu/assignment"
+#: Set by a binder whose Binding was refused with a conflict: the pod is bound already
+#: (or being deleted), so the host forgets its assumption instead of retrying.
+BIND_CONFLICT_KEY = "vgpu/bind-conflict"
 
 
 @dataclass(frozen=True)

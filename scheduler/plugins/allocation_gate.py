@@ -69,8 +69,15 @@ class Gate:
             return False
 
     def hold(self, key: str, node: str, since: float) -> None:
-        """A pod seen in ``allocating`` (after a restart, or bound by another replica)."""
+        """A pod seen in ``allocating`` (after a restart, or bound by another replica).
+
+        If the gate had let it through on another node (its Binding lost a race to
+        another binder), that node's hold is released: the pod is not in flight there.
+        """
         with self._lock:
+            for other, holders in list(self._holders.items()):
+                if other != node and holders.pop(key, None) is not None and not holders:
+                    del self._holders[other]
             holders = self._holders.setdefault(node, {})
             holders.setdefault(key, since)
 
@@ -157,6 +164,11 @@ class AllocationGate:
         node_name = (new.get("spec") or {}).get("nodeName")
         terminal = (new.get("status") or {}).get("phase") in ("Succeeded", "Failed")
         if phase in (ann.PHASE_SUCCESS, ann.PHASE_FAILED) or terminal:
+            node = self.gate.leave(key)
+            if node is not None:
+                self._advance(node, now)
+        elif node_name and phase != ann.PHASE_ALLOCATING:
+            # Bound without our annotations (by another scheduler): nothing to wait for.
             node = self.gate.leave(key)
             if node is not None:
                 self._advance(node, now)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import datetime as dt
 
 import vgpu.annotations as ann
-from scheduler.framework.interfaces import ASSIGNMENT_KEY, CycleState, Handle
+from scheduler.framework.interfaces import ASSIGNMENT_KEY, BIND_CONFLICT_KEY, CycleState, Handle
 from scheduler.framework.status import SUCCESS, Status, error
 from scheduler.podinfo import PodInfo
 from vgpu import codecs
 from vgpu.codecs import Assignment
-from vgpu.errors import ClusterError
+from vgpu.errors import ClusterError, ConflictError
 
 
 def binding_annotations(assignment: Assignment | None, now: float) -> dict[str, str]:
@@ -41,6 +41,9 @@ class VGPUBinder:
         annotations = binding_annotations(state.read(ASSIGNMENT_KEY), self._handle.now())
         try:
             cluster.bind(pod.namespace, pod.name, node, annotations)
+        except ConflictError as exc:
+            state.write(BIND_CONFLICT_KEY, True)
+            return error(f"binding to {node} refused: {exc}")
         except ClusterError as exc:
             return error(f"binding to {node} failed: {exc}")
         return SUCCESS

@@ -214,10 +214,11 @@ def _die_with_parent(argv: Sequence[str]) -> list[str]:
     return [setpriv, "--pdeathsig=TERM", "--", *argv]
 
 
-class _Process:
+class ChildProcess:
     """A child in its own process group, so that stopping it reaches only what it spawned."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path) -> None:
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, *,
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         self.name = name
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("wb")
@@ -227,6 +228,8 @@ class _Process:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=env,
+            cwd=cwd,
         )
 
     def alive(self) -> bool:
@@ -274,7 +277,7 @@ class ControlPlane:
         self._extra_args = list(extra_apiserver_args)
         self._startup_timeout = startup_timeout
         self._binaries = binaries
-        self._procs: list[_Process] = []
+        self._procs: list[ChildProcess] = []
         self._workdir: Path | None = None
         self._etcd_data: Path | None = None
         self._etcd_url = ""
@@ -487,7 +490,7 @@ class ControlPlane:
         self._etcd_data = Path(tempfile.mkdtemp(prefix="vgpu-cp-etcd-", dir=data_parent))
         self._etcd_url = f"http://127.0.0.1:{etcd_client}"
         peer_url = f"http://127.0.0.1:{etcd_peer}"
-        etcd = _Process(
+        etcd = ChildProcess(
             "etcd",
             [
                 str(binaries.etcd),
@@ -539,7 +542,7 @@ class ControlPlane:
             "--profiling=false",
             *self._extra_args,
         ]
-        apiserver = _Process("kube-apiserver", args, wd / "kube-apiserver.log")
+        apiserver = ChildProcess("kube-apiserver", args, wd / "kube-apiserver.log")
         self._procs.append(apiserver)
         self._write_kubeconfig()
         self._wait_until(apiserver, "kube-apiserver /readyz", self._apiserver_ready)
@@ -579,7 +582,7 @@ class ControlPlane:
         self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
         self.kubeconfig.chmod(0o600)
 
-    def _wait_until(self, proc: _Process, what: str, probe: Callable[[], bool]) -> None:
+    def _wait_until(self, proc: ChildProcess, what: str, probe: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self._startup_timeout
         while time.monotonic() < deadline:
             if not proc.alive():

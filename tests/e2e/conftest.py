@@ -11,11 +11,13 @@ import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import kubernetes.client
 import pytest
 
 from tests.controlplane.cluster import ControlPlane
+from tests.e2e.harness import FullStack
 
 E2E_DIR = Path(__file__).resolve().parent
 
@@ -59,3 +61,14 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> st
     name = f"{slug}-{uuid.uuid4().hex[:6]}"
     control_plane.ensure_namespace(name)
     return name
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test that used a running stack gets its components' logs in its report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for value in getattr(item, "funcargs", {}).values():
+            if isinstance(value, FullStack):
+                report.sections.append(("vgpu components", value.logs()))

@@ -10,10 +10,12 @@ tested too.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +56,18 @@ def test_create_get_list_and_delete(kube: adapter.KubeCluster, namespace: str) -
         kube.get("pods", "missing", namespace)
 
 
-def test_conditional_annotation_patch(kube: adapter.KubeCluster) -> None:
+@pytest.fixture
+def node_name(kube: adapter.KubeCluster) -> Iterator[str]:
+    """A Node name for one test; the Node is deleted after it, since tests that count the
+    cluster's nodes (the scheduler's "0/N nodes are available") share this API server."""
     name = f"node-{time.monotonic_ns()}"
+    yield name
+    with contextlib.suppress(NotFoundError):
+        kube.delete("nodes", name)
+
+
+def test_conditional_annotation_patch(kube: adapter.KubeCluster, node_name: str) -> None:
+    name = node_name
     node = kube.create("nodes", {"metadata": {"name": name}})
     rv = node["metadata"]["resourceVersion"]
     kube.patch_annotations("nodes", name, {"vgpu.io/x": "1"}, resource_version=rv)
@@ -165,10 +177,11 @@ def test_in_cluster_transport_with_a_service_account_token(
         in_cluster.list("nodes")
 
 
-def test_heartbeat_time_format_is_accepted_by_the_server(kube: adapter.KubeCluster) -> None:
+def test_heartbeat_time_format_is_accepted_by_the_server(kube: adapter.KubeCluster,
+                                                         node_name: str) -> None:
     from vgpu.codecs import encode_heartbeat
 
-    name = f"hb-{time.monotonic_ns()}"
+    name = node_name
     kube.create("nodes", {"metadata": {"name": name}})
     stamp = encode_heartbeat(dt.datetime.now(dt.UTC))
     got = kube.patch_annotations("nodes", name, {"vgpu.io/node-heartbeat": stamp})

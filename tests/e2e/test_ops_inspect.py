@@ -6,16 +6,19 @@ Other e2e tests share this API server, so the checks look at this test's nodes o
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import kubernetes.client
+import pytest
 
 from tests.controlplane.cluster import ControlPlane
 from tests.e2e.ops_support import vgpu
@@ -23,9 +26,20 @@ from tests.ops.cluster_fixture import gpu, node, pod
 from vgpu.codecs import encode_heartbeat
 
 
+@pytest.fixture
+def created_nodes(core_v1: kubernetes.client.CoreV1Api) -> Iterator[list[str]]:
+    """Names of Nodes a test creates, deleted after it: GPU nodes with a live heartbeat
+    left behind would take the full-stack tests' pods."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        with contextlib.suppress(kubernetes.client.ApiException):
+            core_v1.delete_node(name)
+
+
 def test_inspect_reports_the_known_allocation(control_plane: ControlPlane,
                                               core_v1: kubernetes.client.CoreV1Api,
-                                              namespace: str) -> None:
+                                              namespace: str, created_nodes: list[str]) -> None:
     tag = uuid.uuid4().hex[:6]
     a, b = f"inspect-a-{tag}", f"inspect-b-{tag}"
     a0, a1, b0 = f"GPU-{tag}-a0", f"GPU-{tag}-a1", f"GPU-{tag}-b0"
@@ -36,6 +50,7 @@ def test_inspect_reports_the_known_allocation(control_plane: ControlPlane,
              node(f"inspect-bad-{tag}", None, raw="{not json")]
     for n in nodes:
         core_v1.create_node(n)
+        created_nodes.append(n["metadata"]["name"])
 
     pods = [
         pod("train", a, {"worker": [(a0, 20000, 50), (a1, 10000, 30)]}),

@@ -1,57 +1,36 @@
 """The dashboards against a real Prometheus scraping the running components.
 
-A real `vgpu webhook` and `vgpu nodeagent` (fake GPUs, a kubelet stand-in for the
-device-plugin registration, this e2e API server for pods and nodes) run as processes;
-Debian's Prometheus scrapes their /metrics every second. Every PromQL expression of
-every dashboard panel and variable is then evaluated and must return data; a query
-naming a metric no component exports returns none, and fails the same check.
-
-Expressions that read the scheduler's metrics are skipped while this tree has no
-`vgpu scheduler` to run (issue 5); they are checked by name in
-tests/ops/test_dashboards.py all the same.
+The whole of vgpu runs as processes (tests/e2e/harness.py): `vgpu webhook`, `vgpu
+scheduler` and a `vgpu nodeagent` on the fake-gpus overlay's GPUs, next to a kubelet
+stand-in, against this e2e API server. One GPU pod is placed and allocated and one waits
+for a GPU type nobody has, so every family has series. Debian's Prometheus scrapes the
+three /metrics every second. Every PromQL expression of every dashboard panel and
+variable is then evaluated and must return data; a query naming a metric no component
+exports returns none, and fails the same check.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import json
 import re
-import shutil
-import socket
 import subprocess
-import sys
-import tempfile
-import time
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kubernetes.client
 import pytest
 import yaml
 
 from tests.controlplane.cluster import ControlPlane
-from tests.e2e.ops_support import MANIFESTS, ROOT, vgpu
-from tests.ops import metrics_fixture
-from tests.ops.promql import metric_names
-from tests.support.kubelet import KubeletStandIn, short_tempdir
-from vgpu.codecs import encode_heartbeat
+from tests.e2e.harness import FullStack, Gpu, NodeSpec, free_port, wait_until
+from tests.e2e.ops_support import MANIFESTS, ROOT
 
 DASHBOARDS = MANIFESTS / "dashboards"
 # What Grafana puts in for its variables; a 1 s scrape interval makes 10 s rate windows.
 GRAFANA = {"$__rate_interval": "10s", "$node": ".*", "$gpu": ".*"}
-RUNNING = ("webhook", "nodeagent")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+RUNNING = ("webhook", "scheduler", "nodeagent")
 
 
 def queries() -> list[tuple[str, str]]:
@@ -79,26 +58,6 @@ def for_prometheus(expr: str) -> str:
     return expr
 
 
-def needs_scheduler(expr: str) -> bool:
-    return any(name.startswith("vgpu_scheduler_") for name in metric_names(expr))
-
-
-@contextlib.contextmanager
-def process(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                                start_new_session=True)
-        try:
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-
-
 class Prometheus:
     def __init__(self, port: int) -> None:
         self.url = f"http://127.0.0.1:{port}"
@@ -119,13 +78,19 @@ class Prometheus:
             return False
 
 
-def wait(what: str, check: Any, seconds: float, log: Path | None = None) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            tail = log.read_text()[-3000:] if log and log.exists() else ""
-            raise AssertionError(f"{what} not within {seconds:.0f} s\n{tail}")
-        time.sleep(0.25)
+def gpus_of_the_fake_overlay() -> tuple[Gpu, ...]:
+    """The GPUs the fake-gpus overlay gives every node, usage figures included."""
+    devices = yaml.safe_load((MANIFESTS / "overlays" / "fake-gpus" / "devices.yaml")
+                             .read_text())["devices"]
+    return tuple(Gpu(d["model"], d["memory_mib"], d.get("numa", 0), d.get("memory_used_mib"),
+                     d.get("utilization")) for d in devices)
+
+
+def gpu_pod(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "annotations": annotations or {}},
+            "spec": {"containers": [{"name": "main", "image": "busybox", "resources": {
+                "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096",
+                           "nvidia.com/gpucores": "30"}}}]}}
 
 
 @pytest.fixture(scope="module")
@@ -133,88 +98,52 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
     bin_dir = Path(subprocess.run(["bash", str(ROOT / "tests" / "e2e" / "prometheus.sh")],
                                   capture_output=True, text=True, check=True,
                                   timeout=300).stdout.strip().splitlines()[-1])
-    work = Path(tempfile.mkdtemp(prefix="vgpu-prom-"))
-    plugin_dir = short_tempdir("vp")
-    kubelet = KubeletStandIn(plugin_dir)
-    kubelet.start()
-    tag = uuid.uuid4().hex[:6]
-    node_name, namespace = f"prom-{tag}", f"prom-{tag}"
+    with FullStack(control_plane, [NodeSpec("prom", gpus_of_the_fake_overlay())],
+                   agent_metrics=True) as stack:
+        (node,) = stack.nodes.values()
+        namespace = stack.namespace(f"prom-{stack.tag}")
+        stack.create_pod(namespace, gpu_pod("job"))
+        stack.create_pod(namespace, gpu_pod("waits", {"nvidia.com/use-gputype": "H100"}))
+        stack.wait_allocated(namespace, "job")
 
-    # The cluster side: the agent's Node, and a pod placed on its first GPU the way the
-    # scheduler's Binding leaves it (bind-phase allocating).
-    control_plane.ensure_namespace(namespace)
-    with control_plane.api_client() as client:
-        core = kubernetes.client.CoreV1Api(client)
-        core.create_node({"metadata": {"name": node_name, "labels": {"gpu": "on"}}})
-        assignment = {"version": 1, "node": node_name, "containers": {
-            "main": [{"uuid": f"GPU-{tag}-0", "memory_mib": 4096, "cores": 30}]}}
-        core.create_namespaced_pod(namespace, {
-            "metadata": {"name": "job", "annotations": {
-                "vgpu.io/assignment": json.dumps(assignment),
-                "vgpu.io/bind-phase": "allocating",
-                "vgpu.io/bind-time": encode_heartbeat(dt.datetime.now(dt.UTC))}},
-            "spec": {"nodeName": node_name, "automountServiceAccountToken": False,
-                     "containers": [{"name": "main", "image": "busybox"}]}})
-
-    devices = work / "devices.yaml"
-    text = (MANIFESTS / "overlays" / "fake-gpus" / "devices.yaml").read_text()
-    devices.write_text(text.replace("GPU-fake-${NODE_NAME}", f"GPU-{tag}"))
-    certs = vgpu("certs", "--out-dir", str(work / "tls"))
-    assert certs.returncode == 0, certs.stderr
-    agent_port, hook_port, hook_metrics, prom_port = (free_port() for _ in range(4))
-    scrape: dict[str, Any] = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [
-            {"job_name": "webhook",
-             "static_configs": [{"targets": [f"127.0.0.1:{hook_metrics}"]}]},
-            # As the prometheus-operator overlay's PodMonitor: the workload's namespace,
-            # pod and container labels win, and the series carry their node.
-            {"job_name": "nodeagent", "honor_labels": True,
-             "static_configs": [{"targets": [f"127.0.0.1:{agent_port}"],
-                                 "labels": {"node": node_name}}]},
-        ]}
-    (work / "prometheus.yml").write_text(yaml.safe_dump(scrape))
-    kubeconfig = str(control_plane.kubeconfig)
-    with contextlib.ExitStack() as stack:
-        stack.callback(kubelet.stop)
-        stack.enter_context(process(
-            [sys.executable, "-m", "vgpu.cli", "webhook", "--cert-file",
-             str(work / "tls" / "tls.crt"), "--key-file", str(work / "tls" / "tls.key"),
-             "--address", "127.0.0.1", "--port", str(hook_port), "--metrics-port",
-             str(hook_metrics), "--kubeconfig", kubeconfig], work / "webhook.log"))
-        stack.enter_context(process(
-            [sys.executable, "-m", "vgpu.cli", "nodeagent", "--node-name", node_name,
-             "--fake-devices", str(devices), "--device-plugin-dir", plugin_dir,
-             "--kubeconfig", kubeconfig, "--metrics-port", str(agent_port)],
-            work / "nodeagent.log"))
-        stack.enter_context(process(
-            [str(bin_dir / "prometheus"), f"--config.file={work / 'prometheus.yml'}",
-             f"--storage.tsdb.path={work / 'data'}",
-             f"--web.listen-address=127.0.0.1:{prom_port}"], work / "prometheus.log"))
-        # The kubelet admits the pod's container: the agent's Allocate answers and marks
-        # the pod allocated, so its grant and the Allocate metrics have series.
-        try:
-            kubelet.wait_registration(timeout=60)
-            kubelet.devices().wait_for(lambda d: len(d) > 0, timeout=30)
-            kubelet.admit_container(1)
-        except Exception as exc:
-            raise AssertionError(f"{exc}\n{(work / 'nodeagent.log').read_text()[-3000:]}") \
-                from exc
+        prom_port = free_port()
+        scrape: dict[str, Any] = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [
+                {"job_name": "webhook", "static_configs": [
+                    {"targets": [f"127.0.0.1:{stack.webhook_metrics_port}"]}]},
+                {"job_name": "scheduler", "static_configs": [
+                    {"targets": [f"127.0.0.1:{stack.scheduler_metrics_port}"]}]},
+                # As the prometheus-operator overlay's PodMonitor: the workload's namespace,
+                # pod and container labels win, and the series carry their node.
+                {"job_name": "nodeagent", "honor_labels": True,
+                 "static_configs": [{"targets": [f"127.0.0.1:{node.metrics_port}"],
+                                     "labels": {"node": node.name}}]},
+            ]}
+        (stack.workdir / "prometheus.yml").write_text(yaml.safe_dump(scrape))
+        stack.procs.start("prometheus", [
+            str(bin_dir / "prometheus"), f"--config.file={stack.workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={stack.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}"])
         prom = Prometheus(prom_port)
-        wait("prometheus ready", prom.ready, 60, work / "prometheus.log")
+        wait_until("prometheus ready", prom.ready, 60, context=stack.logs)
 
         def scraped() -> bool:
             result = prom.query("count_over_time(up[1m]) >= 4 and up == 1")
             return {r["metric"]["job"] for r in result} == set(RUNNING)
 
-        wait("both components scraped 4 times", scraped, 90, work / "nodeagent.log")
-        # The agent's grant shows once its pod watch has the pod.
-        wait("the agent reports the pod's grant",
-             lambda: prom.query("vgpu_container_memory_granted_bytes"), 30,
-             work / "nodeagent.log")
+        wait_until("every component scraped 4 times", scraped, 90, interval=0.25,
+                   context=stack.logs)
+        # The agent's grant shows once its pod watch has the pod; the waiting pod once
+        # the scheduler found no GPU for it.
+        wait_until("the agent reports the pod's grant",
+                   lambda: prom.query("vgpu_container_memory_granted_bytes"), 30,
+                   interval=0.25, context=stack.logs)
+        wait_until("the scheduler reports a pending pod",
+                   lambda: prom.query("sum(vgpu_scheduler_pending_pods) > 0"), 30,
+                   interval=0.25, context=stack.logs)
         yield prom
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.rmtree(plugin_dir, ignore_errors=True)
+        stack.clear(namespace)
 
 
 QUERIES = queries()
@@ -223,8 +152,6 @@ QUERIES = queries()
 @pytest.mark.parametrize(("where", "expr"), QUERIES, ids=[q[0] for q in QUERIES])
 def test_every_dashboard_query_returns_data(prometheus: Prometheus, where: str,
                                             expr: str) -> None:
-    if needs_scheduler(expr) and metrics_fixture.live_exported("scheduler") is None:
-        pytest.skip("reads the scheduler's metrics; no `vgpu scheduler` in this tree to run")
     assert prometheus.query(for_prometheus(expr)), f"{where}: no data for {expr}"
 
 

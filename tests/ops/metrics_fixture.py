@@ -9,11 +9,9 @@ The one place to update when a dashboard or an exporter changes:
   registry instead and a test checks the copy here still matches it; where it is not yet
   merged into this tree, the copy stands in for it.
 
-The scheduler's Kubernetes metrics (issue 5) did not exist when the dashboards were
-written; its names below are the ones the dashboards expect it to export (attempts by
-result, scheduling and created→bound latency, queue lengths, per-GPU allocation
-labelled node/uuid/index/model). When it lands under other names, the check fails and
-the dashboards and this list change together.
+The scheduler's metrics (issue 5) were named after what the dashboards expected (attempts
+by result, scheduling and created→bound latency, queue lengths, per-GPU allocation
+labelled node/uuid/index/model); they are scraped live like the others' now.
 """
 
 from __future__ import annotations
@@ -71,14 +69,15 @@ EXPORTED: dict[str, frozenset[str]] = {
         *_histogram("vgpu_nodeagent_allocate_seconds"),
         *_counter("vgpu_nodeagent_allocations"),
     }),
-    # scheduler (issue 5): expected, see the module's docstring.
+    # scheduler/metrics.py
     "scheduler": frozenset({
         "vgpu_scheduler_pending_pods",
         *_counter("vgpu_scheduler_schedule_attempts"),
         *_histogram("vgpu_scheduler_scheduling_attempt_duration_seconds"),
         *_histogram("vgpu_scheduler_pod_create_to_bound_seconds"),
         "vgpu_scheduler_gpu_memory_allocated_bytes", "vgpu_scheduler_gpu_cores_allocated_percent",
-        "vgpu_scheduler_gpu_tasks",
+        "vgpu_scheduler_gpu_tasks", "vgpu_scheduler_leader",
+        *_counter("vgpu_scheduler_bindings"), *_counter("vgpu_scheduler_events"),
     }),
 }
 
@@ -119,10 +118,27 @@ def _nodeagent() -> CollectorRegistry:
     return registry
 
 
+def _scheduler() -> CollectorRegistry:
+    # One GPU node, so that the per-GPU families have a series.
+    from scheduler import build
+    from scheduler.metrics import Metrics, State
+    from scheduler.scheduler import Scheduler
+    from vgpu.cluster.memory import MemoryCluster
+    from vgpu.config import Config
+
+    cluster = MemoryCluster()
+    cluster.create("nodes", build.node("n", build.devices("n", 1)))
+    sched = Scheduler(Config(), cluster)
+    sched.pump()
+    registry: CollectorRegistry = Metrics(sched, State(leading=lambda: True)).registry
+    return registry
+
+
 # component -> (module whose presence means the component is merged, registry builder)
 LIVE: dict[str, tuple[str, Callable[[], CollectorRegistry]]] = {
     "webhook": ("webhook.metrics", _webhook),
     "nodeagent": ("nodeagent.metrics", _nodeagent),
+    "scheduler": ("scheduler.metrics", _scheduler),
 }
 
 

@@ -17,7 +17,7 @@ from vgpu import codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.config import Config, SchedulerConfig
-from vgpu.errors import ConflictError
+from vgpu.errors import ClusterError
 
 
 def setup(nodes: list[Obj], config: Config | None = None,
@@ -224,7 +224,7 @@ class FlakyBind(MemoryCluster):
              annotations: Mapping[str, str]) -> None:
         if self.failures:
             self.failures -= 1
-            raise ConflictError("the API server said no")
+            raise ClusterError("the API server said no (HTTP 500)")
         super().bind(namespace, name, node, annotations)
 
 
@@ -239,6 +239,29 @@ def test_failed_binding_forgets_and_retries() -> None:
     clock.advance(1)
     sched.run_until_idle()
     assert node_of(cluster, "p") == "n1"
+
+
+class BoundMeanwhile(MemoryCluster):
+    """Another binder wins the race: its Binding lands just before ours (409)."""
+
+    def bind(self, namespace: str, name: str, node: str,
+             annotations: Mapping[str, str]) -> None:
+        if name == "p":
+            super().bind(namespace, name, "n2", {})
+        super().bind(namespace, name, node, annotations)
+
+
+def test_a_conflict_on_binding_is_not_retried_and_the_watch_tells_the_truth() -> None:
+    sched, cluster, _ = setup([gpu_node("n1", 1), gpu_node("n2", 1)], cluster=BoundMeanwhile())
+    cluster.create("pods", build.pod("p", [build.container(gpumem=16000)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "p") == "n2"
+    assert "p" not in {e.name for e in cluster.events(reason="FailedScheduling")}
+    assert "default/p" not in sched.queue
+    rec = sched.cache.pod("default/p")
+    assert rec is not None and rec.node == "n2" and not rec.assumed
+    n1 = sched.cache.node_info("n1")
+    assert n1 is not None and n1.usages[0].tasks == 0  # our assumption was forgotten
 
 
 def test_non_gpu_pods_and_other_schedulers() -> None:

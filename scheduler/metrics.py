@@ -1,0 +1,195 @@
+"""The scheduler's Prometheus metrics, in a registry of their own.
+
+Counters and histograms are fed by the scheduler's decisions (its ``listeners``); the
+gauges (queue lengths, what each GPU has allocated, leadership) are read from the
+scheduler's own state at scrape time, so they are never stale and cost nothing between
+scrapes. Per-GPU series carry ``node``, ``uuid``, ``index`` and ``model``, the labels
+the node agent's GPU metrics carry, so the two join in one query.
+
+Created→bound latency: the API server stamps ``creationTimestamp`` in whole seconds,
+which is too coarse for a scheduler that binds in milliseconds. A pod's start is taken
+as the moment the watch first showed it pending when that falls within its creation
+second (the usual case: the watch delivers in milliseconds), else (a pod created while
+this replica was not watching, say before a restart) the middle of that second.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from scheduler.podinfo import pod_key
+from scheduler.scheduler import Decision, Scheduler
+from vgpu.cluster.port import Obj
+from vgpu.devices import EMPTY
+
+MIB = 1024 * 1024
+_GPU_LABELS = ["node", "uuid", "index", "model"]
+
+#: Attempt results, as kube-scheduler's ``schedule_attempts_total``: scheduled (a node
+#: was chosen, including pods then held at Permit), unschedulable, error.
+RESULTS = ("scheduled", "unschedulable", "error")
+_RESULT_OF = {"scheduled": "scheduled", "waiting": "scheduled",
+              "unschedulable": "unschedulable", "error": "error"}
+
+# A scheduling attempt takes about a millisecond; slow ones are diagnoses of a full cluster.
+ATTEMPT_BUCKETS = (0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
+                   1.0, 2.5)
+# Created→bound includes waiting at the node's gate and for room on a full cluster.
+BOUND_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+                 300.0, 600.0, 1800.0)
+
+
+def creation_time(pod: Obj) -> float | None:
+    raw = (pod.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def start_time(created: float | None, first_seen: float) -> float:
+    """When a pod was created, as well as can be told (see the module docstring)."""
+    if created is None or created <= first_seen < created + 1:
+        return first_seen
+    return created + 0.5
+
+
+@dataclass(frozen=True)
+class State:
+    """What the gauges read: whether this replica leads, whether its caches synced."""
+
+    leading: Callable[[], bool]
+
+
+class SchedulerCollector(Collector):
+    def __init__(self, sched: Scheduler, state: State) -> None:
+        self._sched = sched
+        self._state = state
+
+    def collect(self) -> Iterator[Metric]:
+        sched = self._sched
+        pending = GaugeMetricFamily(
+            "vgpu_scheduler_pending_pods",
+            "Pods waiting to be scheduled, by queue: active (ready to be tried), backoff "
+            "(after a failure), unschedulable (until a cluster change may help), gated (held "
+            "at Permit until their node's previous GPU pod is allocated)", labels=["queue"])
+        counts = sched.queue.counts()
+        for queue in ("active", "backoff", "unschedulable"):
+            pending.add_metric([queue], counts.get(queue, 0))
+        pending.add_metric(["gated"], len(sched.waiting_pods()))
+        yield pending
+
+        tasks = GaugeMetricFamily("vgpu_scheduler_gpu_tasks",
+                                  "vGPU tasks the scheduler has placed on the GPU",
+                                  labels=_GPU_LABELS)
+        memory = GaugeMetricFamily("vgpu_scheduler_gpu_memory_allocated_bytes",
+                                   "Device memory the scheduler has allocated on the GPU",
+                                   labels=_GPU_LABELS)
+        cores = GaugeMetricFamily("vgpu_scheduler_gpu_cores_allocated_percent",
+                                  "Compute share the scheduler has allocated on the GPU",
+                                  labels=_GPU_LABELS)
+        for name in sched.cache.node_names():
+            info = sched.cache.node_info(name)
+            if info is None:
+                continue
+            for device in info.devices:
+                usage = info.gpu_usage.get(device.uuid, EMPTY)
+                labels = [name, device.uuid, str(device.index), device.model]
+                tasks.add_metric(labels, usage.tasks)
+                memory.add_metric(labels, usage.memory_mib * MIB)
+                cores.add_metric(labels, usage.cores)
+        yield from (tasks, memory, cores)
+
+        leader = GaugeMetricFamily("vgpu_scheduler_leader",
+                                   "1 while this replica holds the lease and schedules")
+        leader.add_metric([], 1 if self._state.leading() else 0)
+        yield leader
+
+
+class Metrics:
+    """The registry, and the listener and pod handler that feed it."""
+
+    def __init__(self, sched: Scheduler, state: State,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._name = sched.config.scheduler_name
+        self.registry = CollectorRegistry()
+        self.registry.register(SchedulerCollector(sched, state))
+        attempts = Counter("vgpu_scheduler_schedule_attempts",
+                           "Scheduling attempts, by result", ["result"],
+                           registry=self.registry)
+        latency = Histogram("vgpu_scheduler_scheduling_attempt_duration_seconds",
+                            "Time of one scheduling attempt (snapshot, filter, score, "
+                            "reserve, permit), by result", ["result"],
+                            buckets=ATTEMPT_BUCKETS, registry=self.registry)
+        # Children bound once: a labels() lookup per attempt is measurable at high rates.
+        self._attempts = {r: attempts.labels(r) for r in RESULTS}
+        self._latency = {r: latency.labels(r) for r in RESULTS}
+        bindings = Counter("vgpu_scheduler_bindings", "Bindings, by result: success, "
+                           "conflict (the pod was bound already or is being deleted), error",
+                           ["result"], registry=self.registry)
+        self._bindings = {r: bindings.labels(r) for r in ("success", "conflict", "error")}
+        self._bound = Histogram("vgpu_scheduler_pod_create_to_bound_seconds",
+                                "Time from a pod's creation to its binding",
+                                buckets=BOUND_BUCKETS, registry=self.registry)
+        events = Counter("vgpu_scheduler_events", "Events, by outcome: sent, limited (a "
+                         "repeat held back), dropped (too many queued), failed", ["outcome"],
+                         registry=self.registry)
+        self._events = {o: events.labels(o) for o in ("sent", "limited", "dropped", "failed")}
+        self._lock = threading.Lock()
+        self._starts: dict[str, float] = {}
+
+    # -- feeding ---------------------------------------------------------------------------
+
+    def on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        """Pod informer handler: note when each of our pending pods was created."""
+        if new is None:
+            if old is not None and self._starts:
+                with self._lock:
+                    self._starts.pop(pod_key(old), None)
+            return
+        if (new.get("spec") or {}).get("nodeName"):
+            # The watch may show the binding before the binding call has returned.
+            if self._starts:
+                self._bound_now(pod_key(new))
+            return
+        if old is not None or (new.get("spec") or {}).get("schedulerName") != self._name:
+            return
+        start = start_time(creation_time(new), self._clock())
+        with self._lock:
+            self._starts[pod_key(new)] = start
+
+    def on_decision(self, decision: Decision) -> None:
+        result = _RESULT_OF.get(decision.outcome)
+        if result is not None:
+            self._attempts[result].inc()
+            self._latency[result].observe(decision.seconds)
+        elif decision.outcome == "bound":
+            self._bindings["success"].inc()
+            self._bound_now(decision.pod)
+        elif decision.outcome == "bind-conflict":
+            self._bindings["conflict"].inc()
+        elif decision.outcome == "bind-failed":
+            self._bindings["error"].inc()
+
+    def _bound_now(self, key: str) -> None:
+        """First word of the pod's binding (the call's answer, or the watch)."""
+        with self._lock:
+            start = self._starts.pop(key, None)
+        if start is not None:
+            self._bound.observe(max(self._clock() - start, 0.0))
+
+    def on_event(self, outcome: str) -> None:
+        counter = self._events.get(outcome)
+        if counter is not None:
+            counter.inc()

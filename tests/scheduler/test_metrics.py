@@ -1,0 +1,123 @@
+"""The scheduler's metrics, read from a real registry after real scheduling."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler import build
+from scheduler.metrics import Metrics, State, start_time
+from scheduler.scheduler import Decision, Scheduler
+from tests.scheduler.helpers import FakeClock
+from vgpu.cluster.memory import MemoryCluster
+from vgpu.config import Config
+
+CREATED = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(("created", "first_seen", "expected"), [
+    (CREATED, CREATED + 0.25, CREATED + 0.25),  # seen within its creation second: exact
+    (CREATED, CREATED, CREATED),
+    (CREATED, CREATED + 7.0, CREATED + 0.5),  # seen late (a restart): mid-second
+    (CREATED, CREATED - 0.1, CREATED + 0.5),  # clocks disagree: the server's word
+    (None, CREATED + 3.0, CREATED + 3.0),  # no timestamp at all
+])
+def test_start_time(created: float | None, first_seen: float, expected: float) -> None:
+    assert start_time(created, first_seen) == expected
+
+
+def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def value(metrics: Metrics, name: str, **labels: str) -> float:
+    return samples(metrics).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def setup() -> tuple[Scheduler, MemoryCluster, FakeClock, Metrics]:
+    clock = FakeClock(CREATED)
+    cluster = MemoryCluster()
+    cluster.create("nodes", build.node("n1", build.devices("n1", 2, model="Tesla T4",
+                                                           memory_mib=16384),
+                                       heartbeat=clock.now))
+    sched = Scheduler(Config(), cluster, clock=clock)
+    leading = [True]
+    metrics = Metrics(sched, State(leading=lambda: leading[0]), clock=clock)
+    sched.listeners.append(metrics.on_decision)
+    sched.informers()[1].add_handler(metrics.on_pod)
+    return sched, cluster, clock, metrics
+
+
+def stamp(pod: dict[str, object], when: float) -> dict[str, object]:
+    meta = pod["metadata"]
+    assert isinstance(meta, dict)
+    meta["creationTimestamp"] = dt.datetime.fromtimestamp(when, dt.UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    return pod
+
+
+def test_attempts_latency_and_per_gpu_allocation() -> None:
+    sched, cluster, clock, metrics = setup()
+    cluster.create("pods", stamp(build.pod("a", [build.container(gpumem=4000, cores=30)]),
+                                 CREATED))
+    cluster.create("pods", stamp(build.pod("big", [build.container(gpumem=99999)]), CREATED))
+    sched.pump()  # the watch shows both pods now...
+    clock.advance(0.5)  # ...and the scheduler gets to them half a second later
+    sched.run_until_idle()
+    assert value(metrics, "vgpu_scheduler_schedule_attempts_total", result="scheduled") == 1
+    assert value(metrics, "vgpu_scheduler_schedule_attempts_total",
+                 result="unschedulable") == 1
+    assert value(metrics, "vgpu_scheduler_scheduling_attempt_duration_seconds_count",
+                 result="scheduled") == 1
+    assert value(metrics, "vgpu_scheduler_bindings_total", result="success") == 1
+    assert value(metrics, "vgpu_scheduler_pod_create_to_bound_seconds_count") == 1
+    assert value(metrics, "vgpu_scheduler_pod_create_to_bound_seconds_sum") == 0.5
+    assert value(metrics, "vgpu_scheduler_pending_pods", queue="unschedulable") == 1
+    assert value(metrics, "vgpu_scheduler_leader") == 1
+
+    placed = sched.cache.pod("default/a")
+    assert placed is not None and placed.assignment is not None
+    (granted,) = placed.assignment.containers["main"]
+    for i in range(2):
+        labels = {"node": "n1", "uuid": f"GPU-n1-{i}", "index": str(i), "model": "Tesla T4"}
+        mine = granted.uuid == labels["uuid"]
+        assert value(metrics, "vgpu_scheduler_gpu_tasks", **labels) == (1 if mine else 0)
+        assert value(metrics, "vgpu_scheduler_gpu_memory_allocated_bytes", **labels) == (
+            4000 * 2**20 if mine else 0)
+        assert value(metrics, "vgpu_scheduler_gpu_cores_allocated_percent", **labels) == (
+            30 if mine else 0)
+
+
+def test_gated_pods_and_binding_outcomes() -> None:
+    sched, cluster, _, metrics = setup()
+    for name in ("a", "b"):
+        cluster.create("pods", build.pod(name, [build.container(gpumem=1000)]))
+    sched.run_until_idle()
+    assert value(metrics, "vgpu_scheduler_pending_pods", queue="gated") == 1
+    metrics.on_decision(Decision("default/x", "n1", "bind-conflict"))
+    metrics.on_decision(Decision("default/y", "n1", "bind-failed"))
+    metrics.on_event("dropped")
+    assert value(metrics, "vgpu_scheduler_bindings_total", result="conflict") == 1
+    assert value(metrics, "vgpu_scheduler_bindings_total", result="error") == 1
+    assert value(metrics, "vgpu_scheduler_events_total", outcome="dropped") == 1
+
+
+def test_no_start_is_kept_for_pods_that_are_gone_or_not_ours() -> None:
+    sched, cluster, _, metrics = setup()
+    cluster.create("pods", build.pod("gone", [build.container(gpumem=99999)]))
+    cluster.create("pods", build.pod("theirs", scheduler_name="default-scheduler"))
+    cluster.create("pods", build.pod("elsewhere", [build.container(gpumem=99999)]))
+    sched.run_until_idle()
+    assert sorted(metrics._starts) == ["default/elsewhere", "default/gone"]
+    cluster.delete("pods", "gone", "default")
+    cluster.bind("default", "elsewhere", "n1", {})  # bound by someone else
+    sched.run_until_idle()
+    assert not metrics._starts
+    # A binding the watch showed first is counted once.
+    assert value(metrics, "vgpu_scheduler_pod_create_to_bound_seconds_count") == 1
+
