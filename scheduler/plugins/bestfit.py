@@ -9,23 +9,13 @@ columns and hands it to the framework as the candidate order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import numpy.typing as npt
 
-from scheduler import gpushare
-from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
-from scheduler.framework.status import SUCCESS, Status
-from scheduler.nodeinfo import NodeInfo
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
+from scheduler.framework.interfaces import Handle
+from scheduler.plugins.free_resources import MAX_SPEC_CPU, MAX_SPEC_GPU, FreeResourcesScore
 
-MAX_SPEC_CPU = 128_000.0  # the largest node the paper normalises by, milli-CPU
-MAX_SPEC_GPU = 8_000.0  # eight GPUs, milli-GPU
-
-_FREE_CPU = "bestfit.free_cpu"
-_FREE_GPU = "bestfit.free_gpu"
+__all__ = ["MAX_SPEC_CPU", "MAX_SPEC_GPU", "BestFit", "score", "scores"]
 
 
 def score(free_cpu: float, free_gpu: float, cpu: float, gpu: float) -> int:
@@ -44,24 +34,8 @@ def scores(free_cpu: npt.NDArray[np.int64], free_gpu: npt.NDArray[np.int64], cpu
     return out
 
 
-class BestFit:
+class BestFit(FreeResourcesScore):
     name = "BestFit"
 
     def __init__(self, handle: Handle) -> None:
-        del handle
-
-    def columns(self) -> Sequence[Column]:
-        return (Column(_FREE_CPU, np.int64, gpushare.free_cpu, -1),
-                Column(_FREE_GPU, np.int64, lambda n: sum(gpushare.free_milli(n)), -1))
-
-    def pre_filter(self, state: CycleState, pod: PodInfo,
-                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        shape = gpushare.pod_shape(pod)
-        order = scores(snapshot.column(_FREE_CPU), snapshot.column(_FREE_GPU), shape.milli_cpu,
-                       shape.total_milli_gpu)
-        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
-
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
-        shape = gpushare.pod_shape(pod)
-        return float(score(gpushare.free_cpu(node), sum(gpushare.free_milli(node)),
-                           shape.milli_cpu, shape.total_milli_gpu))
+        super().__init__(handle, score, scores)

@@ -8,21 +8,13 @@ artifact does, ties to the first node in snapshot order. GPUs: the tightest fit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import numpy.typing as npt
 
-from scheduler import gpushare
-from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
-from scheduler.framework.status import SUCCESS, Status
-from scheduler.nodeinfo import NodeInfo
-from scheduler.plugins.bestfit import MAX_SPEC_CPU, MAX_SPEC_GPU
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
+from scheduler.framework.interfaces import Handle
+from scheduler.plugins.free_resources import MAX_SPEC_CPU, MAX_SPEC_GPU, FreeResourcesScore
 
-_FREE_CPU = "dotprod.free_cpu"
-_FREE_GPU = "dotprod.free_gpu"
+__all__ = ["MAX_SPEC_CPU", "MAX_SPEC_GPU", "DotProd", "score", "scores"]
 
 
 def score(free_cpu: float, free_gpu: float, cpu: float, gpu: float) -> int:
@@ -39,24 +31,8 @@ def scores(free_cpu: npt.NDArray[np.int64], free_gpu: npt.NDArray[np.int64], cpu
     return out
 
 
-class DotProd:
+class DotProd(FreeResourcesScore):
     name = "DotProd"
 
     def __init__(self, handle: Handle) -> None:
-        del handle
-
-    def columns(self) -> Sequence[Column]:
-        return (Column(_FREE_CPU, np.int64, gpushare.free_cpu, -1),
-                Column(_FREE_GPU, np.int64, lambda n: sum(gpushare.free_milli(n)), -1))
-
-    def pre_filter(self, state: CycleState, pod: PodInfo,
-                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        shape = gpushare.pod_shape(pod)
-        order = scores(snapshot.column(_FREE_CPU), snapshot.column(_FREE_GPU), shape.milli_cpu,
-                       shape.total_milli_gpu)
-        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
-
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
-        shape = gpushare.pod_shape(pod)
-        return float(score(gpushare.free_cpu(node), sum(gpushare.free_milli(node)),
-                           shape.milli_cpu, shape.total_milli_gpu))
+        super().__init__(handle, score, scores)
