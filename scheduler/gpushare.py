@@ -8,13 +8,18 @@ none); a pod's share per GPU is its compute percent × 10.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from scheduler import policies
 from scheduler.fragmentation import MILLI, Shape
 from scheduler.nodeinfo import NodeInfo
+from scheduler.placement import Candidate
 from scheduler.podinfo import PodInfo
 from scheduler.snapshot import Column, Snapshot
 
@@ -111,3 +116,54 @@ class NodeStates:
 
     def arrays(self, snapshot: Snapshot) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         return snapshot.column(self.state_column), snapshot.column(self.cpu_column)
+
+
+#: A learned workload is rebuilt once this many more pods were seen (and at least 5 %).
+RELEARN_EVERY = 50
+
+
+class LearnedShapes:
+    """The shapes of the pods a scheduler has seen, for policies that weigh the workload
+    when no trace gives it; says when enough new pods arrived to rebuild the model."""
+
+    def __init__(self) -> None:
+        self._seen: Counter[Shape] = Counter()
+        self._total = 0
+        self._learned_at = 0
+
+    def add(self, shape: Shape) -> bool:
+        """Count a pod; True when the model should be rebuilt from :meth:`shapes`."""
+        self._seen[shape] += 1
+        self._total += 1
+        if self._total - self._learned_at >= max(RELEARN_EVERY, self._learned_at // 20):
+            self._learned_at = self._total
+            return True
+        return False
+
+    def shapes(self) -> Iterator[Shape]:
+        return self._seen.elements()
+
+
+class GpuRanking(Protocol):
+    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]: ...
+
+
+_ACTIVE: dict[str, GpuRanking] = {}
+
+
+def activate(policy: str, plugin: GpuRanking) -> None:
+    """Make ``plugin`` answer the node-aware GPU policy ``policy`` (the newest one built)."""
+    _ACTIVE[policy] = plugin
+
+
+def register_gpu_policy(policy: str) -> None:
+    """Make the plugin activated under ``policy`` the vGPU plugin's GPU choice by that name;
+    with no such plugin in the profile the choice behaves as binpack."""
+
+    def rank(node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+        active = _ACTIVE.get(policy)
+        if active is None:
+            return policies.binpack(cands)
+        return active.rank_gpus(node, cands)
+
+    policies.register_node_aware_gpu_policy(policy, rank)

@@ -20,13 +20,12 @@ pods the scheduler sees.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from scheduler import gpushare, policies
+from scheduler import gpushare
 from scheduler.fragmentation import (
     MILLI,
     Choice,
@@ -47,10 +46,6 @@ from vgpu.cluster.port import Obj
 
 #: Score memo entries kept before it is dropped (node states keep changing in a replay).
 MEMO_LIMIT = 200_000
-#: A learned workload is rebuilt once this many more pods were seen (and at least 5 %).
-RELEARN_EVERY = 50
-
-_ACTIVE: dict[str, FGD] = {}
 
 
 class FGD:
@@ -66,14 +61,13 @@ class FGD:
         self._states = gpushare.NodeStates(self.name.lower())
         self._memo: dict[tuple[int, Shape], float] = {}
         self._shape: Shape | None = None
-        self._seen: Counter[Shape] = Counter()
-        self._learned_at = 0
+        self._learned = gpushare.LearnedShapes()
         if workload is not None:
             self._set_model(FragModel(self._typical(workload)))
         else:
             self._set_model(FragModel(()))
             handle.on_pod_event(self._observe)
-        _ACTIVE[self.gpu_policy] = self
+        gpushare.activate(self.gpu_policy, self)
 
     def _typical(self, shapes: Iterable[Shape]) -> tuple[tuple[Shape, float], ...]:
         if self.uses_memory:
@@ -95,11 +89,8 @@ class FGD:
     def _observe(self, old: Obj | None, new: Obj | None) -> None:
         if old is not None or new is None:
             return
-        self._seen[self._shape_of(parse(new, self._handle.config))] += 1
-        total = sum(self._seen.values())
-        if total - self._learned_at >= max(RELEARN_EVERY, self._learned_at // 20):
-            self._learned_at = total
-            self._set_model(FragModel(self._typical(self._seen.elements())))
+        if self._learned.add(self._shape_of(parse(new, self._handle.config))):
+            self._set_model(FragModel(self._typical(self._learned.shapes())))
 
     def _shape_of(self, pod: PodInfo) -> Shape:
         return gpushare.pod_shape(pod, memory=self.uses_memory)
@@ -221,17 +212,4 @@ class FGD:
         return self.gpu_value(Choice(fgd_score_from_delta(delta), (position,), delta))
 
 
-def register_gpu_policy(policy: str) -> None:
-    """Make the plugin class whose ``gpu_policy`` is ``policy`` the vGPU plugin's GPU choice
-    under that name (the constructed plugin instance answers)."""
-
-    def rank(node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
-        active = _ACTIVE.get(policy)
-        if active is None:  # no such plugin in the profile: behave as binpack
-            return policies.binpack(cands)
-        return active.rank_gpus(node, cands)
-
-    policies.register_node_aware_gpu_policy(policy, rank)
-
-
-register_gpu_policy(FGD.gpu_policy)
+gpushare.register_gpu_policy(FGD.gpu_policy)

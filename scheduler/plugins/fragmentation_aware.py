@@ -1,30 +1,171 @@
-"""vgpu's fragmentation-aware placement: FGD's ranking over every resource the scheduler checks.
+"""vgpu's fragmentation-aware placement: least growth of stranded GPU.
 
-Nodes are ranked as FGD ranks them (:mod:`scheduler.plugins.fgd`): by the growth of the
-node's expected fragmented GPU for the cluster's workload, through FGD's truncated
-sigmoid, so that near-equal placements tie and the first node in snapshot order takes
-them (the cluster fills node by node instead of scattering pods over nodes whose
-fragmentation differs by noise: with exact scores the same measure leaves 12 % of the GPUs
-unallocated instead of 5 %).
+A node's score is FGD's truncated score (``int(sigmoid(−Δ/1000) × 100)``) of the growth Δ
+of the node's stranded GPU (:mod:`scheduler.stranding`): the idle GPU that the node's
+remaining GPUs, CPU and host memory could not give to the cluster's workload, counting
+repeated typical tasks and the workload's average CPU and memory per GPU rather than
+whether one more task fits (FGD). Near-equal placements tie, and the first node in snapshot
+order takes them, so the cluster fills node by node. On the chosen node a shared-GPU pod
+goes to the GPU that leaves the most GPU serviceable (the lowest position on ties); whole
+GPUs go to the fullest that fit. The GPU choice is the node-aware GPU policy
+``fragmentation-aware`` of the vGPU plugin, so the assignment is written where every
+assignment is.
 
-The difference is the measure. FGD asks whether a typical task fits a node's GPUs and CPU;
-the scheduler also refuses a node whose host memory is short, and in the paper's trace
-memory is why as many GPU pods fail as CPU is. Here a typical task that lacks memory on a
-node cannot use its GPUs either. Each typical shape (as FGD defines them, from CPU and GPU)
-carries the median memory of the tasks of that shape: memory varies too much to be part of
-the shape itself. GPUs on the chosen node are chosen as FGD chooses them, with the same
-measure.
+PreFilter scores every node at once with numpy and hands the framework the candidate
+order; as the only weighted scorer the first node that passes the filters is the answer.
+Scores are cached per pod shape and recomputed only for nodes whose GPU state, free CPU
+or free memory changed since that shape was last scored.
+
+The workload is given (the simulator passes its trace) or learned from the pods the
+scheduler sees.
 """
 
 from __future__ import annotations
 
-from scheduler.plugins.fgd import FGD, register_gpu_policy
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler import gpushare, stranding
+from scheduler.fragmentation import MILLI, Shape
+from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.status import SUCCESS, Status
+from scheduler.nodeinfo import NodeInfo
+from scheduler.placement import Candidate
+from scheduler.podinfo import PodInfo, parse
+from scheduler.snapshot import Column, Snapshot
+from vgpu.cluster.port import Obj
+
+#: Pod shapes whose node scores are kept between cycles (each holds four arrays per node).
+CACHED_SHAPES = 256
 
 
-class FragmentationAware(FGD):
+@dataclass
+class _Scored:
+    """The inputs and scores of one pod shape's last scoring, per snapshot position."""
+
+    ids: npt.NDArray[np.int64]
+    cpu: npt.NDArray[np.int64]
+    memory: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+
+
+class FragmentationAware:
     name = "FragmentationAware"
     gpu_policy = "fragmentation-aware"
-    uses_memory = True
+
+    def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
+        self._handle = handle
+        self._states = gpushare.NodeStates(self.name.lower())
+        self._cache: dict[Shape, _Scored] = {}
+        self._shape: Shape | None = None
+        self._learned = gpushare.LearnedShapes()
+        self._set_model(stranding.workload(workload or ()))
+        if workload is None:
+            handle.on_pod_event(self._observe)
+        gpushare.activate(self.gpu_policy, self)
+
+    def _set_model(self, load: stranding.Workload) -> None:
+        self._model = stranding.StrandingModel(load)
+        self._cache.clear()
+
+    @property
+    def load(self) -> stranding.Workload:
+        return self._model.load
+
+    def _observe(self, old: Obj | None, new: Obj | None) -> None:
+        if old is not None or new is None:
+            return
+        if self._learned.add(self._shape_of(parse(new, self._handle.config))):
+            self._set_model(stranding.workload(self._learned.shapes()))
+
+    @staticmethod
+    def _shape_of(pod: PodInfo) -> Shape:
+        return gpushare.pod_shape(pod, memory=True)
+
+    def _sync_states(self) -> None:
+        """Give the model every GPU state interned since it last looked."""
+        for model, free in self._states.states[self._model.states:]:
+            self._model.add_state(model, free)
+
+    # -- framework -------------------------------------------------------------------------
+
+    def columns(self) -> Sequence[Column]:
+        return self._states.columns()
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        shape = self._shape_of(pod)
+        self._shape = shape
+        ids, cpu = self._states.arrays(snapshot)
+        memory = snapshot.column(self._states.memory_column)
+        self._sync_states()
+        scored = self._cache.get(shape)
+        if scored is None or len(scored.ids) != len(ids):
+            if len(self._cache) >= CACHED_SHAPES:
+                self._cache.clear()
+            scored = self._cache[shape] = _Scored(ids.copy(), cpu.copy(), memory.copy(),
+                                                  np.full(len(ids), -np.inf))
+            changed = np.arange(len(ids))
+        else:
+            changed = np.flatnonzero((scored.ids != ids) | (scored.cpu != cpu)
+                                     | (scored.memory != memory))
+        if len(changed):
+            scored.ids[changed] = ids[changed]
+            scored.cpu[changed] = cpu[changed]
+            scored.memory[changed] = memory[changed]
+            present = changed[ids[changed] >= 0]
+            scored.scores[changed] = -np.inf
+            if len(present):
+                scored.scores[present] = self._scores(ids[present], cpu[present],
+                                                      memory[present], shape)
+        return PreFilterResult(order_key=scored.scores.copy(), ranks_for=self.name), SUCCESS
+
+    def _scores(self, ids: npt.NDArray[np.int64], cpu: npt.NDArray[np.int64],
+                memory: npt.NDArray[np.int64], shape: Shape) -> npt.NDArray[np.float64]:
+        """Node scores, −inf where the shape does not fit."""
+        change = self._model.deltas(ids, cpu, memory, shape)
+        fits = np.isfinite(change)
+        out: npt.NDArray[np.float64] = np.where(
+            fits, stranding.scores_from_deltas(np.where(fits, change, 0.0)), -np.inf)
+        return out
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
+        ident = np.asarray([self._states.intern(node)], dtype=np.int64)
+        self._sync_states()
+        value = self._scores(ident, np.asarray([gpushare.free_cpu(node)], dtype=np.int64),
+                             np.asarray([gpushare.free_memory_mib(node)], dtype=np.int64),
+                             self._shape_of(pod))[0]
+        return 0.0 if value == -np.inf else float(value)
+
+    # -- GPU choice (the node-aware GPU policy) --------------------------------------------
+
+    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+        if not cands:
+            return []
+        free = list(gpushare.free_milli(node))
+        share = cands[0].cores * MILLI // 100
+        shape = self._shape
+        if shape is None or shape.milli_gpu != share or shape.gpus != 1 or share >= MILLI:
+            # Whole GPUs (or several shares): the fullest that fit, then by position.
+            return sorted(cands, key=lambda c: (free[c.position], c.position))
+        cpu = gpushare.free_cpu(node) - shape.milli_cpu
+        memory = gpushare.free_memory_mib(node) - shape.memory_mib
+        model = gpushare.model(node)
+        ranked: list[tuple[float, int, Candidate]] = []
+        by_free: dict[int, float] = {}  # GPUs with the same free share: the same result
+        for c in cands:
+            served = by_free.get(free[c.position])
+            if served is None:
+                after = list(free)
+                after[c.position] = max(0, after[c.position] - share)
+                served = by_free[free[c.position]] = stranding.fill(after, cpu, memory, model,
+                                                                     self.load)
+            ranked.append((-served, c.position, c))
+        ranked.sort(key=lambda t: (t[0], t[1]))
+        return [c for _, _, c in ranked]
 
 
-register_gpu_policy(FragmentationAware.gpu_policy)
+gpushare.register_gpu_policy(FragmentationAware.gpu_policy)

@@ -1,0 +1,303 @@
+"""Stranded GPU of a node: the idle GPU its remaining capacity cannot serve.
+
+FGD (:mod:`scheduler.fragmentation`) asks whether the *next* typical task fits a node. On
+the Alibaba trace most late failures are not of that kind: the failing pod's GPU is free
+somewhere, but every node with it free has run out of CPU or host memory, eaten a task at a
+time by pods that each still "fitted". This measure looks further ahead. For a node with
+free GPU shares ``L`` (per GPU), free CPU ``c`` and free memory ``m``, and a workload of
+task shapes ``s`` with frequencies ``p_s``:
+
+* ``fill_s``: the GPU that tasks of shape ``s`` alone could take on the node, placed one
+  after another: ``g_s × k_s × min(instances_s(L), c // c_s, m // m_s)``, where a one-GPU
+  shape fits ``Σ_i L_i // g_s`` times and a ``k_s``-GPU shape ``#{i: L_i ≥ g_s} // k_s``
+  times (0 when the shape excludes the node's GPU model);
+* ``mix``: the GPU the node's CPU and memory could feed at the workload's average CPU and
+  memory per milli-GPU: ``min(idle, c / r_c, m / r_m)``;
+* serviceable GPU ``U = Σ_s p_s × fill_s + mix``; stranded GPU ``F = idle − U``.
+
+A placement's cost is the growth of ``F``; :func:`score_from_delta` turns it into FGD's
+truncated score, so near-equal placements tie and the first node in order takes them (the
+cluster fills node by node). Every shape is typical here (FGD keeps the 95 % most frequent):
+a rare large-CPU shape is exactly the one that strands GPUs.
+
+:func:`stranded` is the definition in plain Python; :class:`StrandingModel` computes the
+same for every node at once with numpy, from per-state tables (a node's GPU state is its
+model and sorted free shares, interned as an integer id).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.fragmentation import MILLI, Shape, fgd_score_from_delta
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Task shapes with frequencies, and the GPU pods' CPU and memory per milli-GPU."""
+
+    shapes: tuple[tuple[Shape, float], ...]
+    cpu_per_milli: float
+    memory_per_milli: float
+
+    @property
+    def gpu_shapes(self) -> tuple[tuple[Shape, float], ...]:
+        return tuple((s, p) for s, p in self.shapes if s.gpus > 0 and s.milli_gpu > 0)
+
+
+def workload(shapes: Iterable[Shape]) -> Workload:
+    """Every distinct (CPU, GPU share, GPU count, models) shape with its frequency, each
+    carrying the median memory of its tasks (memory varies too much to be part of a
+    shape), and the mean ratios over the GPU tasks."""
+    tasks = list(shapes)
+    if not tasks:
+        return Workload((), 0.0, 0.0)
+    memory: dict[Shape, list[int]] = {}
+    for s in tasks:
+        memory.setdefault(dataclasses.replace(s, memory_mib=0), []).append(s.memory_mib)
+    counts = Counter(dataclasses.replace(s, memory_mib=0) for s in tasks)
+    ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    typical = tuple((dataclasses.replace(s, memory_mib=int(statistics.median(memory[s]))),
+                     n / len(tasks)) for s, n in ranked)
+    gpu = [s for s in tasks if s.gpus > 0 and s.milli_gpu > 0]
+    milli = sum(s.total_milli_gpu for s in gpu)
+    if milli == 0:
+        return Workload(typical, 0.0, 0.0)
+    return Workload(typical, sum(s.milli_cpu for s in gpu) / milli,
+                    sum(s.memory_mib for s in gpu) / milli)
+
+
+def instances(gpu_left: Sequence[int], milli_gpu: int, gpus: int) -> int:
+    """How many tasks of ``gpus`` × ``milli_gpu`` the free shares hold, one after another."""
+    if gpus == 1:
+        return sum(left // milli_gpu for left in gpu_left)
+    return sum(1 for left in gpu_left if left >= milli_gpu) // gpus
+
+
+def _ratio_bound(free: float, per_milli: float) -> float:
+    return math.inf if per_milli <= 0 else max(free, 0) / per_milli
+
+
+def fill(gpu_left: Sequence[int], cpu_left: int, memory_left: int, model: str,
+         load: Workload) -> float:
+    """``Σ_s p_s × fill_s``: the GPU typical tasks could take, one shape at a time."""
+    total = 0.0
+    for s, p in load.gpu_shapes:
+        if not s.allows(model):
+            continue
+        n = min(instances(gpu_left, s.milli_gpu, s.gpus), max(cpu_left, 0) // max(s.milli_cpu, 1),
+                max(memory_left, 0) // max(s.memory_mib, 1))
+        total += p * n * s.total_milli_gpu
+    return total
+
+
+def mix(idle: int, cpu_left: int, memory_left: int, load: Workload) -> float:
+    """The GPU the node's CPU and memory can feed at the workload's average ratios."""
+    return min(float(idle), _ratio_bound(cpu_left, load.cpu_per_milli),
+               _ratio_bound(memory_left, load.memory_per_milli))
+
+
+def serviceable(gpu_left: Sequence[int], cpu_left: int, memory_left: int, model: str,
+                load: Workload) -> float:
+    """``U``: the GPU the node can still serve (see the module docstring); the reference."""
+    return (fill(gpu_left, cpu_left, memory_left, model, load)
+            + mix(sum(gpu_left), cpu_left, memory_left, load))
+
+
+def stranded(gpu_left: Sequence[int], cpu_left: int, memory_left: int, model: str,
+             load: Workload) -> float:
+    """``F = idle − U``: the node's idle GPU its remaining capacity cannot serve."""
+    return sum(gpu_left) - serviceable(gpu_left, cpu_left, memory_left, model, load)
+
+
+def take_gpus(gpu_left: Sequence[int], milli_gpu: int, gpus: int) -> tuple[int, ...] | None:
+    """Positions a non-shared request takes: the fullest GPUs that fit, then by position."""
+    order = sorted(range(len(gpu_left)), key=lambda i: (gpu_left[i], i))
+    taken = [i for i in order if gpu_left[i] >= milli_gpu][:gpus]
+    return tuple(sorted(taken)) if len(taken) == gpus else None
+
+
+def after_placement(gpu_left: Sequence[int], shape: Shape, position: int | None
+                    ) -> tuple[int, ...] | None:
+    """Free shares after ``shape`` lands (a share on ``position``); None if it does not fit."""
+    left = list(gpu_left)
+    if shape.gpus == 0:
+        return tuple(left)
+    if shape.gpus == 1 and shape.milli_gpu < MILLI:
+        if position is None or left[position] < shape.milli_gpu:
+            return None
+        left[position] -= shape.milli_gpu
+        return tuple(left)
+    taken = take_gpus(left, shape.milli_gpu, shape.gpus)
+    if taken is None:
+        return None
+    for i in taken:
+        left[i] -= shape.milli_gpu
+    return tuple(left)
+
+
+def delta(gpu_left: Sequence[int], cpu_left: int, memory_left: int, model: str,
+          shape: Shape, *, load: Workload, position: int | None = None) -> float | None:
+    """Growth of ``F`` when ``shape`` lands on the node; None when it does not fit."""
+    after = after_placement(gpu_left, shape, position)
+    if after is None or cpu_left < shape.milli_cpu or memory_left < shape.memory_mib:
+        return None
+    return (stranded(after, cpu_left - shape.milli_cpu, memory_left - shape.memory_mib,
+                     model, load)
+            - stranded(gpu_left, cpu_left, memory_left, model, load))
+
+
+def score_from_delta(change: float) -> int:
+    """FGD's truncated sigmoid: ``int(sigmoid(−Δ/1000) × 100)``."""
+    return fgd_score_from_delta(change)
+
+
+def scores_from_deltas(change: FloatArray) -> FloatArray:
+    """:func:`score_from_delta` for an array (bit-equal: same formula, same truncation)."""
+    with np.errstate(over="ignore"):
+        out: FloatArray = np.floor(100.0 / (1.0 + np.exp(change / MILLI)))
+    return out
+
+
+class StrandingModel:
+    """:func:`delta` for every node at once, from tables per GPU state.
+
+    A GPU state (model, sorted free shares) is interned by the caller as an integer id
+    (:class:`scheduler.gpushare.NodeStates`); :meth:`add_state` must see ids in order. For
+    each state the model keeps the free shares (sorted ascending, left-padded with zeros to
+    the widest node seen), ``L_i // g_s`` per shape and GPU, and each shape's instance
+    count, so that a placement's effect is a few array operations over (nodes, shapes).
+    """
+
+    def __init__(self, load: Workload) -> None:
+        self.load = load
+        shapes = load.gpu_shapes
+        self._models = tuple(s.models for s, _ in shapes)
+        self._milli = np.asarray([s.milli_gpu for s, _ in shapes], dtype=np.int64)
+        self._gpus = np.asarray([s.gpus for s, _ in shapes], dtype=np.int64)
+        self._single = self._gpus == 1
+        self._cpu = np.asarray([max(s.milli_cpu, 1) for s, _ in shapes], dtype=np.int64)
+        self._memory = np.asarray([max(s.memory_mib, 1) for s, _ in shapes], dtype=np.int64)
+        self._weight = np.asarray([p * s.total_milli_gpu for s, p in shapes],
+                                  dtype=np.float64)
+        self._width = 0
+        self._left = np.zeros((0, 0), dtype=np.int64)
+        self._floors = np.zeros((0, len(shapes), 0), dtype=np.int64)
+        self._inst = np.zeros((0, len(shapes)), dtype=np.int64)
+        self._count = np.zeros((0, len(shapes)), dtype=np.int64)
+        self._model_of: list[int] = []
+        self._model_ids: dict[str, int] = {}
+        self._allowed = np.zeros((0, len(shapes)), dtype=np.float64)
+        self._pending: list[tuple[str, tuple[int, ...]]] = []
+
+    @property
+    def states(self) -> int:
+        return len(self._model_of) + len(self._pending)
+
+    def add_state(self, model: str, free: Sequence[int]) -> None:
+        self._pending.append((model, tuple(sorted(free))))
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        width = max(self._width, *(len(f) for _, f in pending))
+        if width > self._width:
+            pad = width - self._width
+            self._left = np.pad(self._left, ((0, 0), (pad, 0)))
+            self._floors = np.pad(self._floors, ((0, 0), (0, 0), (pad, 0)))
+            self._width = width
+        rows = np.zeros((len(pending), width), dtype=np.int64)
+        for r, (model, free) in enumerate(pending):
+            rows[r, width - len(free):] = free
+            if model not in self._model_ids:
+                self._model_ids[model] = len(self._model_ids)
+                allowed = np.asarray([[1.0 if not m or model in m else 0.0
+                                       for m in self._models]], dtype=np.float64)
+                self._allowed = np.concatenate([self._allowed, allowed])
+            self._model_of.append(self._model_ids[model])
+        floors = rows[:, None, :] // self._milli[None, :, None]
+        count = (floors > 0).sum(axis=2)
+        self._left = np.concatenate([self._left, rows])
+        self._floors = np.concatenate([self._floors, floors])
+        self._count = np.concatenate([self._count, count])
+        self._inst = np.concatenate([self._inst, self._instances(floors.sum(axis=2), count)])
+
+    def _instances(self, floor_sum: IntArray, count: IntArray) -> IntArray:
+        out: IntArray = np.where(self._single, floor_sum, count // self._gpus)
+        return out
+
+    def _fill(self, inst: IntArray, cpu: IntArray, memory: IntArray,
+              weight: FloatArray) -> FloatArray:
+        n = np.minimum(inst, np.minimum(np.maximum(cpu, 0)[:, None] // self._cpu,
+                                        np.maximum(memory, 0)[:, None] // self._memory))
+        out: FloatArray = (n * weight).sum(axis=1)
+        return out
+
+    def _mix(self, idle: IntArray, cpu: IntArray, memory: IntArray) -> FloatArray:
+        bound = idle.astype(np.float64)
+        for free, per in ((cpu, self.load.cpu_per_milli), (memory, self.load.memory_per_milli)):
+            if per > 0:
+                bound = np.minimum(bound, np.maximum(free, 0) / per)
+        return bound
+
+    def deltas(self, ids: IntArray, cpu: IntArray, memory: IntArray,
+               shape: Shape) -> FloatArray:
+        """Growth of ``F`` per node (the best GPU for a share); +inf where it does not fit.
+
+        ``ids`` must be valid state ids; ``cpu`` (milli) and ``memory`` (MiB) are free.
+        """
+        self._flush()
+        cpu = np.asarray(cpu, dtype=np.int64)
+        memory = np.asarray(memory, dtype=np.int64)
+        left = self._left[ids]
+        inst = self._inst[ids]
+        weight = self._allowed[np.asarray(self._model_of, dtype=np.int64)[ids]] * self._weight
+        idle = left.sum(axis=1)
+        cpu_after = cpu - shape.milli_cpu
+        memory_after = memory - shape.memory_mib
+        fits = (cpu_after >= 0) & (memory_after >= 0)
+        demand = shape.milli_gpu * shape.gpus if shape.milli_gpu > 0 else 0
+        before = self._fill(inst, cpu, memory, weight) + self._mix(idle, cpu, memory)
+        base = before - demand - self._mix(idle - demand, cpu_after, memory_after)
+        out = np.full(len(ids), np.inf)
+        if shape.gpus == 0 or shape.milli_gpu <= 0:
+            change = base - self._fill(inst, cpu_after, memory_after, weight)
+            return np.where(fits, change, out)
+        x = shape.milli_gpu
+        if shape.gpus == 1 and x < MILLI:
+            floors = self._floors[ids]
+            count = self._count[ids]
+            for j in range(self._width):
+                column = left[:, j]
+                ok = fits & (column >= x)
+                if j > 0:
+                    ok &= column != left[:, j - 1]  # the same free share: the same result
+                if not ok.any():
+                    continue
+                new = (column - x)[:, None] // self._milli
+                old = floors[:, :, j]
+                moved = np.where(self._single, inst - old + new,
+                                 (count - (old > 0) + (new > 0)) // self._gpus)
+                change = base - self._fill(moved, cpu_after, memory_after, weight)
+                out = np.where(ok, np.minimum(out, change), out)
+            return out
+        positions = np.arange(self._width)[None, :]
+        first = self._width - (left >= x).sum(axis=1)  # fitting GPUs: a suffix, fullest first
+        ok = fits & (self._width - first >= shape.gpus)
+        taken = (positions >= first[:, None]) & (positions < (first + shape.gpus)[:, None])
+        floors_after = (left - taken * x)[:, None, :] // self._milli[None, :, None]
+        moved = self._instances(floors_after.sum(axis=2), (floors_after > 0).sum(axis=2))
+        change = base - self._fill(moved, cpu_after, memory_after, weight)
+        return np.where(ok, change, out)
