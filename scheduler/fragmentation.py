@@ -23,7 +23,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -75,23 +74,6 @@ def typical_shapes(shapes: Iterable[Shape],
         chosen.append((shape, count))
         covered += count
     return tuple((shape, count / covered) for shape, count in chosen)
-
-
-def typical_shapes_with_memory(shapes: Iterable[Shape],
-                               threshold: float = POPULARITY_THRESHOLD
-                               ) -> tuple[tuple[Shape, float], ...]:
-    """:func:`typical_shapes` of the shapes without memory, each then given the median
-    memory of the tasks of its shape.
-
-    Memory varies far more than CPU and GPU: counting it into the shape would split the
-    distribution into many rare shapes and change which ones are typical.
-    """
-    shapes = list(shapes)
-    memory: dict[Shape, list[int]] = {}
-    for s in shapes:
-        memory.setdefault(dataclasses.replace(s, memory_mib=0), []).append(s.memory_mib)
-    return tuple((dataclasses.replace(s, memory_mib=int(statistics.median(memory[s]))), p)
-                 for s, p in typical_shapes(memory_free(shapes), threshold))
 
 
 def memory_free(shapes: Iterable[Shape]) -> list[Shape]:

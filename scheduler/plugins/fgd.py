@@ -28,13 +28,11 @@ import numpy.typing as npt
 from scheduler import gpushare
 from scheduler.fragmentation import (
     MILLI,
-    Choice,
     FragModel,
     Shape,
     fgd_score_from_delta,
     memory_free,
     typical_shapes,
-    typical_shapes_with_memory,
 )
 from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
 from scheduler.framework.status import SUCCESS, Status
@@ -52,9 +50,6 @@ class FGD:
     name = "FGD"
     #: The node-aware GPU policy that makes this plugin's GPU choice.
     gpu_policy = "fgd"
-    #: Whether a task that lacks host memory on a node counts as unable to use its GPUs
-    #: (FGD's measure looks at CPU and GPU only).
-    uses_memory = False
 
     def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
         self._handle = handle
@@ -63,21 +58,15 @@ class FGD:
         self._shape: Shape | None = None
         self._learned = gpushare.LearnedShapes()
         if workload is not None:
-            self._set_model(FragModel(self._typical(workload)))
+            self._set_model(FragModel(typical_shapes(memory_free(workload))))
         else:
             self._set_model(FragModel(()))
             handle.on_pod_event(self._observe)
         gpushare.activate(self.gpu_policy, self)
 
-    def _typical(self, shapes: Iterable[Shape]) -> tuple[tuple[Shape, float], ...]:
-        if self.uses_memory:
-            return typical_shapes_with_memory(shapes)
-        return typical_shapes(memory_free(shapes))
-
     def _set_model(self, model: FragModel) -> None:
         self._model = model
         self._steps = np.asarray(model.cpu_steps, dtype=np.int64)
-        self._memory_steps = np.asarray(model.memory_steps, dtype=np.int64)
         self._memo.clear()
 
     # -- the workload ----------------------------------------------------------------------
@@ -90,39 +79,24 @@ class FGD:
         if old is not None or new is None:
             return
         if self._learned.add(self._shape_of(parse(new, self._handle.config))):
-            self._set_model(FragModel(self._typical(self._learned.shapes())))
+            self._set_model(FragModel(typical_shapes(self._learned.shapes())))
 
-    def _shape_of(self, pod: PodInfo) -> Shape:
-        return gpushare.pod_shape(pod, memory=self.uses_memory)
+    @staticmethod
+    def _shape_of(pod: PodInfo) -> Shape:
+        return gpushare.pod_shape(pod)
 
-    def _buckets(self, cpu: npt.NDArray[np.int64],
-                 memory: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    def _buckets(self, cpu: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """:meth:`FragModel.bucket` for every node at once."""
-        cpu_part = np.searchsorted(self._steps, cpu, side="right") * self._model.memory_span
-        if not self.uses_memory:
-            return cpu_part + len(self._memory_steps)
-        out: npt.NDArray[np.int64] = cpu_part + np.searchsorted(self._memory_steps, memory,
-                                                                side="right")
+        out: npt.NDArray[np.int64] = np.searchsorted(self._steps, cpu, side="right")
         return out
 
-    def _memory_left(self, node: NodeInfo) -> int | None:
-        return gpushare.free_memory_mib(node) if self.uses_memory else None
-
     # -- the pure decision -----------------------------------------------------------------
-
-    def value(self, choice: Choice) -> float:
-        """The node score of a placement (FGD: the artifact's truncated sigmoid)."""
-        return float(choice.score)
-
-    def gpu_value(self, choice: Choice) -> float:
-        """How a GPU choice on one node ranks (FGD: the same truncated score)."""
-        return float(choice.score)
 
     def _node_value(self, bucket_before: int, bucket_after: int, state: int,
                     shape: Shape) -> float:
         model, free = self._states.states[state]
         choice = self._model.choice(bucket_before, bucket_after, free, model, shape)
-        return -math.inf if choice is None else self.value(choice)
+        return -math.inf if choice is None else float(choice.score)
 
     # -- framework -------------------------------------------------------------------------
 
@@ -134,10 +108,9 @@ class FGD:
         shape = self._shape_of(pod)
         self._shape = shape
         ids, cpu = self._states.arrays(snapshot)
-        memory = snapshot.column(self._states.memory_column)
-        span = (len(self._steps) + 1) * self._model.memory_span
-        before = self._buckets(cpu, memory)
-        after = self._buckets(cpu - shape.milli_cpu, memory - shape.memory_mib)
+        span = len(self._steps) + 1
+        before = self._buckets(cpu)
+        after = self._buckets(cpu - shape.milli_cpu)
         keys = (ids * span + before) * span + after
         keys[ids < 0] = -1
         unique, inverse = np.unique(keys, return_inverse=True)
@@ -156,19 +129,14 @@ class FGD:
                 found = memo[(key, shape)] = self._node_value(bucket_before, bucket_after,
                                                               state_id, shape)
             values[j] = found
-        order = self.refine(values[inverse], shape, ids)
-        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
-
-    def refine(self, order: npt.NDArray[np.float64], shape: Shape,
-               ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """Break ties among equal scores (FGD: none; the first node in snapshot order)."""
-        return order
+        # Equal scores keep snapshot order: the first node takes the tie.
+        return PreFilterResult(order_key=values[inverse], ranks_for=self.name), SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         shape = self._shape_of(pod)
         choice = self._model.best_choice(gpushare.free_cpu(node), gpushare.free_milli(node),
-                                         gpushare.model(node), shape, self._memory_left(node))
-        return 0.0 if choice is None else self.value(choice)
+                                         gpushare.model(node), shape)
+        return 0.0 if choice is None else float(choice.score)
 
     # -- GPU choice (the node-aware GPU policy) --------------------------------------------
 
@@ -184,22 +152,15 @@ class FGD:
             # Whole GPUs (or several shares): the fullest that fit, then by index.
             return sorted(cands, key=lambda c: (free[c.position], c.position))
         cpu = gpushare.free_cpu(node)
-        memory = self._memory_left(node)
-        before = self._model.bucket(cpu, memory)
-        after = self._model.bucket(cpu - shape.milli_cpu,
-                                   None if memory is None else memory - shape.memory_mib)
+        before = self._model.bucket(cpu)
+        after = self._model.bucket(cpu - shape.milli_cpu)
         model = gpushare.model(node)
         ranked: list[tuple[tuple[float, ...], Candidate]] = []
         for c in cands:
             value = self._gpu_choice_value((before, after), free, c.position, shape, model)
-            ranked.append((self.gpu_key(value, free[c.position], c.position), c))
+            ranked.append(((-value, c.position), c))  # best score, then lowest index
         ranked.sort(key=lambda t: t[0])
         return [c for _, c in ranked]
-
-    def gpu_key(self, value: float, free: int, position: int) -> tuple[float, ...]:
-        """Sort key of a GPU choice, smallest first (FGD: best value, then lowest index)."""
-        del free
-        return (-value, position)
 
     def _gpu_choice_value(self, buckets: tuple[int, int], free: list[int], position: int,
                           shape: Shape, model: str) -> float:
@@ -209,7 +170,7 @@ class FGD:
         after_free[position] -= shape.milli_gpu
         frag_after = self._model.fragmentation_bucketed(after, tuple(sorted(after_free)), model)
         delta = frag_after - frag_before
-        return self.gpu_value(Choice(fgd_score_from_delta(delta), (position,), delta))
+        return float(fgd_score_from_delta(delta))
 
 
 gpushare.register_gpu_policy(FGD.gpu_policy)

@@ -14,7 +14,6 @@ from scheduler.fragmentation import (
     node_fragmentation,
     take_gpus,
     typical_shapes,
-    typical_shapes_with_memory,
 )
 
 HALF = Shape(4000, 500, 1)  # half a GPU
@@ -122,14 +121,6 @@ def test_the_cached_model_equals_the_definition(gpu_left: list[int], cpu_left: i
     # order of the GPUs does not matter, and the cached value is stable
     assert model.fragmentation(cpu_left, list(reversed(gpu_left)), "G2") == pytest.approx(
         expected)
-
-
-def test_shapes_with_memory_keep_fgds_shapes_and_carry_the_median_memory() -> None:
-    shapes = ([Shape(4000, 500, 1, memory_mib=m) for m in (1000, 2000, 9000)]
-              + [Shape(8000, 1000, 1, memory_mib=m) for m in (4000, 6000)])
-    typical = typical_shapes_with_memory(shapes)
-    assert [(s.milli_cpu, s.memory_mib) for s, _ in typical] == [(4000, 2000), (8000, 5000)]
-    assert [round(p, 2) for _, p in typical] == [0.6, 0.4]
 
 
 @pytest.mark.parametrize(("memory_left", "expected"), [
