@@ -10,6 +10,7 @@ from scheduler.plugins import (
     dotprod,
     fgd,
     fragmentation_aware,
+    gpu_clustering,
     gpu_packing,
     node_affinity,
     node_resources_fit,
@@ -32,6 +33,7 @@ REGISTRY: dict[str, PluginFactory] = {
     # Placement policies that rank nodes by themselves (the vGPU plugin's score weight 0).
     "BestFit": bestfit.BestFit,
     "DotProd": dotprod.DotProd,
+    "GpuClustering": gpu_clustering.GpuClustering,
     "GpuPacking": gpu_packing.GpuPacking,
     "RandomScore": random_score.RandomScore,
     "FGD": fgd.FGD,

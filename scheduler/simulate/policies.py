@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 from scheduler.fragmentation import Shape
 from scheduler.framework.interfaces import Handle, PluginFactory
-from scheduler.plugins import bestfit, dotprod, fgd, fragmentation_aware, gpu_packing, random_score
+from scheduler.plugins import (
+    bestfit,
+    dotprod,
+    fgd,
+    fragmentation_aware,
+    gpu_clustering,
+    gpu_packing,
+    random_score,
+)
 from scheduler.registry import REGISTRY
 from scheduler.simulate.gorand import GoRand
 from vgpu.config import Config, SchedulerConfig
@@ -62,6 +70,9 @@ POLICIES: dict[str, SimPolicy] = {p.name: p for p in (
               build=lambda h, w, r: random_score.RandomScore(h, seed=r.int63())),
     SimPolicy("dotprod", "paper baseline DotProd: least aligned free resources", "binpack",
               plugin=dotprod.DotProd.name, build=lambda h, w, r: dotprod.DotProd(h)),
+    SimPolicy("clustering", "paper baseline GpuClustering: nodes holding the pod's kind",
+              "binpack", plugin=gpu_clustering.GpuClustering.name,
+              build=lambda h, w, r: gpu_clustering.GpuClustering(h)),
     SimPolicy("packing", "paper baseline GpuPacking: used GPUs, then used nodes", "binpack",
               plugin=gpu_packing.GpuPacking.name,
               build=lambda h, w, r: gpu_packing.GpuPacking(h)),

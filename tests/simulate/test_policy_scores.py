@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,14 @@ from scheduler import build, gpushare
 from scheduler.fragmentation import FragModel, Shape, fgd_score_from_delta
 from scheduler.nodeinfo import NodeInfo, parse_node
 from scheduler.placement import Candidate
-from scheduler.plugins import bestfit, dotprod, fgd, fragmentation_aware, gpu_packing
+from scheduler.plugins import (
+    bestfit,
+    dotprod,
+    fgd,
+    fragmentation_aware,
+    gpu_clustering,
+    gpu_packing,
+)
 from scheduler.podinfo import parse
 from scheduler.snapshot import Snapshot
 from tests.scheduler.helpers import FakeHandle
@@ -125,3 +134,50 @@ def test_packing_score(free: tuple[int, ...], milli: int, gpus: int,
 def test_dotprod_score(free_cpu: int, free_gpu: int, cpu: int, gpu: int, expected: int) -> None:
     assert dotprod.score(free_cpu, free_gpu, cpu, gpu) == expected
     assert dotprod.scores(np.array([free_cpu]), np.array([free_gpu]), cpu, gpu)[0] == expected
+
+
+@pytest.mark.parametrize(("kinds", "pod_kind", "free", "expected"), [
+    ({}, None, 0, 0),  # a pod without GPUs scores 0 everywhere
+    ({}, "share", 8000, 25),  # an idle 8-GPU node: tier 1, nothing used
+    ({"share": 2}, "share", 7000, 78),  # only shares: 75 + 25 × 1000 / 8000 (truncated)
+    ({"share": 1, "1-gpu": 1}, "share", 4000, 62),  # shares among others: 50 + 12
+    ({"1-gpu": 1}, "share", 1000, 21),  # other kinds only: 0 + 21
+    ({"share": 0}, "1-gpu", 2000, 43),  # a count that dropped to 0 is no kind: tier 1
+    ({}, "8-gpu", 16000, -25 + 25),  # a 16-GPU node: Go truncates −25 toward zero
+])
+def test_clustering_score(kinds: dict[str, int], pod_kind: str | None, free: int,
+                          expected: int) -> None:
+    assert gpu_clustering.score(Counter(kinds), pod_kind, free) == expected
+
+
+def test_clustering_keeps_kinds_from_pod_events_and_orders_nodes_by_them() -> None:
+    handle = FakeHandle()
+    plugin = gpu_clustering.GpuClustering(handle)
+    snapshot = Snapshot(plugin.columns())
+    for i, used in enumerate(([(50, 1)], [(100, 1)], [])):
+        static = parse_node(build.node(f"n{i}", build.devices(f"n{i}", 2), cpu="32",
+                                       heartbeat=1.0))
+        usage = {static.devices[j].uuid: Usage(0, c, t) for j, (c, t) in enumerate(used)}
+        snapshot.set(NodeInfo(static, 1.0, gpu_usage=usage))
+
+    def bound(name: str, node_name: str, container: dict[str, object]) -> dict[str, object]:
+        pod = build.pod(name, [container])
+        pod["spec"]["nodeName"] = node_name
+        return pod
+
+    half = bound("h", "n0", build.container(gpus=1, cores=50, percent=50))
+    whole = bound("w", "n1", build.container(gpus=1))
+    for handler in handle.handlers:
+        handler(None, half)
+        handler(None, whole)
+        handler(None, bound("c", "n2", build.container(gpus=None)))  # no GPU: no kind
+    share = parse(build.pod("p", [build.container(gpus=1, cores=30, percent=30)]), Config())
+    result, _ = plugin.pre_filter(None, share, snapshot)  # type: ignore[arg-type]
+    assert result is not None and result.order_key is not None
+    assert result.order_key.tolist() == [plugin.score(None, share, info)  # type: ignore[arg-type]
+                                         for info in snapshot] == [95.0, 21.0, 43.0]
+    for handler in handle.handlers:  # the share pod leaves: n0 has no kind again
+        handler(half, None)
+    assert plugin.kinds("n0") == Counter({"share": 0})
+    # 2-GPU nodes are never full by the 8-GPU yardstick: 25 × 6500 / 8000 = 20.
+    assert plugin.score(None, share, snapshot.nodes[0]) == 25.0 + 20  # type: ignore[arg-type]
