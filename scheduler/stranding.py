@@ -170,18 +170,26 @@ def scores_from_deltas(change: FloatArray) -> FloatArray:
     return out
 
 
+#: Rows of per-state tables kept before they are rebuilt from the states in use (a
+#: long-running scheduler interns a new state with nearly every placement).
+MAX_ROWS = 8192
+
+
 class StrandingModel:
     """:func:`delta` for every node at once, from tables per GPU state.
 
     A GPU state (model, sorted free shares) is interned by the caller as an integer id
-    (:class:`scheduler.gpushare.NodeStates`); :meth:`add_state` must see ids in order. For
-    each state the model keeps the free shares (sorted ascending, left-padded with zeros to
-    the widest node seen), ``L_i // g_s`` per shape and GPU, and each shape's instance
-    count, so that a placement's effect is a few array operations over (nodes, shapes).
+    (:class:`scheduler.gpushare.NodeStates`); ``states`` is that list, read as it grows.
+    For each state in use the model keeps a row: the free shares (sorted ascending,
+    left-padded with zeros to the widest node seen), ``L_i // g_s`` per shape and GPU, and
+    each shape's instance count, so that a placement's effect is a few array operations
+    over (nodes, shapes). Rows are built when a state is first scored; past
+    :data:`MAX_ROWS` the tables start over with the states asked for.
     """
 
-    def __init__(self, load: Workload) -> None:
+    def __init__(self, load: Workload, states: Sequence[tuple[str, tuple[int, ...]]]) -> None:
         self.load = load
+        self._states = states
         shapes = load.gpu_shapes
         self._models = tuple(s.models for s, _ in shapes)
         self._milli = np.asarray([s.milli_gpu for s, _ in shapes], dtype=np.int64)
@@ -191,27 +199,41 @@ class StrandingModel:
         self._memory = np.asarray([max(s.memory_mib, 1) for s, _ in shapes], dtype=np.int64)
         self._weight = np.asarray([p * s.total_milli_gpu for s, p in shapes],
                                   dtype=np.float64)
-        self._width = 0
-        self._left = np.zeros((0, 0), dtype=np.int64)
-        self._floors = np.zeros((0, len(shapes), 0), dtype=np.int64)
-        self._inst = np.zeros((0, len(shapes)), dtype=np.int64)
-        self._count = np.zeros((0, len(shapes)), dtype=np.int64)
-        self._model_of: list[int] = []
         self._model_ids: dict[str, int] = {}
         self._allowed = np.zeros((0, len(shapes)), dtype=np.float64)
-        self._pending: list[tuple[str, tuple[int, ...]]] = []
+        self._row_of = np.zeros(0, dtype=np.int64)
+        self._clear()
+
+    def _clear(self) -> None:
+        shapes = len(self._milli)
+        self._width = 0
+        self._left = np.zeros((0, 0), dtype=np.int64)
+        self._floors = np.zeros((0, shapes, 0), dtype=np.int16)  # shares ≤ 1000: fits
+        self._inst = np.zeros((0, shapes), dtype=np.int64)
+        self._count = np.zeros((0, shapes), dtype=np.int64)
+        self._model_of = np.zeros(0, dtype=np.int64)
+        self._row_of[:] = -1
 
     @property
-    def states(self) -> int:
-        return len(self._model_of) + len(self._pending)
+    def rows(self) -> int:
+        return len(self._left)
 
-    def add_state(self, model: str, free: Sequence[int]) -> None:
-        self._pending.append((model, tuple(sorted(free))))
+    def _rows_for(self, ids: IntArray) -> IntArray:
+        if len(self._row_of) < len(self._states):
+            grow = len(self._states) - len(self._row_of)
+            self._row_of = np.concatenate([self._row_of, np.full(grow, -1, dtype=np.int64)])
+        rows = self._row_of[ids]
+        if (rows >= 0).all():
+            return rows
+        missing = np.unique(ids[rows < 0])
+        if self.rows + len(missing) > max(MAX_ROWS, 2 * len(ids)):
+            self._clear()
+            missing = np.unique(ids)
+        self._append(missing)
+        return self._row_of[ids]
 
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, []
+    def _append(self, ids: IntArray) -> None:
+        pending = [self._states[i] for i in ids.tolist()]
         width = max(self._width, *(len(f) for _, f in pending))
         if width > self._width:
             pad = width - self._width
@@ -219,20 +241,23 @@ class StrandingModel:
             self._floors = np.pad(self._floors, ((0, 0), (0, 0), (pad, 0)))
             self._width = width
         rows = np.zeros((len(pending), width), dtype=np.int64)
+        model_of = np.zeros(len(pending), dtype=np.int64)
         for r, (model, free) in enumerate(pending):
-            rows[r, width - len(free):] = free
+            rows[r, width - len(free):] = sorted(free)
             if model not in self._model_ids:
                 self._model_ids[model] = len(self._model_ids)
                 allowed = np.asarray([[1.0 if not m or model in m else 0.0
                                        for m in self._models]], dtype=np.float64)
                 self._allowed = np.concatenate([self._allowed, allowed])
-            self._model_of.append(self._model_ids[model])
+            model_of[r] = self._model_ids[model]
         floors = rows[:, None, :] // self._milli[None, :, None]
         count = (floors > 0).sum(axis=2)
+        self._row_of[ids] = np.arange(self.rows, self.rows + len(ids))
         self._left = np.concatenate([self._left, rows])
-        self._floors = np.concatenate([self._floors, floors])
+        self._floors = np.concatenate([self._floors, floors.astype(np.int16)])
         self._count = np.concatenate([self._count, count])
         self._inst = np.concatenate([self._inst, self._instances(floors.sum(axis=2), count)])
+        self._model_of = np.concatenate([self._model_of, model_of])
 
     def _instances(self, floor_sum: IntArray, count: IntArray) -> IntArray:
         out: IntArray = np.where(self._single, floor_sum, count // self._gpus)
@@ -256,14 +281,14 @@ class StrandingModel:
                shape: Shape) -> FloatArray:
         """Growth of ``F`` per node (the best GPU for a share); +inf where it does not fit.
 
-        ``ids`` must be valid state ids; ``cpu`` (milli) and ``memory`` (MiB) are free.
+        ``ids`` are valid state ids; ``cpu`` (milli) and ``memory`` (MiB) are free.
         """
-        self._flush()
+        ids = self._rows_for(np.asarray(ids, dtype=np.int64))
         cpu = np.asarray(cpu, dtype=np.int64)
         memory = np.asarray(memory, dtype=np.int64)
         left = self._left[ids]
         inst = self._inst[ids]
-        weight = self._allowed[np.asarray(self._model_of, dtype=np.int64)[ids]] * self._weight
+        weight = self._allowed[self._model_of[ids]] * self._weight
         idle = left.sum(axis=1)
         cpu_after = cpu - shape.milli_cpu
         memory_after = memory - shape.memory_mib

@@ -68,7 +68,7 @@ class FragmentationAware:
         gpushare.activate(self.gpu_policy, self)
 
     def _set_model(self, load: stranding.Workload) -> None:
-        self._model = stranding.StrandingModel(load)
+        self._model = stranding.StrandingModel(load, self._states.states)
         self._cache.clear()
 
     @property
@@ -85,11 +85,6 @@ class FragmentationAware:
     def _shape_of(pod: PodInfo) -> Shape:
         return gpushare.pod_shape(pod, memory=True)
 
-    def _sync_states(self) -> None:
-        """Give the model every GPU state interned since it last looked."""
-        for model, free in self._states.states[self._model.states:]:
-            self._model.add_state(model, free)
-
     # -- framework -------------------------------------------------------------------------
 
     def columns(self) -> Sequence[Column]:
@@ -101,7 +96,6 @@ class FragmentationAware:
         self._shape = shape
         ids, cpu = self._states.arrays(snapshot)
         memory = snapshot.column(self._states.memory_column)
-        self._sync_states()
         scored = self._cache.get(shape)
         if scored is None or len(scored.ids) != len(ids):
             if len(self._cache) >= CACHED_SHAPES:
@@ -134,7 +128,6 @@ class FragmentationAware:
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         ident = np.asarray([self._states.intern(node)], dtype=np.int64)
-        self._sync_states()
         value = self._scores(ident, np.asarray([gpushare.free_cpu(node)], dtype=np.int64),
                              np.asarray([gpushare.free_memory_mib(node)], dtype=np.int64),
                              self._shape_of(pod))[0]

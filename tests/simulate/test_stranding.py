@@ -154,11 +154,13 @@ def test_the_vectorised_model_equals_the_definition(
         nodes: list[tuple[list[int], int, int, str]], shapes: list[Shape], pod: Shape) -> None:
     load = stranding.workload([_valid(s) for s in shapes])
     pod = _valid(pod)
-    model = stranding.StrandingModel(load)
+    states: list[tuple[str, tuple[int, ...]]] = []
+    model = stranding.StrandingModel(load, states)
     # States arrive one at a time and widen the tables as wider nodes appear.
     for left, _, _, name in nodes:
-        model.add_state(name, left)
-        model.deltas(np.asarray([0]), np.asarray([64000]), np.asarray([200000]), pod)
+        states.append((name, tuple(sorted(left))))
+        model.deltas(np.asarray([len(states) - 1]), np.asarray([64000]),
+                     np.asarray([200000]), pod)
     got = model.deltas(np.arange(len(nodes)), np.asarray([n[1] for n in nodes]),
                        np.asarray([n[2] for n in nodes]), pod)
     expected = [_reference(n, pod, load) for n in nodes]
@@ -255,3 +257,21 @@ def test_without_a_trace_the_workload_is_learned_from_pods() -> None:
             handler(None, pod)
     assert [(s.milli_cpu, s.milli_gpu, p) for s, p in plugin.load.shapes] == [(4000, 500, 1.0)]
     assert plugin.load.cpu_per_milli == pytest.approx(8.0)
+
+
+def test_tables_start_over_past_the_row_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stranding, "MAX_ROWS", 3)
+    load = stranding.workload(WORKLOAD)
+    states = [("G2", tuple(sorted(free))) for free in
+              ((1000, 1000), (500, 1000), (0, 1000), (300, 700), (1000,) * 4, (0, 0))]
+    model = stranding.StrandingModel(load, states)
+    cpu = np.full(len(states), 32000)
+    memory = np.full(len(states), 65536)
+    pod = Shape(4000, 500, 1, memory_mib=1024)
+    one_by_one = [model.deltas(np.asarray([i]), cpu[:1], memory[:1], pod)[0]
+                  for i in (5, 0, 3, 1, 4, 2, 0)]
+    assert model.rows <= 3
+    every = stranding.StrandingModel(load, states).deltas(np.arange(len(states)), cpu,
+                                                          memory, pod)
+    assert one_by_one == [every[i] for i in (5, 0, 3, 1, 4, 2, 0)]
+    assert model.deltas(np.arange(len(states)), cpu, memory, pod).tolist() == every.tolist()
