@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.simulate import policies
-from scheduler.simulate.replay import replay
+from scheduler.scheduler import Scheduler
+from scheduler.simulate import mapping, policies
+from scheduler.simulate.gorand import GoRand
+from scheduler.simulate.replay import EPOCH, replay
 from scheduler.simulate.trace import TraceNode, TracePod
+from vgpu.cluster.memory import MemoryCluster
 
 NODES = [TraceNode("n0", 16000, 65536, 2, "T4"), TraceNode("n1", 16000, 65536, 2, "T4"),
          TraceNode("n2", 64000, 262144, 4, "G2")]
@@ -53,3 +56,23 @@ def test_inflation_tops_the_list_up_to_the_target() -> None:
     assert result.samples[-1].arrived_milli <= 1.3 * 8000
     assert result.pods > 8
     assert max(p for p, _ in result.curve) >= 100
+
+
+def test_clustering_sees_the_kinds_its_own_bindings_put_on_nodes() -> None:
+    policy = policies.get("clustering")
+    config = policy.config()
+    cluster = MemoryCluster(copy_objects=False)
+    for node in (TraceNode("a", 64000, 65536, 2, "T4"), TraceNode("b", 64000, 65536, 2, "T4")):
+        cluster.create("nodes", mapping.node_object(node, EPOCH))
+    sched = Scheduler(config, cluster, clock=lambda: EPOCH,
+                      registry=policy.registry([], GoRand(1)))
+    trace = [TracePod("h1", 1000, 0, 1, 600), TracePod("w1", 1000, 0, 1, 1000),
+             TracePod("h2", 1000, 0, 1, 400), TracePod("w2", 1000, 0, 1, 1000)]
+    for pod in trace:
+        cluster.create("pods", mapping.pod_object(pod, config))
+        sched.run_until_idle()
+    placed = {p["metadata"]["name"]: p["spec"].get("nodeName")
+              for p in cluster.list("pods").items}
+    # The whole-GPU pod avoids the node holding a share; the second share joins the first
+    # and the second whole GPU joins the first, each on the node holding only its kind.
+    assert placed == {"h1": "a", "w1": "b", "h2": "a", "w2": "b"}
