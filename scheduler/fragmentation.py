@@ -38,7 +38,7 @@ class Shape:
     milli_gpu: int  # per GPU; 1000 = a whole GPU
     gpus: int
     models: tuple[str, ...] = ()  # empty: any model
-    memory_mib: int = 0  # host memory; 0: not considered (FGD's measure ignores memory)
+    memory_mib: int = 0  # host memory; the stranding measure weighs it, FGD ignores it
 
     @property
     def total_milli_gpu(self) -> int:
@@ -92,22 +92,18 @@ def fits_gpus(gpu_left: Sequence[int], milli_gpu: int, gpus: int) -> bool:
 
 
 def node_fragmentation(cpu_left: int, gpu_left: Sequence[int], model: str,
-                       typical: Sequence[tuple[Shape, float]],
-                       memory_left: int | None = None) -> float:
+                       typical: Sequence[tuple[Shape, float]]) -> float:
     """Expected fragmented milli-GPU of a node (FGD's ``F_n(M)``), straight from the definition.
 
-    With ``memory_left`` a task whose memory does not fit cannot use the node either (FGD
-    itself looks at CPU and GPU only). :class:`FragModel` computes the same value faster;
-    this is the reference.
+    FGD looks at CPU and GPU only. :class:`FragModel` computes the same value faster; this is
+    the reference.
     """
     idle = sum(gpu_left)
     frag = 0.0
     for shape, p in typical:
-        memory_ok = memory_left is None or memory_left >= shape.memory_mib
         if shape.milli_gpu == 0 or not shape.allows(model):
             frag += p * idle
-        elif (fits_gpus(gpu_left, shape.milli_gpu, shape.gpus) and cpu_left >= shape.milli_cpu
-              and memory_ok):
+        elif fits_gpus(gpu_left, shape.milli_gpu, shape.gpus) and cpu_left >= shape.milli_cpu:
             frag += p * sum(left for left in gpu_left if left < shape.milli_gpu)
         else:
             frag += p * idle
@@ -151,11 +147,10 @@ def fgd_score_from_delta(delta: float) -> int:
 class FragModel:
     """Node fragmentation for one workload distribution, with a cache by node state.
 
-    The fragmentation depends on free CPU (and memory) only through which shapes' requests
-    it covers, and on the GPUs only through the multiset of their free shares, so the cache
-    key is (model, bucket, sorted free shares) where the bucket encodes how many distinct
-    CPU requests and how many distinct memory requests of the GPU shapes the node covers;
-    nodes in the same state share entries.
+    The fragmentation depends on free CPU only through which shapes' requests it covers,
+    and on the GPUs only through the multiset of their free shares, so the cache key is
+    (model, bucket, sorted free shares) where the bucket is how many distinct CPU requests
+    of the GPU shapes the node covers; nodes in the same state share entries.
     """
 
     def __init__(self, typical: Sequence[tuple[Shape, float]]) -> None:
@@ -163,48 +158,32 @@ class FragModel:
         self._no_gpu = sum(p for s, p in self.typical if s.milli_gpu == 0)
         self._gpu_shapes = tuple((s, p) for s, p in self.typical if s.milli_gpu > 0)
         self._cpu_steps = sorted({s.milli_cpu for s, _ in self._gpu_shapes})
-        self._mem_steps = sorted({s.memory_mib for s, _ in self._gpu_shapes if s.memory_mib})
-        self.memory_span = len(self._mem_steps) + 1
         self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
-        self._by_model: dict[str, tuple[float, tuple[tuple[int, int, int, int, float],
-                                                      ...]]] = {}
+        self._by_model: dict[str, tuple[float, tuple[tuple[int, int, int, float], ...]]] = {}
 
-    def _shapes_for(self, model: str) -> tuple[float, tuple[tuple[int, int, int, int, float],
-                                                            ...]]:
+    def _shapes_for(self, model: str) -> tuple[float, tuple[tuple[int, int, int, float], ...]]:
         entry = self._by_model.get(model)
         if entry is None:
             excluded = self._no_gpu + sum(p for s, p in self._gpu_shapes if not s.allows(model))
             usable = tuple(
-                (s.milli_gpu, s.gpus, bisect.bisect_left(self._cpu_steps, s.milli_cpu),
-                 bisect.bisect_left(self._mem_steps, s.memory_mib) if s.memory_mib else -1, p)
+                (s.milli_gpu, s.gpus, bisect.bisect_left(self._cpu_steps, s.milli_cpu), p)
                 for s, p in self._gpu_shapes if s.allows(model))
             entry = (excluded, usable)
             self._by_model[model] = entry
         return entry
 
-    @property
-    def memory_steps(self) -> tuple[int, ...]:
-        return tuple(self._mem_steps)
-
-    def bucket(self, cpu_left: int, memory_left: int | None = None) -> int:
-        """The CPU and memory bucket of a node (memory None: every memory request fits)."""
-        memory = len(self._mem_steps) if memory_left is None else bisect.bisect_right(
-            self._mem_steps, memory_left)
-        return bisect.bisect_right(self._cpu_steps, cpu_left) * self.memory_span + memory
+    def bucket(self, cpu_left: int) -> int:
+        """The CPU bucket of a node: how many of :attr:`cpu_steps` its free CPU covers."""
+        return bisect.bisect_right(self._cpu_steps, cpu_left)
 
     @property
     def cpu_steps(self) -> tuple[int, ...]:
         """The distinct CPU requests of the GPU shapes, ascending: the bucket bounds."""
         return tuple(self._cpu_steps)
 
-    def cpu_bucket(self, cpu_left: int) -> int:
-        """:meth:`bucket` when memory is not considered."""
-        return self.bucket(cpu_left)
-
-    def fragmentation(self, cpu_left: int, gpu_left: Sequence[int], model: str,
-                      memory_left: int | None = None) -> float:
-        return self.fragmentation_bucketed(self.bucket(cpu_left, memory_left),
-                                           tuple(sorted(gpu_left)), model)
+    def fragmentation(self, cpu_left: int, gpu_left: Sequence[int], model: str) -> float:
+        return self.fragmentation_bucketed(self.bucket(cpu_left), tuple(sorted(gpu_left)),
+                                           model)
 
     def fragmentation_bucketed(self, bucket: int, sorted_left: tuple[int, ...],
                                model: str) -> float:
@@ -213,14 +192,12 @@ class FragModel:
         if cached is not None:
             return cached
         excluded, usable = self._shapes_for(model)
-        cpu_bucket, memory_bucket = divmod(bucket, self.memory_span)
         idle = sum(sorted_left)
         frag = excluded * idle
-        for milli_gpu, gpus, cpu_rank, memory_rank, p in usable:
+        for milli_gpu, gpus, cpu_rank, p in usable:
             # sorted ascending: GPUs with enough free share are a suffix
             first = bisect.bisect_left(sorted_left, milli_gpu)
-            if (len(sorted_left) - first >= gpus and cpu_rank < cpu_bucket
-                    and memory_rank < memory_bucket):
+            if len(sorted_left) - first >= gpus and cpu_rank < bucket:
                 frag += p * sum(sorted_left[:first])
             else:
                 frag += p * idle
@@ -228,7 +205,7 @@ class FragModel:
         return frag
 
     def best_choice(self, cpu_left: int, gpu_left: Sequence[int], model: str,
-                    shape: Shape, memory_left: int | None = None) -> Choice | None:
+                    shape: Shape) -> Choice | None:
         """Where on this node ``shape`` goes to grow fragmentation least, and FGD's score.
 
         A shared-GPU task (one GPU, less than all of it) tries every GPU it fits on and keeps
@@ -236,9 +213,7 @@ class FragModel:
         truncated scores); other tasks take :func:`take_gpus`. None when the GPUs do not
         fit.
         """
-        after_memory = None if memory_left is None else memory_left - shape.memory_mib
-        return self.choice(self.bucket(cpu_left, memory_left),
-                           self.bucket(cpu_left - shape.milli_cpu, after_memory),
+        return self.choice(self.bucket(cpu_left), self.bucket(cpu_left - shape.milli_cpu),
                            gpu_left, model, shape)
 
     def choice(self, bucket_before: int, bucket_after: int, gpu_left: Sequence[int], model: str,

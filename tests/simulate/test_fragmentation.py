@@ -121,16 +121,3 @@ def test_the_cached_model_equals_the_definition(gpu_left: list[int], cpu_left: i
     # order of the GPUs does not matter, and the cached value is stable
     assert model.fragmentation(cpu_left, list(reversed(gpu_left)), "G2") == pytest.approx(
         expected)
-
-
-@pytest.mark.parametrize(("memory_left", "expected"), [
-    (None, 0.0),  # memory not considered: the task fits, nothing fragmented
-    (8000, 0.0),
-    (1000, 2000.0),  # the task's 2000 MiB do not fit: the idle GPUs are stranded
-])
-def test_memory_counts_like_cpu_when_given(memory_left: int | None, expected: float) -> None:
-    typical = [(Shape(4000, 1000, 1, memory_mib=2000), 1.0)]
-    assert node_fragmentation(32000, [1000, 1000], "G2", typical,
-                              memory_left) == pytest.approx(expected)
-    assert FragModel(typical).fragmentation(32000, [1000, 1000], "G2",
-                                            memory_left) == pytest.approx(expected)
