@@ -22,6 +22,7 @@ from scheduler.nodeinfo import NodeInfo
 from scheduler.placement import Candidate
 from scheduler.podinfo import PodInfo
 from scheduler.snapshot import Column, Snapshot
+from vgpu.devices import takes_tasks
 
 #: kube-scheduler's non-zero default: a pod asking for no CPU is counted as 100 millicores
 #: when a policy compares requests (the artifact's fragmentation does the same).
@@ -33,8 +34,7 @@ def free_milli(node: NodeInfo) -> tuple[int, ...]:
     """Free share of each GPU of the node, in device order."""
     out: list[int] = []
     for d, u in zip(node.devices, node.usages, strict=True):
-        if not d.healthy or u.tasks >= d.split or (u.tasks > 0 and u.cores >= d.cores) or (
-                d.cores <= 0):
+        if not takes_tasks(d, u) or d.cores <= 0:
             out.append(0)
         else:
             out.append(max(0, d.cores - u.cores) * MILLI // d.cores)

@@ -15,7 +15,7 @@ import vgpu.annotations as ann
 from scheduler import objects
 from vgpu import codecs
 from vgpu.cluster.port import Obj
-from vgpu.devices import EMPTY, Device, Usage, memory_capacity
+from vgpu.devices import EMPTY, Device, Usage, largest_percent, memory_capacity, takes_tasks
 from vgpu.errors import CodecError, RequestError
 
 
@@ -128,17 +128,16 @@ class NodeInfo:
             used_mem += min(u.memory_mib, cap)
             cores_total += d.cores
             used_cores += min(u.cores, d.cores)
-            if u.tasks >= d.split or (u.tasks > 0 and u.cores >= d.cores):
+            if not takes_tasks(d, u):
                 continue
             usable += 1
             free_cores = d.cores - u.cores
             free_mem = cap - u.memory_mib
             max_cores = max(max_cores, free_cores)
             max_mem = max(max_mem, free_mem)
-            if cap > 0 and free_mem >= 0:
-                # The largest percentage p with floor(cap * p / 100) <= free (see
-                # vgpu.devices.percent_of), so an index lookup never rejects a fit.
-                max_pct = max(max_pct, min(100, ((free_mem + 1) * 100 - 1) // cap))
+            pct = largest_percent(free_mem, cap)
+            if pct is not None:
+                max_pct = max(max_pct, pct)
         self.usable = usable
         self.max_free_cores = max_cores
         self.max_free_memory = max_mem

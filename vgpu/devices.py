@@ -95,6 +95,21 @@ def percent_of(percent: int, device: Device, scaling: float) -> int:
     return memory_capacity(device, scaling) * percent // 100
 
 
+def largest_percent(free_mib: int, capacity_mib: int) -> int | None:
+    """The largest percentage ``p`` with ``percent_of(p) <= free_mib`` (at most 100), so an
+    index of "largest fitting percentage" never rejects a fit; None when nothing fits."""
+    if capacity_mib <= 0 or free_mib < 0:
+        return None
+    return min(100, ((free_mib + 1) * 100 - 1) // capacity_mib)
+
+
+def takes_tasks(device: Device, usage: Usage) -> bool:
+    """Whether the GPU can take another task at all: healthy, a free split slot, and compute
+    not fully claimed (the usage-only part of :func:`fit`)."""
+    return device.healthy and usage.tasks < device.split and not (
+        usage.tasks > 0 and usage.cores >= device.cores)
+
+
 def selectable(device: Device, selector: GpuSelector) -> FitReason | None:
     """Whether the pod's annotations allow this GPU at all (independent of usage)."""
     if not selector.type_allowed(device.model):

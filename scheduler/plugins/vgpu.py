@@ -41,7 +41,7 @@ from scheduler.nodeinfo import NodeInfo
 from scheduler.podinfo import PodInfo
 from scheduler.snapshot import Column, Snapshot
 from vgpu.annotations import GpuSelector
-from vgpu.devices import memory_capacity
+from vgpu.devices import largest_percent, memory_capacity, takes_tasks
 from vgpu.errors import ConfigError
 from vgpu.requests import PodRequest
 
@@ -128,14 +128,14 @@ class VGPU:
                 percent = [node.max_fit_percent] * WIDTH
         else:
             for i, (d, u) in enumerate(zip(node.devices, node.usages, strict=True)):
-                if not d.healthy or u.tasks >= d.split or (u.tasks > 0 and u.cores >= d.cores):
+                if not takes_tasks(d, u):
                     continue
                 cap = memory_capacity(d, self._scaling)
                 free = cap - u.memory_mib
                 cores[i] = d.cores - u.cores
                 memory[i] = free
-                percent[i] = (min(100, ((free + 1) * 100 - 1) // cap) if cap > 0 and free >= 0
-                              else -1)
+                pct = largest_percent(free, cap)
+                percent[i] = -1 if pct is None else pct
         result = (cores, memory, percent)
         self._per_gpu_memo = (node, result)
         return result

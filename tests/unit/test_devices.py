@@ -15,10 +15,12 @@ from vgpu.devices import (
     check_possible,
     fit,
     fit_request,
+    largest_percent,
     memory_capacity,
     percent_of,
     resolve_memory,
     selectable,
+    takes_tasks,
 )
 from vgpu.errors import RequestError
 from vgpu.requests import ContainerRequest
@@ -270,3 +272,45 @@ def test_two_half_slices_fit_an_empty_gpu(memory: int, split: int, scaling: floa
     half = resolve_memory(req(pct=50), device, scaling)
     assert fit(device, EMPTY, half, 0, scaling) is None
     assert fit(device, EMPTY.add(half, 0), half, 0, scaling) is None
+
+
+@pytest.mark.parametrize(("device", "usage", "expected"), [
+    (A100, EMPTY, True),
+    (A100, Usage(1000, 60, 3), True),
+    (SICK, EMPTY, False),
+    (T4, Usage(100, 40, 4), False),  # every split slot taken
+    (A100, Usage(1000, 100, 1), False),  # compute fully claimed
+    (A100, Usage(0, 0, 9), True),  # zero-core tasks leave compute free
+])
+def test_takes_tasks(device: Device, usage: Usage, expected: bool) -> None:
+    assert takes_tasks(device, usage) is expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 12), st.integers(0, 100), st.integers(0, 100), st.integers(0, 50000))
+def test_takes_tasks_is_fits_usage_only_part(tasks: int, used: int, cores: int,
+                                             memory: int) -> None:
+    usage = Usage(0, used, tasks)
+    if not takes_tasks(T4, usage):
+        assert fit(T4, usage, memory, cores, 1.0) is not None
+
+
+@pytest.mark.parametrize(("free", "capacity", "expected"), [
+    (40960, 40960, 100),
+    (20480, 40960, 50),
+    (20479, 40960, 49),
+    (0, 40960, 0),
+    (-1, 40960, None),
+    (100, 0, None),
+])
+def test_largest_percent(free: int, capacity: int, expected: int | None) -> None:
+    assert largest_percent(free, capacity) == expected
+
+
+@given(st.integers(1, 200_000), st.integers(0, 200_000))
+def test_largest_percent_is_the_largest_that_fits(capacity: int, free: int) -> None:
+    free = min(free, capacity)
+    device = Device(uuid="g", index=0, model="m", memory_mib=capacity)
+    p = largest_percent(free, capacity)
+    assert p is not None and percent_of(p, device, 1.0) <= free
+    assert p == 100 or percent_of(p + 1, device, 1.0) > free
