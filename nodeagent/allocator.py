@@ -21,7 +21,7 @@ from nodeagent.virtual import physical_uuid
 from nodeagent.writer import PhaseUpdate, PhaseWriter
 from vgpu import logs
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_FAILED, PHASE_SUCCESS
-from vgpu.cluster.port import Obj, key_of
+from vgpu.cluster.port import Obj, annotations_of, key_of
 from vgpu.codecs import Assignment, decode_assignment
 from vgpu.config import Config
 from vgpu.errors import CodecError, RequestError, VgpuError
@@ -41,10 +41,6 @@ class AllocateError(VgpuError):
     def __init__(self, code: Code, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _annotation(pod: Obj, key: str) -> object:
-    return ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
 
 
 class Allocator:
@@ -94,7 +90,7 @@ class Allocator:
         return AllocateError(code, message)
 
     def _assignment(self, pod: Obj) -> Assignment:
-        raw = _annotation(pod, ASSIGNMENT)
+        raw = annotations_of(pod).get(ASSIGNMENT)
         if raw is None:
             raise CodecError(f"it has no {ASSIGNMENT} annotation")
         assignment = decode_assignment(raw)

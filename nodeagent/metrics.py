@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 from nodeagent.discovery import GpuFacts, GpuSample
 from vgpu import logs
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_SUCCESS
-from vgpu.cluster.port import Obj
+from vgpu.cluster.port import Obj, annotations_of, is_terminated
 from vgpu.codecs import Assignment, decode_assignment
 from vgpu.errors import CodecError
 from vgpu.probes import Check, ProbeServer
@@ -44,10 +44,10 @@ def running_grants(pods: Sequence[Obj]) -> list[Granted]:
     out: list[Granted] = []
     for pod in pods:
         meta = pod.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
+        annotations = annotations_of(pod)
         if annotations.get(BIND_PHASE) != PHASE_SUCCESS or ASSIGNMENT not in annotations:
             continue
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if is_terminated(pod):
             continue
         try:
             assignment: Assignment = decode_assignment(annotations[ASSIGNMENT])

@@ -11,16 +11,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Collection
-from typing import Any
 
-from vgpu.annotations import BIND_PHASE, BIND_TIME, PHASE_ALLOCATING
-from vgpu.cluster.port import Obj, key_of
-from vgpu.codecs import decode_time
-from vgpu.errors import CodecError
-
-
-def _annotations(pod: Obj) -> dict[str, Any]:
-    return (pod.get("metadata") or {}).get("annotations") or {}
+from vgpu.annotations import BIND_PHASE, PHASE_ALLOCATING
+from vgpu.cluster.port import Obj, annotations_of, is_terminated, key_of
+from vgpu.codecs import bind_time
 
 
 def uid_of(pod: Obj) -> str:
@@ -28,18 +22,14 @@ def uid_of(pod: Obj) -> str:
 
 
 def is_allocating(pod: Obj) -> bool:
-    phase = (pod.get("status") or {}).get("phase")
-    return (_annotations(pod).get(BIND_PHASE) == PHASE_ALLOCATING
-            and phase not in ("Succeeded", "Failed")
+    return (annotations_of(pod).get(BIND_PHASE) == PHASE_ALLOCATING
+            and not is_terminated(pod)
             and not (pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _bind_order(pod: Obj) -> tuple[float, str]:
-    try:
-        when = decode_time(_annotations(pod).get(BIND_TIME), BIND_TIME).timestamp()
-    except CodecError:
-        when = float("inf")
-    return (when, key_of(pod))
+    when = bind_time(annotations_of(pod))
+    return (float("inf") if when is None else when, key_of(pod))
 
 
 class InFlight:

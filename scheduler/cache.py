@@ -24,15 +24,12 @@ from scheduler.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
 from scheduler.podinfo import PodInfo, pod_key
 from scheduler.snapshot import Snapshot
 from vgpu import codecs, logs
-from vgpu.cluster.port import Obj
+from vgpu.cluster.port import Obj, annotations_of, is_terminated
 from vgpu.codecs import Assignment
 from vgpu.devices import Usage
 from vgpu.errors import CodecError, RequestError
 
 _log = logs.get("vgpu.scheduler.cache")
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
-
 
 @dataclass(slots=True)
 class PodRecord:
@@ -63,10 +60,10 @@ def bound_record(pod: Obj) -> PodRecord | None:
     node = spec.get("nodeName")
     if not node:
         return None
-    if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+    if is_terminated(pod):
         return None
     meta = pod.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
+    annotations = annotations_of(pod)
     key = pod_key(pod)
     try:
         cpu, memory = objects.pod_requests(pod)
@@ -81,16 +78,10 @@ def bound_record(pod: Obj) -> PodRecord | None:
             assignment = codecs.decode_assignment(raw)
         except CodecError as exc:
             _log.warning("bound pod has an unreadable assignment", pod=key, error=str(exc))
-    bind_time = None
-    raw_time = annotations.get(ann.BIND_TIME)
-    if raw_time is not None:
-        try:
-            bind_time = codecs.decode_time(raw_time, ann.BIND_TIME).timestamp()
-        except CodecError:
-            bind_time = None
     return PodRecord(key=key, uid=str(meta.get("uid", "")), node=str(node), cpu=cpu,
                      memory=memory, assignment=assignment,
-                     phase=annotations.get(ann.BIND_PHASE), bind_time=bind_time, obj=pod)
+                     phase=annotations.get(ann.BIND_PHASE),
+                     bind_time=codecs.bind_time(annotations), obj=pod)
 
 
 def _with(usage: dict[str, Usage], assignment: Assignment | None, sign: int) -> None:
@@ -228,8 +219,7 @@ class Cache:
             old = self._pods.get(key)
             if new is None:
                 if old is None or (old.assumed and not (pod.get("spec") or {}).get("nodeName")
-                                   and (pod.get("status") or {}).get("phase")
-                                   not in TERMINAL_PHASES):
+                                   and not is_terminated(pod)):
                     return old, old
                 self._apply(old, -1)
                 return old, None

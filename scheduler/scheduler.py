@@ -25,7 +25,7 @@ from typing import Literal
 
 from scheduler import podinfo
 from scheduler.binding import BindExecutor, InlineBinder, ThreadBinder
-from scheduler.cache import TERMINAL_PHASES, Cache
+from scheduler.cache import Cache
 from scheduler.framework import profile
 from scheduler.framework.interfaces import (
     ASSIGNMENT_KEY,
@@ -45,7 +45,7 @@ from scheduler.snapshot import Snapshot
 from scheduler.summary import summarize
 from vgpu import logs
 from vgpu.cluster.informer import Informer
-from vgpu.cluster.port import ClusterPort, Obj
+from vgpu.cluster.port import ClusterPort, Obj, is_terminated
 from vgpu.config import Config
 from vgpu.errors import ClusterError
 
@@ -190,7 +190,7 @@ class Scheduler:
         if spec.get("schedulerName") != self._config.scheduler_name:
             return
         meta = new.get("metadata") or {}
-        if (new.get("status") or {}).get("phase") in TERMINAL_PHASES or meta.get(
+        if is_terminated(new) or meta.get(
                 "deletionTimestamp"):
             self.queue.delete(key)
             return

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpu.annotations import ASSIGNMENT, NODE_GPUS, NODE_HEARTBEAT
+from vgpu.annotations import ASSIGNMENT, BIND_TIME, NODE_GPUS, NODE_HEARTBEAT
 from vgpu.devices import Device
 from vgpu.errors import CodecError
 
@@ -159,6 +159,18 @@ def decode_time(text: Any, key: str = NODE_HEARTBEAT) -> dt.datetime:
     if when.tzinfo is None:
         raise CodecError(f"{key}: {text!r} has no time zone; RFC 3339 needs one")
     return when
+
+
+def bind_time(annotations: Mapping[str, Any]) -> float | None:
+    """Epoch seconds of a pod's ``vgpu.io/bind-time``; None when absent or unreadable (each
+    reader then falls back to what suits it: now, never, or the end of the queue)."""
+    raw = annotations.get(BIND_TIME)
+    if raw is None:
+        return None
+    try:
+        return decode_time(raw, BIND_TIME).timestamp()
+    except CodecError:
+        return None
 
 
 # --- pod assignment ----------------------------------------------------------------------

@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, NODE_GPUS, NODE_HEARTBEAT
+from vgpu.cluster.port import annotations_of, is_terminated
 from vgpu.codecs import Assignment, decode_assignment, decode_inventory, decode_time
 from vgpu.devices import EMPTY, Device, Usage, memory_capacity
 from vgpu.errors import CodecError
 from vgpu.usage import tally
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -89,19 +88,9 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    ann = _meta(obj).get("annotations")
-    return ann if isinstance(ann, Mapping) else {}
-
-
 def _pod_name(pod: Mapping[str, Any]) -> tuple[str, str]:
     meta = _meta(pod)
     return str(meta.get("namespace") or "default"), str(meta.get("name") or "?")
-
-
-def _phase(pod: Mapping[str, Any]) -> str:
-    status = pod.get("status")
-    return str(status.get("phase") or "") if isinstance(status, Mapping) else ""
 
 
 def _spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -123,11 +112,11 @@ def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
     by_node: dict[str, list[Assignment]] = {}
     slices: dict[tuple[str, str], list[PodSlice]] = {}
     for pod in pods:
-        if _phase(pod) in TERMINAL_PHASES:
+        if is_terminated(pod):
             continue
         namespace, name = _pod_name(pod)
         spec = _spec(pod)
-        ann = _annotations(pod)
+        ann = annotations_of(pod)
         text = ann.get(ASSIGNMENT)
         if text is None:
             if not spec.get("nodeName") and spec.get("schedulerName") == scheduler_name:
@@ -150,7 +139,7 @@ def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
     seen: set[tuple[str, str]] = set()
     for obj in nodes:
         name = str(_meta(obj).get("name") or "?")
-        ann = _annotations(obj)
+        ann = annotations_of(obj)
         if NODE_GPUS not in ann:
             continue  # not a GPU node (no agent publishes there)
         try:

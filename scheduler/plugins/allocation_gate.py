@@ -18,8 +18,7 @@ from scheduler.framework.interfaces import CycleState, Handle
 from scheduler.framework.status import SUCCESS, WAIT, Status
 from scheduler.podinfo import PodInfo, pod_key
 from vgpu import codecs, logs
-from vgpu.cluster.port import Obj
-from vgpu.errors import CodecError
+from vgpu.cluster.port import Obj, annotations_of, is_terminated
 
 _log = logs.get("vgpu.scheduler.gate")
 
@@ -159,11 +158,10 @@ class AllocationGate:
             if node is not None:
                 self._advance(node, now)
             return
-        annotations = (new.get("metadata") or {}).get("annotations") or {}
+        annotations = annotations_of(new)
         phase = annotations.get(ann.BIND_PHASE)
         node_name = (new.get("spec") or {}).get("nodeName")
-        terminal = (new.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-        if phase in (ann.PHASE_SUCCESS, ann.PHASE_FAILED) or terminal:
+        if phase in (ann.PHASE_SUCCESS, ann.PHASE_FAILED) or is_terminated(new):
             node = self.gate.leave(key)
             if node is not None:
                 self._advance(node, now)
@@ -173,11 +171,5 @@ class AllocationGate:
             if node is not None:
                 self._advance(node, now)
         elif phase == ann.PHASE_ALLOCATING and node_name:
-            since = now
-            raw = annotations.get(ann.BIND_TIME)
-            if raw is not None:
-                try:
-                    since = codecs.decode_time(raw, ann.BIND_TIME).timestamp()
-                except CodecError:
-                    since = now
-            self.gate.hold(key, str(node_name), since)
+            since = codecs.bind_time(annotations)
+            self.gate.hold(key, str(node_name), now if since is None else since)

@@ -16,6 +16,7 @@ from vgpu.codecs import (
     Assignment,
     GrantedDevice,
     NodeInventory,
+    bind_time,
     decode_assignment,
     decode_inventory,
     decode_time,
@@ -305,3 +306,14 @@ def test_encode_heartbeat_rejects_naive_time() -> None:
                         lambda minutes: dt.timezone(dt.timedelta(minutes=minutes)))))
 def test_heartbeat_round_trip(when: dt.datetime) -> None:
     assert decode_time(encode_heartbeat(when)) == when.astimezone(UTC)
+
+
+@pytest.mark.parametrize(("annotations", "expected"), [
+    ({BIND_TIME: "2024-05-01T10:00:00Z"},
+     dt.datetime(2024, 5, 1, 10, tzinfo=dt.UTC).timestamp()),
+    ({}, None),
+    ({BIND_TIME: "yesterday"}, None),  # unreadable: the reader picks its own fallback
+    ({BIND_TIME: 17}, None),
+])
+def test_bind_time(annotations: dict[str, Any], expected: float | None) -> None:
+    assert bind_time(annotations) == expected
