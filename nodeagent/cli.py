@@ -11,8 +11,7 @@ from types import FrameType
 
 from nodeagent.agent import NodeAgent, Options
 from nodeagent.discovery import Discovery
-from vgpu import config as vgpu_config
-from vgpu import logs
+from vgpu import config_cli, logs
 from vgpu.cluster.port import ClusterPort
 from vgpu.errors import ConfigError
 
@@ -29,8 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="kubeconfig (default: in-cluster, then $KUBECONFIG, "
                              "then ~/.kube/config)")
-    parser.add_argument("--config", metavar="FILE", default=os.environ.get("VGPU_CONFIG"),
-                        help="vgpu config file (default: $VGPU_CONFIG)")
+    config_cli.add_config_option(parser)
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="port of /metrics and /healthz (default: nodeagent.metricsPort, "
                              "9394); 0 turns them off")
@@ -64,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.node_name:
         raise ConfigError("--node-name is required (or set NODE_NAME, e.g. from the "
                           "downward API's spec.nodeName)")
-    cfg = vgpu_config.load(args.config, os.environ)
+    cfg = config_cli.load_config(args)
     section = cfg.nodeagent
     if args.device_plugin_dir:
         section = dataclasses.replace(section, device_plugin_dir=args.device_plugin_dir)

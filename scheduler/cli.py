@@ -10,8 +10,7 @@ import threading
 from typing import Any
 
 from scheduler.service import Options, Service, default_identity
-from vgpu import config as vgpu_config
-from vgpu import logs
+from vgpu import config_cli, logs
 from vgpu.config import Config
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import KubeCluster, connect
@@ -26,9 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to schedule in (default: in-cluster, then $KUBECONFIG "
                              "or ~/.kube/config)")
-    parser.add_argument("--config", metavar="FILE", default=os.environ.get("VGPU_CONFIG"),
-                        help="vgpu config file (default: $VGPU_CONFIG; VGPU_* variables "
-                             "override it)")
+    config_cli.add_config_option(parser)
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="plain-HTTP port of /healthz, /readyz and /metrics (default: "
                              "scheduler.metricsPort of the config, 9396; 0: any free port)")
@@ -81,7 +78,7 @@ def election_config(args: argparse.Namespace) -> ElectionConfig | None:
 
 
 def load_config(args: argparse.Namespace) -> Config:
-    cfg = vgpu_config.load(args.config, os.environ)
+    cfg = config_cli.load_config(args)
     overrides: dict[str, Any] = {}
     if args.kube_api_qps is not None:
         if args.kube_api_qps < 0:

@@ -1,4 +1,5 @@
-"""``vgpu config validate FILE`` and ``vgpu config defaults``."""
+"""``vgpu config validate FILE`` and ``vgpu config defaults``, and the ``--config`` option
+every component command takes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,20 @@ import os
 import sys
 
 from vgpu import config
+
+#: What ``--config`` means to the components (the ``vgpu inspect`` help says more).
+CONFIG_HELP = "vgpu config file (default: $VGPU_CONFIG; VGPU_* variables override it)"
+
+
+def add_config_option(parser: argparse.ArgumentParser, help_text: str = CONFIG_HELP) -> None:
+    """``--config FILE``, defaulting to ``$VGPU_CONFIG``."""
+    parser.add_argument("--config", metavar="FILE", default=os.environ.get("VGPU_CONFIG"),
+                        help=help_text)
+
+
+def load_config(args: argparse.Namespace) -> config.Config:
+    """The configuration ``--config`` names, with the ``VGPU_*`` overrides of the process."""
+    return config.load(args.config, os.environ)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 
-from vgpu import config, inspect
+from vgpu import config, config_cli, inspect
 from vgpu.cluster.port import ClusterPort
 from vgpu.errors import ConfigError
 from vgpu.kube import adapter
@@ -16,9 +15,9 @@ from vgpu.kube import adapter
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", default=None,
                         help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
-    parser.add_argument("--config", default=os.environ.get("VGPU_CONFIG"),
-                        help="vgpu config file, for the scheduler name, memory scaling and "
-                        "heartbeat expiry (default: $VGPU_CONFIG, else the defaults)")
+    config_cli.add_config_option(
+        parser, "vgpu config file, for the scheduler name, memory scaling and heartbeat "
+        "expiry (default: $VGPU_CONFIG, else the defaults)")
     parser.add_argument("-d", "--details", action="store_true",
                         help="list the pods on each GPU")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
@@ -26,7 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config.load(args.config, os.environ)
+    cfg = config_cli.load_config(args)
     cluster = adapter.connect(args.kubeconfig)
     if cluster is None:
         raise ConfigError("no cluster configuration")

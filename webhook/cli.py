@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import threading
 
-from vgpu import config as vgpu_config
-from vgpu import logs
+from vgpu import config_cli, logs
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import connect
 from webhook.gpus import GpuView
@@ -35,9 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to watch Nodes in (default: in-cluster, then "
                              "$KUBECONFIG; with none, run without a node inventory)")
-    parser.add_argument("--config", metavar="FILE", default=os.environ.get("VGPU_CONFIG"),
-                        help="vgpu config file (default: $VGPU_CONFIG; VGPU_* variables "
-                             "override it)")
+    config_cli.add_config_option(parser)
 
 
 def _port(value: int | None, flag: str) -> int | None:
@@ -48,7 +44,7 @@ def _port(value: int | None, flag: str) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     logs.setup()
-    cfg = vgpu_config.load(args.config, os.environ)
+    cfg = config_cli.load_config(args)
     tls = CertReloader(args.cert_file, args.key_file)
     stop = threading.Event()
     try:
