@@ -9,7 +9,7 @@ none); a pod's share per GPU is its compute percent × 10.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,14 +20,22 @@ from scheduler import policies
 from scheduler.fragmentation import MILLI, Shape
 from scheduler.nodeinfo import NodeInfo
 from scheduler.placement import Candidate
-from scheduler.podinfo import PodInfo
+from scheduler.podinfo import PodInfo, parse
 from scheduler.snapshot import Column, Snapshot
+from vgpu.cluster.port import Obj
+from vgpu.config import Config
 from vgpu.devices import takes_tasks
 
 #: kube-scheduler's non-zero default: a pod asking for no CPU is counted as 100 millicores
 #: when a policy compares requests (the artifact's fragmentation does the same).
 DEFAULT_MILLI_CPU = 100
 MIB = 1024 * 1024
+
+
+def fullest_first(node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+    """Whole GPUs (or several shares): the fullest GPUs that fit, then by position."""
+    free = free_milli(node)
+    return sorted(cands, key=lambda c: (free[c.position], c.position))
 
 
 def free_milli(node: NodeInfo) -> tuple[int, ...]:
@@ -124,12 +132,24 @@ RELEARN_EVERY = 50
 
 class LearnedShapes:
     """The shapes of the pods a scheduler has seen, for policies that weigh the workload
-    when no trace gives it; says when enough new pods arrived to rebuild the model."""
+    when no trace gives it: fed by the host's pod events (:meth:`on_pod`), it hands the
+    shapes seen so far to ``rebuild`` whenever enough new pods arrived."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: Config, shape_of: Callable[[PodInfo], Shape],
+                 rebuild: Callable[[Iterable[Shape]], None]) -> None:
+        self._config = config
+        self._shape_of = shape_of
+        self._rebuild = rebuild
         self._seen: Counter[Shape] = Counter()
         self._total = 0
         self._learned_at = 0
+
+    def on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        """A pod event: a new pod counts once, updates and deletions not at all."""
+        if old is not None or new is None:
+            return
+        if self.add(self._shape_of(parse(new, self._config))):
+            self._rebuild(self.shapes())
 
     def add(self, shape: Shape) -> bool:
         """Count a pod; True when the model should be rebuilt from :meth:`shapes`."""

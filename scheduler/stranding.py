@@ -15,7 +15,7 @@ task shapes ``s`` with frequencies ``p_s``:
   memory per milli-GPU: ``min(idle, c / r_c, m / r_m)``;
 * serviceable GPU ``U = Σ_s p_s × fill_s + mix``; stranded GPU ``F = idle − U``.
 
-A placement's cost is the growth of ``F``; :func:`score_from_delta` turns it into FGD's
+A placement's cost is the growth of ``F``; :func:`scores_from_deltas` turns it into FGD's
 truncated score, so near-equal placements tie and the first node in order takes them (the
 cluster fills node by node). Every shape is typical here (FGD keeps the 95 % most frequent):
 a rare large-CPU shape is exactly the one that strands GPUs.
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.fragmentation import MILLI, Shape, fgd_score_from_delta
+from scheduler.fragmentation import MILLI, Shape, take_gpus
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -121,13 +121,6 @@ def stranded(gpu_left: Sequence[int], cpu_left: int, memory_left: int, model: st
     return sum(gpu_left) - serviceable(gpu_left, cpu_left, memory_left, model, load)
 
 
-def take_gpus(gpu_left: Sequence[int], milli_gpu: int, gpus: int) -> tuple[int, ...] | None:
-    """Positions a non-shared request takes: the fullest GPUs that fit, then by position."""
-    order = sorted(range(len(gpu_left)), key=lambda i: (gpu_left[i], i))
-    taken = [i for i in order if gpu_left[i] >= milli_gpu][:gpus]
-    return tuple(sorted(taken)) if len(taken) == gpus else None
-
-
 def after_placement(gpu_left: Sequence[int], shape: Shape, position: int | None
                     ) -> tuple[int, ...] | None:
     """Free shares after ``shape`` lands (a share on ``position``); None if it does not fit."""
@@ -158,13 +151,9 @@ def delta(gpu_left: Sequence[int], cpu_left: int, memory_left: int, model: str,
             - stranded(gpu_left, cpu_left, memory_left, model, load))
 
 
-def score_from_delta(change: float) -> int:
-    """FGD's truncated sigmoid: ``int(sigmoid(−Δ/1000) × 100)``."""
-    return fgd_score_from_delta(change)
-
-
 def scores_from_deltas(change: FloatArray) -> FloatArray:
-    """:func:`score_from_delta` for an array (bit-equal: same formula, same truncation)."""
+    """:func:`~scheduler.fragmentation.fgd_score_from_delta` (FGD's truncated sigmoid,
+    ``int(sigmoid(−Δ/1000) × 100)``) for an array: the same formula, the same truncation."""
     with np.errstate(over="ignore"):
         out: FloatArray = np.floor(100.0 / (1.0 + np.exp(change / MILLI)))
     return out

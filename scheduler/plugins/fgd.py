@@ -38,9 +38,8 @@ from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.nodeinfo import NodeInfo
 from scheduler.placement import Candidate
-from scheduler.podinfo import PodInfo, parse
+from scheduler.podinfo import PodInfo
 from scheduler.snapshot import Column, Snapshot
-from vgpu.cluster.port import Obj
 
 #: Score memo entries kept before it is dropped (node states keep changing in a replay).
 MEMO_LIMIT = 200_000
@@ -52,16 +51,17 @@ class FGD:
     gpu_policy = "fgd"
 
     def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
-        self._handle = handle
         self._states = gpushare.NodeStates(self.name.lower())
         self._memo: dict[tuple[int, Shape], float] = {}
         self._shape: Shape | None = None
-        self._learned = gpushare.LearnedShapes()
         if workload is not None:
             self._set_model(FragModel(typical_shapes(memory_free(workload))))
         else:
             self._set_model(FragModel(()))
-            handle.on_pod_event(self._observe)
+            learned = gpushare.LearnedShapes(
+                handle.config, self._shape_of,
+                lambda shapes: self._set_model(FragModel(typical_shapes(shapes))))
+            handle.on_pod_event(learned.on_pod)
         gpushare.activate(self.gpu_policy, self)
 
     def _set_model(self, model: FragModel) -> None:
@@ -74,12 +74,6 @@ class FGD:
     @property
     def model(self) -> FragModel:
         return self._model
-
-    def _observe(self, old: Obj | None, new: Obj | None) -> None:
-        if old is not None or new is None:
-            return
-        if self._learned.add(self._shape_of(parse(new, self._handle.config))):
-            self._set_model(FragModel(typical_shapes(self._learned.shapes())))
 
     @staticmethod
     def _shape_of(pod: PodInfo) -> Shape:
@@ -149,8 +143,7 @@ class FGD:
         if shape is None or shape.milli_gpu != share:
             shape = Shape(gpushare.DEFAULT_MILLI_CPU, share, len(cands))
         if shape.gpus != 1 or shape.milli_gpu >= MILLI:
-            # Whole GPUs (or several shares): the fullest that fit, then by index.
-            return sorted(cands, key=lambda c: (free[c.position], c.position))
+            return gpushare.fullest_first(node, cands)
         cpu = gpushare.free_cpu(node)
         before = self._model.bucket(cpu)
         after = self._model.bucket(cpu - shape.milli_cpu)

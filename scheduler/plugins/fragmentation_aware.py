@@ -34,9 +34,8 @@ from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.nodeinfo import NodeInfo
 from scheduler.placement import Candidate
-from scheduler.podinfo import PodInfo, parse
+from scheduler.podinfo import PodInfo
 from scheduler.snapshot import Column, Snapshot
-from vgpu.cluster.port import Obj
 
 #: Pod shapes whose node scores are kept between cycles (each holds four arrays per node).
 CACHED_SHAPES = 256
@@ -57,14 +56,15 @@ class FragmentationAware:
     gpu_policy = "fragmentation-aware"
 
     def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
-        self._handle = handle
         self._states = gpushare.NodeStates(self.name.lower())
         self._cache: dict[Shape, _Scored] = {}
         self._shape: Shape | None = None
-        self._learned = gpushare.LearnedShapes()
         self._set_model(stranding.workload(workload or ()))
         if workload is None:
-            handle.on_pod_event(self._observe)
+            learned = gpushare.LearnedShapes(
+                handle.config, self._shape_of,
+                lambda shapes: self._set_model(stranding.workload(shapes)))
+            handle.on_pod_event(learned.on_pod)
         gpushare.activate(self.gpu_policy, self)
 
     def _set_model(self, load: stranding.Workload) -> None:
@@ -74,12 +74,6 @@ class FragmentationAware:
     @property
     def load(self) -> stranding.Workload:
         return self._model.load
-
-    def _observe(self, old: Obj | None, new: Obj | None) -> None:
-        if old is not None or new is None:
-            return
-        if self._learned.add(self._shape_of(parse(new, self._handle.config))):
-            self._set_model(stranding.workload(self._learned.shapes()))
 
     @staticmethod
     def _shape_of(pod: PodInfo) -> Shape:
@@ -142,8 +136,7 @@ class FragmentationAware:
         share = cands[0].cores * MILLI // 100
         shape = self._shape
         if shape is None or shape.milli_gpu != share or shape.gpus != 1 or share >= MILLI:
-            # Whole GPUs (or several shares): the fullest that fit, then by position.
-            return sorted(cands, key=lambda c: (free[c.position], c.position))
+            return gpushare.fullest_first(node, cands)
         cpu = gpushare.free_cpu(node) - shape.milli_cpu
         memory = gpushare.free_memory_mib(node) - shape.memory_mib
         model = gpushare.model(node)

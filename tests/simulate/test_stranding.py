@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler import build, gpushare, stranding
-from scheduler.fragmentation import Shape
+from scheduler.fragmentation import Shape, fgd_score_from_delta
 from scheduler.nodeinfo import NodeInfo, parse_node
 from scheduler.placement import Candidate
 from scheduler.plugins import fgd, fragmentation_aware
@@ -110,7 +110,7 @@ def test_delta_sees_cpu_that_idle_gpus_need() -> None:
 def test_scores_truncate_like_fgd() -> None:
     changes = np.asarray([-2000.0, -130.0, 0.0, 1.0, 2000.0, 1e6])
     assert stranding.scores_from_deltas(changes).tolist() == [
-        stranding.score_from_delta(c) for c in changes.tolist()] == [88, 53, 50, 49, 11, 0]
+        fgd_score_from_delta(c) for c in changes.tolist()] == [88, 53, 50, 49, 11, 0]
 
 
 # -- the vectorised model equals the definition ---------------------------------------------
