@@ -3,13 +3,17 @@
 ``data/published.json`` is derived from the artifact's ``analysis_allo_discrete.csv``
 (``expected_results`` in the simulator repository) by :func:`from_csv`: per workload and
 policy, the unallocated GPU share at arrived = 100 % for each seed, and the mean
-allocation curve over seeds.
+allocation curve over seeds. It is regenerated with
+
+    python -m scheduler.simulate.published analysis_allo_discrete.csv \
+        > scheduler/simulate/data/published.json
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -94,3 +98,21 @@ def load() -> dict[str, dict[str, Published]]:
     text = resources.files("scheduler.simulate").joinpath("data/published.json").read_text(
         encoding="utf-8")
     return _parse(json.loads(text))
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    """The shipped file's text: compact, keys sorted."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m scheduler.simulate.published analysis_allo_discrete.csv",
+              file=sys.stderr)
+        return 2
+    sys.stdout.write(dumps(from_csv(Path(argv[0]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
