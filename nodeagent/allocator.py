@@ -83,11 +83,15 @@ class Allocator:
         _log.warning("allocation failed", pod=key_of(pod), reason=reason)
         if self._inflight is not None:
             self._inflight.finish(pod)
+        self._report(pod, PHASE_FAILED, reason)
+        return AllocateError(code, message)
+
+    def _report(self, pod: Obj, phase: str, reason: str | None = None) -> None:
+        """Queue the pod's ``bind-phase`` patch (none without a cluster)."""
         if self._phases is not None:
             meta = pod.get("metadata") or {}
             self._phases.submit(PhaseUpdate(str(meta.get("namespace") or "default"),
-                                            str(meta.get("name")), PHASE_FAILED, reason))
-        return AllocateError(code, message)
+                                            str(meta.get("name")), phase, reason))
 
     def _assignment(self, pod: Obj) -> Assignment:
         raw = annotations_of(pod).get(ASSIGNMENT)
@@ -144,10 +148,8 @@ class Allocator:
             for item in result:
                 self._make_cache_dir(uid, item.container)
         _log.info("allocated", pod=key_of(pod), containers=list(names), complete=finished)
-        if finished and self._phases is not None:
-            meta = pod.get("metadata") or {}
-            self._phases.submit(PhaseUpdate(str(meta.get("namespace") or "default"),
-                                            str(meta.get("name")), PHASE_SUCCESS))
+        if finished:
+            self._report(pod, PHASE_SUCCESS)
         return result
 
     def _make_cache_dir(self, pod_uid: str, container: str) -> None:
