@@ -442,9 +442,9 @@ class FullStack:
                                           f"events: {self.events(namespace, name)}")
 
     def wait_allocated(self, namespace: str, name: str, timeout: float = 30.0) -> Obj:
-        """Bound, admitted by its node's kubelet, and ``bind-phase: success``."""
-        return self.wait_pod(namespace, name, "allocated (bind-phase success)",
-                             lambda p: bind_phase(p) == PHASE_SUCCESS, timeout)
+        """Bound, admitted by its node's kubelet (running), and ``bind-phase: success``."""
+        return self.wait_pod(namespace, name, "allocated (bind-phase success, running)",
+                             allocated, timeout)
 
     def admission(self, pod: Obj, timeout: float = 10.0) -> Admission:
         node = pod["spec"]["nodeName"]
@@ -492,6 +492,13 @@ class FullStack:
 def bind_phase(pod: Obj) -> str | None:
     value = ((pod.get("metadata") or {}).get("annotations") or {}).get(BIND_PHASE)
     return str(value) if value is not None else None
+
+
+def allocated(pod: Obj) -> bool:
+    """``bind-phase: success`` and running. The agent's phase patch and the stand-in
+    kubelet's status patch both follow Allocate, in either order."""
+    return bind_phase(pod) == PHASE_SUCCESS and (pod.get("status") or {}).get(
+        "phase") == "Running"
 
 
 def _connect(cp: ControlPlane) -> KubeCluster:

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.controlplane.cluster import ControlPlane
-from tests.e2e.harness import FullStack, Gpu, NodeSpec, bind_phase, wait_until
+from tests.e2e.harness import FullStack, Gpu, NodeSpec, allocated, bind_phase, wait_until
 from vgpu.annotations import ASSIGNMENT, GPUMEM_PERCENTAGE, NOUSE_GPUTYPE, USE_GPUTYPE
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, decode_assignment
@@ -254,7 +254,7 @@ def test_ten_10000mib_replicas_on_two_32gib_gpus_six_run_four_wait(
             pods = [stack.pod(ns, n) for n in names]
             bound = [p for p in pods if p["spec"].get("nodeName")]
             pending = [p for p in pods if not p["spec"].get("nodeName")]
-            done = all(bind_phase(p) == "success" for p in bound)
+            done = all(allocated(p) for p in bound)
             waiting = all(failed_scheduling(stack, ns, p["metadata"]["name"]) for p in pending)
             return (bound, pending) if len(bound) == 6 and done and waiting else None
 
