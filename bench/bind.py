@@ -58,10 +58,9 @@ import yaml  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 import vgpu.annotations as ann  # noqa: E402
-from scheduler import build  # noqa: E402
 from tests.controlplane.cluster import ControlPlane, free_port  # noqa: E402
 from tests.support.fakeagent import FakeAgents  # noqa: E402
-from vgpu import codecs  # noqa: E402
+from vgpu import builders, codecs  # noqa: E402
 from vgpu.cluster.port import Obj, Selector  # noqa: E402
 from vgpu.errors import ConflictError  # noqa: E402
 from vgpu.kube.adapter import KubeCluster, connect  # noqa: E402
@@ -128,7 +127,7 @@ class Agents:
 def workload(count: int, namespace: str, seed: int = 7) -> list[Obj]:
     """The pods, named for ``namespace``'s own scheduler (a cluster may run another)."""
     rng = random.Random(seed)
-    c = build.container
+    c = builders.container
     pods = []
     for i in range(count):
         roll = rng.random()
@@ -138,7 +137,7 @@ def workload(count: int, namespace: str, seed: int = 7) -> list[Obj]:
             spec = c(gpus=2, gpumem=rng.randrange(4096, 16385, 1024), cores=rng.choice((0, 25)))
         else:
             spec = c(percent=rng.choice((10, 25, 50)))
-        pod = build.pod(f"p-{i:05d}", [spec], namespace=namespace,
+        pod = builders.pod(f"p-{i:05d}", [spec], namespace=namespace,
                         scheduler_name=f"vgpu-{namespace}")
         pod["spec"]["automountServiceAccountToken"] = False
         pods.append(pod)
@@ -265,8 +264,9 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         assert kube is not None
         now = time.time()
         prefix = "node" if namespace == NAMESPACE else namespace
-        nodes = [build.node(f"{prefix}-{i:04d}", build.devices(f"{prefix}-{i:04d}", args.gpus),
-                            heartbeat=now) for i in range(args.nodes)]
+        nodes = [builders.node(f"{prefix}-{i:04d}",
+                               builders.devices(f"{prefix}-{i:04d}", args.gpus), heartbeat=now)
+                 for i in range(args.nodes)]
         parallel(args.create_threads, lambda n: kube.create("nodes", n), nodes)
         pods = workload(args.pods, namespace)
         sent: dict[str, float] = {}

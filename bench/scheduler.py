@@ -41,8 +41,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scheduler import build  # noqa: E402
-from scheduler.scheduler import Decision, Scheduler  # noqa: E402
+from scheduler.host.scheduler import Decision, Scheduler  # noqa: E402
+from vgpu import builders  # noqa: E402
 from vgpu.cluster.memory import MemoryCluster  # noqa: E402
 from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig  # noqa: E402
 
@@ -66,9 +66,9 @@ def openb_nodes() -> list[dict[str, Any]]:
     with NODES_CSV.open() as f:
         for row in csv.DictReader(f):
             name, model, count = row["sn"], row["model"], int(row["gpu"])
-            gpus = build.devices(name, count, model=model,
+            gpus = builders.devices(name, count, model=model,
                                  memory_mib=MODEL_MEMORY.get(model, 32768))
-            out.append(build.node(name, gpus, cpu=f"{row['cpu_milli']}m",
+            out.append(builders.node(name, gpus, cpu=f"{row['cpu_milli']}m",
                                   memory=f"{row['memory_mib']}Mi", heartbeat=NOW))
     return out
 
@@ -76,7 +76,7 @@ def openb_nodes() -> list[dict[str, Any]]:
 def synthetic_nodes(count: int = 1000, gpus: int = 8) -> list[dict[str, Any]]:
     # 8 × A100-40GB, 192 cores, 2 TiB: enough CPU that 10,000 trace pods (about 130,000
     # cores of requests) are bound by GPUs, not CPU.
-    return [build.node(f"syn-{i:04d}", build.devices(f"syn-{i:04d}", gpus), cpu="192",
+    return [builders.node(f"syn-{i:04d}", builders.devices(f"syn-{i:04d}", gpus), cpu="192",
                        memory="2Ti", heartbeat=NOW) for i in range(count)]
 
 
@@ -88,10 +88,10 @@ def trace_pods(limit: int | None = None, suffix: str = "") -> list[dict[str, Any
             res = {"cpu": f"{row['cpu_milli']}m", "memory": f"{row['memory_mib']}Mi"}
             if gpus:
                 share = max(1, math.ceil(milli / 10))
-                c = build.container(gpus=gpus, percent=share, cores=share, **res)
+                c = builders.container(gpus=gpus, percent=share, cores=share, **res)
             else:
-                c = build.container(gpus=None, **res)
-            out.append(build.pod(row["name"] + suffix, [c]))
+                c = builders.container(gpus=None, **res)
+            out.append(builders.pod(row["name"] + suffix, [c]))
             if limit is not None and len(out) >= limit:
                 break
     return out

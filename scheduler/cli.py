@@ -9,7 +9,7 @@ import signal
 import threading
 from typing import Any
 
-from scheduler.service import Options, Service, default_identity
+from scheduler.host.service import Options, Service, default_identity
 from vgpu import config_cli, logs
 from vgpu.config import Config
 from vgpu.errors import ConfigError

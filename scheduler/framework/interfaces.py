@@ -14,10 +14,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import Status
-from scheduler.nodeinfo import NodeInfo
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config

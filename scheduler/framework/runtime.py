@@ -17,6 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework import interfaces as fw
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import (
     SUCCESS,
     WAIT,
@@ -25,9 +28,6 @@ from scheduler.framework.status import (
     error,
     unschedulable,
 )
-from scheduler.nodeinfo import NodeInfo
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
 
 #: How long, and for how many pod shapes, per-node failure reasons are reused.
 DIAGNOSIS_MEMO_SECONDS = 5.0

@@ -15,8 +15,8 @@ from collections import deque
 
 import vgpu.annotations as ann
 from scheduler.framework.interfaces import CycleState, Handle
+from scheduler.framework.podinfo import PodInfo, pod_key
 from scheduler.framework.status import SUCCESS, WAIT, Status
-from scheduler.podinfo import PodInfo, pod_key
 from vgpu import codecs, logs
 from vgpu.cluster.port import Obj, annotations_of, is_terminated
 

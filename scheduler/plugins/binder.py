@@ -11,8 +11,8 @@ import datetime as dt
 
 import vgpu.annotations as ann
 from scheduler.framework.interfaces import ASSIGNMENT_KEY, BIND_CONFLICT_KEY, CycleState, Handle
+from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.status import SUCCESS, Status, error
-from scheduler.podinfo import PodInfo
 from vgpu import codecs
 from vgpu.codecs import Assignment
 from vgpu.errors import ClusterError, ConflictError

@@ -1,7 +1,7 @@
 """vgpu's fragmentation-aware placement: least growth of stranded GPU.
 
 A node's score is FGD's truncated score (``int(sigmoid(−Δ/1000) × 100)``) of the growth Δ
-of the node's stranded GPU (:mod:`scheduler.stranding`): the idle GPU that the node's
+of the node's stranded GPU (:mod:`scheduler.placement.stranding`): the idle GPU that the node's
 remaining GPUs, CPU and host memory could not give to the cluster's workload, counting
 repeated typical tasks and the workload's average CPU and memory per GPU rather than
 whether one more task fits (FGD). Near-equal placements tie, and the first node in snapshot
@@ -28,14 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scheduler import gpushare, stranding
-from scheduler.fragmentation import MILLI, Shape
 from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status
-from scheduler.nodeinfo import NodeInfo
-from scheduler.placement import Candidate
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
+from scheduler.placement import shares, stranding
+from scheduler.placement.place import Candidate
+from scheduler.placement.shapes import MILLI, Shape
 
 #: Pod shapes whose node scores are kept between cycles (each holds four arrays per node).
 CACHED_SHAPES = 256
@@ -56,16 +56,16 @@ class FragmentationAware:
     gpu_policy = "fragmentation-aware"
 
     def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
-        self._states = gpushare.NodeStates(self.name.lower())
+        self._states = shares.NodeStates(self.name.lower())
         self._cache: dict[Shape, _Scored] = {}
         self._shape: Shape | None = None
         self._set_model(stranding.workload(workload or ()))
         if workload is None:
-            learned = gpushare.LearnedShapes(
+            learned = shares.LearnedShapes(
                 handle.config, self._shape_of,
                 lambda shapes: self._set_model(stranding.workload(shapes)))
             handle.on_pod_event(learned.on_pod)
-        gpushare.activate(self.gpu_policy, self)
+        shares.activate(self.gpu_policy, self)
 
     def _set_model(self, load: stranding.Workload) -> None:
         self._model = stranding.StrandingModel(load, self._states.states)
@@ -77,7 +77,7 @@ class FragmentationAware:
 
     @staticmethod
     def _shape_of(pod: PodInfo) -> Shape:
-        return gpushare.pod_shape(pod, memory=True)
+        return shares.pod_shape(pod, memory=True)
 
     # -- framework -------------------------------------------------------------------------
 
@@ -122,8 +122,8 @@ class FragmentationAware:
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         ident = np.asarray([self._states.intern(node)], dtype=np.int64)
-        value = self._scores(ident, np.asarray([gpushare.free_cpu(node)], dtype=np.int64),
-                             np.asarray([gpushare.free_memory_mib(node)], dtype=np.int64),
+        value = self._scores(ident, np.asarray([shares.free_cpu(node)], dtype=np.int64),
+                             np.asarray([shares.free_memory_mib(node)], dtype=np.int64),
                              self._shape_of(pod))[0]
         return 0.0 if value == -np.inf else float(value)
 
@@ -132,14 +132,14 @@ class FragmentationAware:
     def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
         if not cands:
             return []
-        free = list(gpushare.free_milli(node))
+        free = list(shares.free_milli(node))
         share = cands[0].cores * MILLI // 100
         shape = self._shape
         if shape is None or shape.milli_gpu != share or shape.gpus != 1 or share >= MILLI:
-            return gpushare.fullest_first(node, cands)
-        cpu = gpushare.free_cpu(node) - shape.milli_cpu
-        memory = gpushare.free_memory_mib(node) - shape.memory_mib
-        model = gpushare.model(node)
+            return shares.fullest_first(node, cands)
+        cpu = shares.free_cpu(node) - shape.milli_cpu
+        memory = shares.free_memory_mib(node) - shape.memory_mib
+        model = shares.model(node)
         ranked: list[tuple[float, int, Candidate]] = []
         by_free: dict[int, float] = {}  # GPUs with the same free share: the same result
         for c in cands:
@@ -154,4 +154,4 @@ class FragmentationAware:
         return [c for _, _, c in ranked]
 
 
-gpushare.register_gpu_policy(FragmentationAware.gpu_policy)
+shares.register_gpu_policy(FragmentationAware.gpu_policy)

@@ -14,11 +14,11 @@ from scheduler.framework.interfaces import (
     Handle,
     PreFilterResult,
 )
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.objects import Requirement, SelectorTerm
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable
-from scheduler.nodeinfo import NodeInfo
-from scheduler.objects import Requirement, SelectorTerm
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Snapshot
 
 REASON = "node affinity/selector mismatch"
 

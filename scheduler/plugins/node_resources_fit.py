@@ -12,10 +12,10 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.interfaces import ClusterEvent, CycleState, Handle, PreFilterResult
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
-from scheduler.nodeinfo import NodeInfo
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
 
 CPU = "insufficient CPU"
 MEMORY = "insufficient memory"

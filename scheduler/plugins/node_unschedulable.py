@@ -8,11 +8,11 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.interfaces import ClusterEvent, CycleState, Handle
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.objects import NO_SCHEDULE, UNSCHEDULABLE_TAINT, Taint, Toleration
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status, unresolvable
-from scheduler.nodeinfo import NodeInfo
-from scheduler.objects import NO_SCHEDULE, UNSCHEDULABLE_TAINT, Taint, Toleration
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
 
 REASON = "node is unschedulable"
 _TAINT = Taint(UNSCHEDULABLE_TAINT, "", NO_SCHEDULE)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.framework.interfaces import Handle
-from scheduler.podinfo import PodInfo
+from scheduler.framework.podinfo import PodInfo
 
 
 def sort_key(priority: int, arrival: int) -> tuple[int, int]:

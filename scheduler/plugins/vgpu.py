@@ -19,9 +19,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scheduler import placement as pl
-from scheduler import policies
-from scheduler import vectorfit as vf
 from scheduler.framework.interfaces import (
     ASSIGNMENT_KEY,
     ClusterEvent,
@@ -29,6 +26,9 @@ from scheduler.framework.interfaces import (
     Handle,
     PreFilterResult,
 )
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import (
     SKIP,
     SUCCESS,
@@ -37,9 +37,9 @@ from scheduler.framework.status import (
     unresolvable,
     unschedulable,
 )
-from scheduler.nodeinfo import NodeInfo
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
+from scheduler.placement import place as pl
+from scheduler.placement import policies
+from scheduler.placement import vectorfit as vf
 from vgpu.annotations import GpuSelector
 from vgpu.devices import largest_percent, memory_capacity, takes_tasks
 from vgpu.errors import ConfigError

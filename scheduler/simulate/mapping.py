@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import vgpu.annotations as ann
-from scheduler import build
 from scheduler.simulate.trace import MILLI, TraceNode, TracePod
+from vgpu import builders
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 
@@ -39,10 +39,10 @@ NAMESPACE = "default"
 
 
 def node_object(node: TraceNode, heartbeat: float) -> Obj:
-    gpus = build.devices(node.name, node.gpus, model=node.model or "none",
+    gpus = builders.devices(node.name, node.gpus, model=node.model or "none",
                          memory_mib=GPU_MEMORY_MIB.get(node.model, DEFAULT_GPU_MEMORY_MIB),
                          split=SLOTS_PER_GPU) if node.gpus else ()
-    return build.node(node.name, gpus, cpu=f"{node.cpu_milli}m", memory=f"{node.memory_mib}Mi",
+    return builders.node(node.name, gpus, cpu=f"{node.cpu_milli}m", memory=f"{node.memory_mib}Mi",
                       pods=PODS_PER_NODE, heartbeat=heartbeat)
 
 

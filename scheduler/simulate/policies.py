@@ -12,18 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.fragmentation import Shape
 from scheduler.framework.interfaces import Handle, PluginFactory
-from scheduler.plugins import (
+from scheduler.placement.shapes import Shape
+from scheduler.plugins import fragmentation_aware
+from scheduler.plugins.registry import REGISTRY
+from scheduler.simulate.baselines import (
     bestfit,
     dotprod,
     fgd,
-    fragmentation_aware,
     gpu_clustering,
     gpu_packing,
     random_score,
 )
-from scheduler.registry import REGISTRY
 from scheduler.simulate.gorand import GoRand
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConfigError

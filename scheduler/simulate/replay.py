@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.fragmentation import Shape
-from scheduler.scheduler import Decision, Scheduler
+from scheduler.host.scheduler import Decision, Scheduler
+from scheduler.placement.shapes import Shape
 from scheduler.simulate import mapping
 from scheduler.simulate.arrivals import arrival_order
 from scheduler.simulate.metrics import Sample, curve, unallocated_at

@@ -37,10 +37,9 @@ import pytest
 import yaml
 
 import vgpu.annotations as ann
-from scheduler import build
 from tests.controlplane.cluster import ControlPlane, free_port
 from tests.support.fakeagent import FakeAgents
-from vgpu import codecs
+from vgpu import builders, codecs
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import Obj, Selector
 from vgpu.kube import adapter
@@ -73,7 +72,7 @@ def nodes(kube: adapter.KubeCluster, namespace: str) -> Iterator[Callable[..., s
 
     def make(gpus: int = 2, *, heartbeat: float | None = None, **kw: Any) -> str:
         name = f"n-{uuid.uuid4().hex[:8]}"
-        kube.create("nodes", build.node(name, build.devices(name, gpus, **kw),
+        kube.create("nodes", builders.node(name, builders.devices(name, gpus, **kw),
                                         heartbeat=time.time() if heartbeat is None
                                         else heartbeat, labels={TEST_LABEL: namespace}))
         created.append(name)
@@ -87,7 +86,7 @@ def nodes(kube: adapter.KubeCluster, namespace: str) -> Iterator[Callable[..., s
 
 def gpu_pod(name: str, namespace: str, scheduler_name: str, *containers: dict[str, Any],
             annotations: dict[str, str] | None = None) -> Obj:
-    obj = build.pod(name, list(containers) or None, namespace=namespace,
+    obj = builders.pod(name, list(containers) or None, namespace=namespace,
                     scheduler_name=scheduler_name, annotations=annotations,
                     nodeSelector={TEST_LABEL: namespace})
     obj["spec"]["automountServiceAccountToken"] = False
@@ -328,7 +327,7 @@ def test_pods_are_bound_with_correct_assignments(kube: adapter.KubeCluster, name
                                                  launch: Any) -> None:
     t4 = nodes(2, model="Tesla T4", memory_mib=15360)
     a100 = nodes(4, model="NVIDIA A100-SXM4-40GB", memory_mib=40960)
-    c = build.container
+    c = builders.container
     pods = [
         gpu_pod("two-gpus", namespace, scheduler_name, c(gpus=2, gpumem=3000, cores=30)),
         gpu_pod("on-a100", namespace, scheduler_name, c(gpumem=20000),
@@ -393,7 +392,7 @@ def test_deleting_a_pod_frees_its_share_and_the_waiting_pod_binds_within_a_secon
         kube: adapter.KubeCluster, namespace: str, scheduler_name: str, nodes: Any,
         launch: Any) -> None:
     node = nodes(1, memory_mib=16384)
-    c = build.container
+    c = builders.container
     with FakeAgents(kube, namespace), History(kube, namespace) as history:
         sched = launch()
         sched.wait_ready()
@@ -423,7 +422,7 @@ def test_an_unfittable_pod_stays_pending_with_reasons_and_few_events(
         launch: Any) -> None:
     fresh = nodes(1, memory_mib=16384)
     nodes(2, memory_mib=81920, heartbeat=time.time() - 3600)  # its agent went away
-    c = build.container
+    c = builders.container
     # Short backoffs, so that a few retries take a second, not a minute.
     sched = launch(config={"scheduler": {"podInitialBackoffSeconds": 0.1,
                                          "podMaxBackoffSeconds": 0.5}})
@@ -438,7 +437,7 @@ def test_an_unfittable_pod_stays_pending_with_reasons_and_few_events(
     # Cluster changes that could help make the scheduler try again; the same answer is
     # not written again each time.
     for i in range(5):
-        devices = build.devices(fresh, 1, memory_mib=16384 + i + 1)
+        devices = builders.devices(fresh, 1, memory_mib=16384 + i + 1)
         kube.patch_annotations("nodes", fresh, {ann.NODE_GPUS: codecs.encode_inventory(
             codecs.NodeInventory(devices))})
         wait_for(lambda i=i: sched.metric("vgpu_scheduler_schedule_attempts_total",
@@ -457,7 +456,7 @@ def test_an_expired_heartbeat_keeps_pods_off_the_node_but_not_their_assignments(
         kube: adapter.KubeCluster, namespace: str, scheduler_name: str, nodes: Any,
         launch: Any) -> None:
     node = nodes(1, memory_mib=16384)
-    c = build.container
+    c = builders.container
     with FakeAgents(kube, namespace):
         sched = launch()
         sched.wait_ready()
@@ -489,7 +488,7 @@ def test_sigkill_mid_burst_then_restart_binds_every_pod_once_without_overcommit(
         launch: Any) -> None:
     names = [nodes(4, memory_mib=40960) for _ in range(30)]
     rng = random.Random(5)
-    c = build.container
+    c = builders.container
     pods = [gpu_pod(f"p-{i:03d}", namespace, scheduler_name,
                     c(gpus=rng.choice((1, 1, 1, 2)), gpumem=rng.randrange(2000, 9000, 500),
                       cores=rng.choice((0, 10, 20, 30))))
@@ -520,7 +519,7 @@ def test_a_restarted_scheduler_keeps_in_flight_pods_gating_their_node(
         kube: adapter.KubeCluster, namespace: str, scheduler_name: str, nodes: Any,
         launch: Any) -> None:
     node = nodes(2, memory_mib=16384)
-    c = build.container
+    c = builders.container
     timeout = 6.0
     config = {"scheduler": {"permitTimeoutSeconds": timeout}}
 
@@ -576,7 +575,7 @@ def test_two_replicas_one_schedules_and_the_other_takes_over(
         kube: adapter.KubeCluster, namespace: str, scheduler_name: str, nodes: Any,
         launch: Any) -> None:
     node_names = [nodes(2) for _ in range(3)]
-    c = build.container
+    c = builders.container
     with FakeAgents(kube, namespace):
         a = launch(*ELECTION, f"--lease-namespace={namespace}", "--identity=a", tag="a")
         a_state = a.wait_ready()

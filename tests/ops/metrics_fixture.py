@@ -120,14 +120,14 @@ def _nodeagent() -> CollectorRegistry:
 
 def _scheduler() -> CollectorRegistry:
     # One GPU node, so that the per-GPU families have a series.
-    from scheduler import build
-    from scheduler.metrics import Metrics, State
-    from scheduler.scheduler import Scheduler
+    from scheduler.host.metrics import Metrics, State
+    from scheduler.host.scheduler import Scheduler
+    from vgpu import builders
     from vgpu.cluster.memory import MemoryCluster
     from vgpu.config import Config
 
     cluster = MemoryCluster()
-    cluster.create("nodes", build.node("n", build.devices("n", 1)))
+    cluster.create("nodes", builders.node("n", builders.devices("n", 1)))
     sched = Scheduler(Config(), cluster)
     sched.pump()
     registry: CollectorRegistry = Metrics(sched, State(leading=lambda: True)).registry
@@ -138,7 +138,7 @@ def _scheduler() -> CollectorRegistry:
 LIVE: dict[str, tuple[str, Callable[[], CollectorRegistry]]] = {
     "webhook": ("webhook.metrics", _webhook),
     "nodeagent": ("nodeagent.metrics", _nodeagent),
-    "scheduler": ("scheduler.metrics", _scheduler),
+    "scheduler": ("scheduler.host.metrics", _scheduler),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler.nodeinfo import NodeInfo
+from scheduler.framework.nodeinfo import NodeInfo
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config import Config
 

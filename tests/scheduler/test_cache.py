@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import copy
 
-from scheduler import build
-from scheduler.cache import Cache
 from scheduler.framework.interfaces import ASSIGNMENT_KEY
-from scheduler.podinfo import parse
-from scheduler.snapshot import Snapshot
-from vgpu import codecs
+from scheduler.framework.podinfo import parse
+from scheduler.framework.snapshot import Snapshot
+from scheduler.host.cache import Cache
+from vgpu import builders, codecs
 from vgpu.config import Config
 from vgpu.devices import Usage
 
@@ -22,7 +21,7 @@ def assignment(node: str, uuid: str, memory: int = 1000, cores: int = 10) -> cod
 
 def bound(name: str, node: str, a: codecs.Assignment | None, *, cpu: str = "1",
           phase: str | None = "allocating") -> dict[str, object]:
-    pod = build.pod(name, [build.container(cpu=cpu, memory="1Gi")])
+    pod = builders.pod(name, [builders.container(cpu=cpu, memory="1Gi")])
     pod["spec"]["nodeName"] = node
     if a is not None:
         pod["metadata"]["annotations"]["vgpu.io/assignment"] = codecs.encode_assignment(a)
@@ -34,7 +33,7 @@ def bound(name: str, node: str, a: codecs.Assignment | None, *, cpu: str = "1",
 def cache_with(*names: str) -> Cache:
     cache = Cache(assume_ttl=30.0)
     for name in names:
-        cache.set_node(build.node(name, build.devices(name, 2), cpu="8"), NOW)
+        cache.set_node(builders.node(name, builders.devices(name, 2), cpu="8"), NOW)
     return cache
 
 
@@ -43,7 +42,7 @@ def test_state_is_derived_from_pods_and_nodes_in_any_order() -> None:
     # pods arrive before their node (informers race)
     cache.set_pod(bound("a", "n1", assignment("n1", "GPU-n1-0")))
     cache.set_pod(bound("b", "n1", None))  # another scheduler's pod
-    cache.set_node(build.node("n1", build.devices("n1", 2), cpu="8"), NOW)
+    cache.set_node(builders.node("n1", builders.devices("n1", 2), cpu="8"), NOW)
     info = cache.node_info("n1")
     assert info is not None
     assert (info.requested_cpu, info.pod_count) == (2000, 2)
@@ -67,7 +66,7 @@ def test_terminal_and_deleted_pods_free_their_resources() -> None:
 
 def test_assume_then_confirm_does_not_double_count() -> None:
     cache = cache_with("n1")
-    p = parse(build.pod("a", [build.container(cpu="1", memory="1Gi")]), Config())
+    p = parse(builders.pod("a", [builders.container(cpu="1", memory="1Gi")]), Config())
     a = assignment("n1", "GPU-n1-0")
     cache.assume(p, "n1", a)
     assert cache.node_info("n1").usages[0] == Usage(1000, 10, 1)  # type: ignore[union-attr]
@@ -82,7 +81,7 @@ def test_assume_then_confirm_does_not_double_count() -> None:
 
 def test_forget_and_expire() -> None:
     cache = cache_with("n1")
-    p = parse(build.pod("a"), Config())
+    p = parse(builders.pod("a"), Config())
     cache.assume(p, "n1", assignment("n1", "GPU-n1-0"))
     assert cache.forget(p.key) is not None
     assert cache.node_info("n1").usages[0] == Usage()  # type: ignore[union-attr]
@@ -101,7 +100,7 @@ def test_snapshot_is_copy_on_write_and_incremental() -> None:
     snap = Snapshot()
     assert cache.update_snapshot(snap) == 2
     old_n1, old_n2 = snap.get("n1"), snap.get("n2")
-    p = parse(build.pod("a"), Config())
+    p = parse(builders.pod("a"), Config())
     cache.assume(p, "n1", assignment("n1", "GPU-n1-0"))
     # the snapshot does not move until it is updated, and old NodeInfos never change
     assert snap.get("n1") is old_n1 and old_n1 is not None and old_n1.usages[0] == Usage()
@@ -118,15 +117,15 @@ def test_snapshot_is_copy_on_write_and_incremental() -> None:
 
 def test_node_changes_report_only_what_matters() -> None:
     cache = cache_with("n1")
-    node = build.node("n1", build.devices("n1", 2), cpu="8", heartbeat=NOW)
+    node = builders.node("n1", builders.devices("n1", 2), cpu="8", heartbeat=NOW)
     assert cache.set_node(node, NOW) is not None  # heartbeat appeared: fresh now
-    refreshed = build.node("n1", build.devices("n1", 2), cpu="8", heartbeat=NOW + 30)
+    refreshed = builders.node("n1", builders.devices("n1", 2), cpu="8", heartbeat=NOW + 30)
     assert cache.set_node(refreshed, NOW + 30) is None  # heartbeat-only refresh
-    labelled = build.node("n1", build.devices("n1", 2), cpu="8", heartbeat=NOW + 30,
+    labelled = builders.node("n1", builders.devices("n1", 2), cpu="8", heartbeat=NOW + 30,
                           labels={"zone": "a"})
     event = cache.set_node(labelled, NOW + 30)
     assert event is not None and event.changes == {"labels"}
-    grown = build.node("n1", build.devices("n1", 3), cpu="8", heartbeat=NOW + 30,
+    grown = builders.node("n1", builders.devices("n1", 3), cpu="8", heartbeat=NOW + 30,
                        labels={"zone": "a"})
     event = cache.set_node(grown, NOW + 30)
     assert event is not None and event.changes == {"inventory"}
@@ -134,7 +133,7 @@ def test_node_changes_report_only_what_matters() -> None:
 
 def test_unreadable_inventory_and_assignment_are_tolerated() -> None:
     cache = Cache()
-    node = build.node("n1", build.devices("n1", 1))
+    node = builders.node("n1", builders.devices("n1", 1))
     node["metadata"]["annotations"]["vgpu.io/node-gpus"] = "{broken"
     cache.set_node(node, NOW)
     info = cache.node_info("n1")

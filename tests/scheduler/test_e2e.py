@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 
 import vgpu.annotations as ann
-from scheduler import build
-from scheduler.scheduler import Scheduler
+from scheduler.host.scheduler import Scheduler
 from tests.scheduler.helpers import FakeClock
-from vgpu import codecs
+from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.config import Config, SchedulerConfig
@@ -32,7 +31,7 @@ def setup(nodes: list[Obj], config: Config | None = None,
 def gpu_node(name: str, gpus: int = 2, *, memory_mib: int = 16384, model: str = "Tesla T4",
              heartbeat: float | None = None, **kw: Any) -> Obj:
     hb = FakeClock().now if heartbeat is None else heartbeat
-    return build.node(name, build.devices(name, gpus, model=model, memory_mib=memory_mib),
+    return builders.node(name, builders.devices(name, gpus, model=model, memory_mib=memory_mib),
                       heartbeat=hb, **kw)
 
 
@@ -53,11 +52,11 @@ def allocated(cluster: MemoryCluster, name: str, phase: str = ann.PHASE_SUCCESS)
 
 def test_pods_are_placed_with_decodable_assignments() -> None:
     sched, cluster, clock = setup([gpu_node("n1", 2), gpu_node("n2", 2)])
-    cluster.create("pods", build.pod("a", [build.container(gpus=2, gpumem=4000, cores=30)]))
+    cluster.create("pods", builders.pod("a", [builders.container(gpus=2, gpumem=4000, cores=30)]))
     sched.run_until_idle()
     allocated(cluster, "a")
-    cluster.create("pods", build.pod("b", [build.container("x", gpus=1, percent=50),
-                                           build.container("y", gpus=1, gpumem=1000)]))
+    cluster.create("pods", builders.pod("b", [builders.container("x", gpus=1, percent=50),
+                                           builders.container("y", gpus=1, gpumem=1000)]))
     sched.run_until_idle()
     for name, containers in (("a", {"main": 2}), ("b", {"x": 1, "y": 1})):
         node = node_of(cluster, name)
@@ -80,7 +79,7 @@ def test_pods_are_placed_with_decodable_assignments() -> None:
 def test_permit_gate_holds_a_nodes_second_gpu_pod_until_success() -> None:
     sched, cluster, clock = setup([gpu_node("n1", 4)])
     for name in ("first", "second", "third"):
-        cluster.create("pods", build.pod(name, [build.container(gpumem=1000, cores=10)]))
+        cluster.create("pods", builders.pod(name, [builders.container(gpumem=1000, cores=10)]))
     sched.run_until_idle()
     assert node_of(cluster, "first") == "n1"
     assert node_of(cluster, "second") is None and node_of(cluster, "third") is None
@@ -98,7 +97,7 @@ def test_permit_gate_holds_a_nodes_second_gpu_pod_until_success() -> None:
     assert node_of(cluster, "third") == "n1"
 
     # a gate held by a pod that never reports opens after permitTimeoutSeconds
-    cluster.create("pods", build.pod("fourth", [build.container(gpumem=1000, cores=10)]))
+    cluster.create("pods", builders.pod("fourth", [builders.container(gpumem=1000, cores=10)]))
     sched.run_until_idle()
     assert node_of(cluster, "fourth") is None
     clock.advance(Config().scheduler.permit_timeout_seconds)
@@ -108,8 +107,8 @@ def test_permit_gate_holds_a_nodes_second_gpu_pod_until_success() -> None:
 
 def test_deleting_the_in_flight_pod_opens_the_gate() -> None:
     sched, cluster, _ = setup([gpu_node("n1", 2)])
-    cluster.create("pods", build.pod("a", [build.container(gpumem=1000)]))
-    cluster.create("pods", build.pod("b", [build.container(gpumem=1000)]))
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)]))
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=1000)]))
     sched.run_until_idle()
     assert node_of(cluster, "b") is None
     cluster.delete("pods", "a", "default")
@@ -121,7 +120,7 @@ def test_other_nodes_are_not_held_up_by_a_gated_node() -> None:
     config = Config(default_node_policy="spread")
     sched, cluster, _ = setup([gpu_node("n1", 2), gpu_node("n2", 2)], config)
     for name in ("a", "b", "c"):
-        cluster.create("pods", build.pod(name, [build.container(gpumem=1000)]))
+        cluster.create("pods", builders.pod(name, [builders.container(gpumem=1000)]))
     sched.run_until_idle()
     # spread: a → n1, b → n2 (both bound at once), c waits for one of them
     assert {node_of(cluster, "a"), node_of(cluster, "b")} == {"n1", "n2"}
@@ -130,10 +129,10 @@ def test_other_nodes_are_not_held_up_by_a_gated_node() -> None:
 
 def test_deletion_wakes_a_pending_pod_at_once() -> None:
     sched, cluster, clock = setup([gpu_node("n1", 1)])
-    cluster.create("pods", build.pod("big", [build.container(gpumem=12000)]))
+    cluster.create("pods", builders.pod("big", [builders.container(gpumem=12000)]))
     sched.run_until_idle()
     allocated(cluster, "big")
-    cluster.create("pods", build.pod("next", [build.container(gpumem=12000)]))
+    cluster.create("pods", builders.pod("next", [builders.container(gpumem=12000)]))
     sched.run_until_idle()
     assert node_of(cluster, "next") is None
     assert sched.queue.counts()["unschedulable"] == 1
@@ -149,7 +148,7 @@ def test_unschedulable_pod_gets_a_failed_scheduling_event_with_the_summary() -> 
     nodes = [gpu_node(f"t4-{i}", 1) for i in range(3)] + [
         gpu_node("a100", 1, memory_mib=40960, model="NVIDIA A100-SXM4-40GB")]
     sched, cluster, _ = setup(nodes)
-    cluster.create("pods", build.pod("p", [build.container(gpumem=20000)],
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=20000)],
                                      annotations={ann.NOUSE_GPUTYPE: "A100"}))
     sched.run_until_idle()
     events = cluster.events(name="p", reason="FailedScheduling")
@@ -160,7 +159,8 @@ def test_unschedulable_pod_gets_a_failed_scheduling_event_with_the_summary() -> 
 
 def test_pod_spec_errors_are_reported_and_not_retried_on_cluster_events() -> None:
     sched, cluster, clock = setup([gpu_node("n1", 1)])
-    cluster.create("pods", build.pod("bad", [build.container(gpus=1, gpumem=1000, percent=10)]))
+    cluster.create("pods", builders.pod(
+        "bad", [builders.container(gpus=1, gpumem=1000, percent=10)]))
     sched.run_until_idle()
     [event] = cluster.events(name="bad")
     assert "gives both" in event.message
@@ -174,7 +174,7 @@ def test_stale_heartbeat_nodes_are_skipped_until_refreshed() -> None:
     expiry = Config().node_heartbeat_expiry_seconds
     stale = gpu_node("old", 1, heartbeat=clock.now - expiry - 1)
     sched, cluster, clock = setup([stale])
-    cluster.create("pods", build.pod("p", [build.container(gpumem=1000)]))
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=1000)]))
     sched.run_until_idle()
     assert node_of(cluster, "p") is None
     assert "GPU heartbeat expired" in cluster.events(name="p")[0].message
@@ -186,11 +186,11 @@ def test_stale_heartbeat_nodes_are_skipped_until_refreshed() -> None:
 
 def test_every_pod_on_a_node_counts_for_cpu() -> None:
     sched, cluster, _ = setup([gpu_node("n1", 1, cpu="4")])
-    other = build.pod("other", [build.container(gpus=None, cpu="3")],
+    other = builders.pod("other", [builders.container(gpus=None, cpu="3")],
                       scheduler_name="default-scheduler")
     other["spec"]["nodeName"] = "n1"
     cluster.create("pods", other)
-    cluster.create("pods", build.pod("p", [build.container(gpumem=100, cpu="2")]))
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=100, cpu="2")]))
     sched.run_until_idle()
     assert node_of(cluster, "p") is None
     assert "insufficient CPU" in cluster.events(name="p")[0].message
@@ -199,13 +199,13 @@ def test_every_pod_on_a_node_counts_for_cpu() -> None:
 def test_restart_rebuilds_from_annotations() -> None:
     cluster = MemoryCluster()
     sched, cluster, clock = setup([gpu_node("n1", 1)], cluster=cluster)
-    cluster.create("pods", build.pod("a", [build.container(gpumem=10000)]))
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=10000)]))
     sched.run_until_idle()
     assert node_of(cluster, "a") == "n1"
     # a new scheduler process: no memory of the old one's decisions
     fresh = Scheduler(Config(), cluster, clock=clock)
-    cluster.create("pods", build.pod("b", [build.container(gpumem=10000)]))
-    cluster.create("pods", build.pod("c", [build.container(gpumem=6000)]))
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=10000)]))
+    cluster.create("pods", builders.pod("c", [builders.container(gpumem=6000)]))
     fresh.run_until_idle()
     assert node_of(cluster, "b") is None  # 10000 + 10000 > 16384: no double booking
     # c fits, but a is still allocating: the rebuilt gate holds c
@@ -230,7 +230,7 @@ class FlakyBind(MemoryCluster):
 
 def test_failed_binding_forgets_and_retries() -> None:
     sched, cluster, clock = setup([gpu_node("n1", 1)], cluster=FlakyBind())
-    cluster.create("pods", build.pod("p", [build.container(gpumem=16000)]))
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=16000)]))
     sched.run_until_idle()
     assert node_of(cluster, "p") is None
     info = sched.cache.node_info("n1")
@@ -253,7 +253,7 @@ class BoundMeanwhile(MemoryCluster):
 
 def test_a_conflict_on_binding_is_not_retried_and_the_watch_tells_the_truth() -> None:
     sched, cluster, _ = setup([gpu_node("n1", 1), gpu_node("n2", 1)], cluster=BoundMeanwhile())
-    cluster.create("pods", build.pod("p", [build.container(gpumem=16000)]))
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=16000)]))
     sched.run_until_idle()
     assert node_of(cluster, "p") == "n2"
     assert "p" not in {e.name for e in cluster.events(reason="FailedScheduling")}
@@ -265,10 +265,10 @@ def test_a_conflict_on_binding_is_not_retried_and_the_watch_tells_the_truth() ->
 
 
 def test_non_gpu_pods_and_other_schedulers() -> None:
-    sched, cluster, _ = setup([build.node("cpu-only", cpu="8")])
-    cluster.create("pods", build.pod("cpu", [build.container(gpus=None, cpu="1")]))
-    cluster.create("pods", build.pod("theirs", scheduler_name="default-scheduler"))
-    cluster.create("pods", build.pod("gpu", [build.container(gpumem=10)]))
+    sched, cluster, _ = setup([builders.node("cpu-only", cpu="8")])
+    cluster.create("pods", builders.pod("cpu", [builders.container(gpus=None, cpu="1")]))
+    cluster.create("pods", builders.pod("theirs", scheduler_name="default-scheduler"))
+    cluster.create("pods", builders.pod("gpu", [builders.container(gpumem=10)]))
     sched.run_until_idle()
     assert node_of(cluster, "cpu") == "cpu-only"
     assert node_of(cluster, "theirs") is None and not cluster.events(name="theirs")
@@ -285,12 +285,12 @@ def test_threaded_run_places_pods_and_stops() -> None:
     thread = threading.Thread(target=sched.run, args=(stop,), kwargs={"watch_timeout": 0.2})
     thread.start()
     try:
-        cluster.create("pods", build.pod("a", [build.container(gpumem=100)]))
+        cluster.create("pods", builders.pod("a", [builders.container(gpumem=100)]))
         deadline = time.monotonic() + 10
         while node_of(cluster, "a") is None and time.monotonic() < deadline:
             time.sleep(0.02)
         assert node_of(cluster, "a") == "n1"
-        cluster.create("pods", build.pod("b", [build.container(gpumem=100)]))
+        cluster.create("pods", builders.pod("b", [builders.container(gpumem=100)]))
         time.sleep(0.1)
         allocated(cluster, "a")
         while node_of(cluster, "b") is None and time.monotonic() < deadline:
@@ -305,10 +305,10 @@ def test_threaded_run_places_pods_and_stops() -> None:
 @pytest.mark.parametrize("policy", ["binpack", "spread"])
 def test_node_policy_by_annotation(policy: str) -> None:
     sched, cluster, _ = setup([gpu_node("n1", 2), gpu_node("n2", 2)])
-    cluster.create("pods", build.pod("first", [build.container(gpumem=1000)]))
+    cluster.create("pods", builders.pod("first", [builders.container(gpumem=1000)]))
     sched.run_until_idle()
     allocated(cluster, "first")
-    cluster.create("pods", build.pod("p", [build.container(gpumem=1000)],
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=1000)],
                                      annotations={ann.NODE_POLICY: policy}))
     sched.run_until_idle()
     same = node_of(cluster, "p") == node_of(cluster, "first")

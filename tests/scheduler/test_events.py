@@ -8,9 +8,9 @@ from typing import Literal
 
 import pytest
 
-from scheduler import build
-from scheduler.events import EventLimiter, RecordingPort
+from scheduler.host.events import EventLimiter, RecordingPort
 from tests.scheduler.helpers import FakeClock
+from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.errors import ClusterError
@@ -84,7 +84,7 @@ class Refusing(MemoryCluster):
 
 @pytest.fixture
 def pod() -> Obj:
-    obj = build.pod("p")
+    obj = builders.pod("p")
     obj["metadata"]["uid"] = "uid-p"
     return obj
 
@@ -129,7 +129,7 @@ def test_a_full_queue_drops_events_instead_of_waiting(pod: Obj) -> None:
 def test_everything_else_passes_through(pod: Obj) -> None:
     cluster = MemoryCluster()
     port = RecordingPort(cluster)
-    cluster.create("nodes", build.node("n1"))
+    cluster.create("nodes", builders.node("n1"))
     port.create("pods", pod)
     assert [p["metadata"]["name"] for p in port.list("pods").items] == ["p"]
     port.patch_annotations("pods", "p", {"a": "b"}, "default")

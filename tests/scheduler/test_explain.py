@@ -10,14 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vgpu.annotations as ann
-from scheduler import build
 from scheduler.framework.interfaces import CycleState, Explainer
+from scheduler.framework.podinfo import parse
 from scheduler.framework.status import Code
-from scheduler.podinfo import parse
-from scheduler.registry import REGISTRY
-from scheduler.scheduler import Scheduler
-from scheduler.summary import summarize
+from scheduler.host.scheduler import Scheduler
+from scheduler.host.summary import summarize
+from scheduler.plugins.registry import REGISTRY
 from tests.scheduler.helpers import FakeClock, FakeHandle
+from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Device
 
@@ -60,7 +60,7 @@ def test_explanations_match_filters(nodes: list[dict[str, Any]], spec: dict[str,
         devices = tuple(Device(f"GPU-{name}-{j}", j, g["model"], g["memory"], g["cores"],
                                g["split"], j % 2, g["healthy"])
                         for j, g in enumerate(n["gpus"]))
-        obj = build.node(name, devices, cpu=n["cpu"], heartbeat=n["heartbeat"],
+        obj = builders.node(name, devices, cpu=n["cpu"], heartbeat=n["heartbeat"],
                          unschedulable=n["cordoned"],
                          taints=[{"key": "k", "effect": "NoSchedule"}] if n["tainted"] else ())
         if n["broken"]:
@@ -68,7 +68,7 @@ def test_explanations_match_filters(nodes: list[dict[str, Any]], spec: dict[str,
         sched.on_node(None, obj)
         for j, g in enumerate(n["gpus"]):
             for k, (mem, cores) in enumerate(g["used"]):
-                pod = build.pod(f"u-{name}-{j}-{k}")
+                pod = builders.pod(f"u-{name}-{j}-{k}")
                 pod["spec"]["nodeName"] = name
                 pod["metadata"]["annotations"][ann.ASSIGNMENT] = (
                     f'{{"version":1,"node":"{name}","containers":{{"main":'
@@ -79,7 +79,7 @@ def test_explanations_match_filters(nodes: list[dict[str, Any]], spec: dict[str,
     extra: dict[str, Any] = {}
     if spec["tolerate"]:
         extra["tolerations"] = [{"operator": "Exists"}]
-    pod = parse(build.pod("p", [build.container(
+    pod = parse(builders.pod("p", [builders.container(
         gpus=spec["gpus"], gpumem=spec["memory"], percent=percent, cores=spec["cores"],
         cpu=spec["cpu"])], annotations=annotations, **extra), Config())
     assert pod.error is None
@@ -115,14 +115,14 @@ def test_explanations_match_filters(nodes: list[dict[str, Any]], spec: dict[str,
 def test_summary_over_bulk_and_single_answers() -> None:
     sched = Scheduler(Config(), None, clock=FakeClock())
     for i in range(5):
-        sched.on_node(None, build.node(f"t{i}", build.devices(f"t{i}", 1, memory_mib=8000,
+        sched.on_node(None, builders.node(f"t{i}", builders.devices(f"t{i}", 1, memory_mib=8000,
                                                               model="Tesla T4"), heartbeat=NOW))
-    sched.on_node(None, build.node("cordoned", build.devices("c", 1), heartbeat=NOW,
+    sched.on_node(None, builders.node("cordoned", builders.devices("c", 1), heartbeat=NOW,
                                    unschedulable=True))
-    sched.on_node(None, build.node("nine", build.devices("nine", 9, memory_mib=8000),
+    sched.on_node(None, builders.node("nine", builders.devices("nine", 9, memory_mib=8000),
                                    heartbeat=NOW))
     sched.cache.update_snapshot(sched.snapshot)
-    pod = parse(build.pod("p", [build.container(gpumem=9000)]), Config())
+    pod = parse(builders.pod("p", [builders.container(gpumem=9000)]), Config())
     result = sched.framework.schedule(pod, sched.snapshot, NOW)
     assert result.diagnosis is not None
     assert summarize(result.diagnosis) == (
@@ -144,17 +144,17 @@ def test_best_first_order_picks_a_best_scoring_node(nodes: list[dict[str, Any]],
         devices = tuple(Device(f"GPU-{name}-{j}", j, g["model"], g["memory"], g["cores"],
                                g["split"], j % 2, g["healthy"])
                         for j, g in enumerate(n["gpus"]))
-        sched.on_node(None, build.node(name, devices, cpu=n["cpu"], heartbeat=NOW))
+        sched.on_node(None, builders.node(name, devices, cpu=n["cpu"], heartbeat=NOW))
         for j, g in enumerate(n["gpus"]):
             for k, (mem, cores) in enumerate(g["used"]):
-                pod = build.pod(f"u-{name}-{j}-{k}")
+                pod = builders.pod(f"u-{name}-{j}-{k}")
                 pod["spec"]["nodeName"] = name
                 pod["metadata"]["annotations"][ann.ASSIGNMENT] = (
                     f'{{"version":1,"node":"{name}","containers":{{"main":'
                     f'[{{"uuid":"GPU-{name}-{j}","memory_mib":{mem},"cores":{cores}}}]}}}}')
                 sched.on_pod(None, pod)
     percent = spec["percent"] if spec["memory"] is None else None
-    pod = parse(build.pod("p", [build.container(
+    pod = parse(builders.pod("p", [builders.container(
         gpus=spec["gpus"] or 1, gpumem=spec["memory"], percent=percent, cores=spec["cores"])]),
         Config())
     sched.cache.update_snapshot(sched.snapshot)

@@ -7,11 +7,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler import build
-from scheduler.cache import Cache
 from scheduler.framework import profile
 from scheduler.framework.interfaces import CycleState, PreFilterResult
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo, parse
 from scheduler.framework.runtime import Framework
+from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import (
     SKIP,
     SUCCESS,
@@ -20,12 +21,11 @@ from scheduler.framework.status import (
     Status,
     unschedulable,
 )
-from scheduler.nodeinfo import NodeInfo
-from scheduler.podinfo import PodInfo, parse
-from scheduler.registry import REGISTRY
-from scheduler.snapshot import Snapshot
-from scheduler.summary import summarize
+from scheduler.host.cache import Cache
+from scheduler.host.summary import summarize
+from scheduler.plugins.registry import REGISTRY
 from tests.scheduler.helpers import FakeHandle
+from vgpu import builders
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConfigError
 
@@ -35,14 +35,14 @@ NOW = 1_800_000_000.0
 def snapshot_of(names: list[str], columns: Any = ()) -> Snapshot:
     cache = Cache()
     for name in names:
-        cache.set_node(build.node(name, build.devices(name, 1), heartbeat=NOW), NOW)
+        cache.set_node(builders.node(name, builders.devices(name, 1), heartbeat=NOW), NOW)
     snap = Snapshot(columns)
     cache.update_snapshot(snap)
     return snap
 
 
 def a_pod(name: str = "p", **kw: Any) -> PodInfo:
-    return parse(build.pod(name, **kw), Config())
+    return parse(builders.pod(name, **kw), Config())
 
 
 class Recorder:
@@ -211,7 +211,7 @@ def test_profile_from_config_file_text() -> None:
 def test_unavailable_default_gpu_policy_is_a_config_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Every name vgpu.policy lists is implemented; drop one to see the error.
-    from scheduler import policies
+    from scheduler.placement import policies
 
     monkeypatch.delitem(policies.NODE_AWARE_GPU_POLICIES, "fragmentation-aware")
     cfg = Config(default_gpu_policy="fragmentation-aware")

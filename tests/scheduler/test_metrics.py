@@ -8,10 +8,10 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler import build
-from scheduler.metrics import Metrics, State, start_time
-from scheduler.scheduler import Decision, Scheduler
+from scheduler.host.metrics import Metrics, State, start_time
+from scheduler.host.scheduler import Decision, Scheduler
 from tests.scheduler.helpers import FakeClock
+from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
 
@@ -42,7 +42,7 @@ def value(metrics: Metrics, name: str, **labels: str) -> float:
 def setup() -> tuple[Scheduler, MemoryCluster, FakeClock, Metrics]:
     clock = FakeClock(CREATED)
     cluster = MemoryCluster()
-    cluster.create("nodes", build.node("n1", build.devices("n1", 2, model="Tesla T4",
+    cluster.create("nodes", builders.node("n1", builders.devices("n1", 2, model="Tesla T4",
                                                            memory_mib=16384),
                                        heartbeat=clock.now))
     sched = Scheduler(Config(), cluster, clock=clock)
@@ -63,9 +63,9 @@ def stamp(pod: dict[str, object], when: float) -> dict[str, object]:
 
 def test_attempts_latency_and_per_gpu_allocation() -> None:
     sched, cluster, clock, metrics = setup()
-    cluster.create("pods", stamp(build.pod("a", [build.container(gpumem=4000, cores=30)]),
+    cluster.create("pods", stamp(builders.pod("a", [builders.container(gpumem=4000, cores=30)]),
                                  CREATED))
-    cluster.create("pods", stamp(build.pod("big", [build.container(gpumem=99999)]), CREATED))
+    cluster.create("pods", stamp(builders.pod("big", [builders.container(gpumem=99999)]), CREATED))
     sched.pump()  # the watch shows both pods now...
     clock.advance(0.5)  # ...and the scheduler gets to them half a second later
     sched.run_until_idle()
@@ -96,7 +96,7 @@ def test_attempts_latency_and_per_gpu_allocation() -> None:
 def test_gated_pods_and_binding_outcomes() -> None:
     sched, cluster, _, metrics = setup()
     for name in ("a", "b"):
-        cluster.create("pods", build.pod(name, [build.container(gpumem=1000)]))
+        cluster.create("pods", builders.pod(name, [builders.container(gpumem=1000)]))
     sched.run_until_idle()
     assert value(metrics, "vgpu_scheduler_pending_pods", queue="gated") == 1
     metrics.on_decision(Decision("default/x", "n1", "bind-conflict"))
@@ -109,9 +109,9 @@ def test_gated_pods_and_binding_outcomes() -> None:
 
 def test_no_start_is_kept_for_pods_that_are_gone_or_not_ours() -> None:
     sched, cluster, _, metrics = setup()
-    cluster.create("pods", build.pod("gone", [build.container(gpumem=99999)]))
-    cluster.create("pods", build.pod("theirs", scheduler_name="default-scheduler"))
-    cluster.create("pods", build.pod("elsewhere", [build.container(gpumem=99999)]))
+    cluster.create("pods", builders.pod("gone", [builders.container(gpumem=99999)]))
+    cluster.create("pods", builders.pod("theirs", scheduler_name="default-scheduler"))
+    cluster.create("pods", builders.pod("elsewhere", [builders.container(gpumem=99999)]))
     sched.run_until_idle()
     assert sorted(metrics._starts) == ["default/elsewhere", "default/gone"]
     cluster.delete("pods", "gone", "default")

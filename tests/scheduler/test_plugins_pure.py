@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import build, placement, policies
 from scheduler.framework.interfaces import Diagnosis
-from scheduler.framework.status import Status, unresolvable, unschedulable
-from scheduler.objects import (
+from scheduler.framework.objects import (
     Requirement,
     SelectorTerm,
     Taint,
@@ -16,11 +14,14 @@ from scheduler.objects import (
     parse_tolerations,
     pod_requests,
 )
+from scheduler.framework.status import Status, unresolvable, unschedulable
+from scheduler.host.summary import summarize
+from scheduler.placement import place as placement
+from scheduler.placement import policies
 from scheduler.plugins import binder, node_affinity, node_resources_fit, node_unschedulable
 from scheduler.plugins import taint_toleration as tt
 from scheduler.plugins.vgpu import NO_HEARTBEAT, STALE, heartbeat_reason
-from scheduler.summary import summarize
-from vgpu import codecs
+from vgpu import builders, codecs
 from vgpu.annotations import GpuSelector, PodChoices
 from vgpu.devices import Device, Usage
 from vgpu.errors import RequestError
@@ -66,10 +67,11 @@ def test_taint_toleration(taints: tuple[Taint, ...], tolerations: tuple[Tolerati
 
 
 def test_tolerations_parse_and_reject_bad_operator() -> None:
-    pod = build.pod("p", tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule"}])
+    pod = builders.pod("p", tolerations=[{"key": "k", "operator": "Exists",
+                                          "effect": "NoSchedule"}])
     assert parse_tolerations(pod) == (Toleration("k", "Exists", "", "NoSchedule"),)
     with pytest.raises(RequestError, match="operator"):
-        parse_tolerations(build.pod("p", tolerations=[{"key": "k", "operator": "Maybe"}]))
+        parse_tolerations(builders.pod("p", tolerations=[{"key": "k", "operator": "Maybe"}]))
 
 
 # --- NodeAffinity ------------------------------------------------------------------------
@@ -124,15 +126,15 @@ def test_affinity_matches(selector: dict[str, str], terms: tuple[SelectorTerm, .
 def test_affinity_parsing() -> None:
     required = {"nodeSelectorTerms": [{"matchExpressions": [
         {"key": "gpu-gen", "operator": "Gt", "values": ["7"]}]}]}
-    pod = build.pod("p", affinity={"nodeAffinity": {
+    pod = builders.pod("p", affinity={"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": required}})
     assert parse_required_terms(pod) == (SelectorTerm((req("gpu-gen", "Gt", "7"),)),)
-    assert parse_required_terms(build.pod("p")) is None
+    assert parse_required_terms(builders.pod("p")) is None
     for bad in ({"key": "k", "operator": "Gt", "values": ["x"]},
                 {"key": "k", "operator": "In", "values": []},
                 {"key": "k", "operator": "Exists", "values": ["a"]},
                 {"key": "k", "operator": "Near"}):
-        pod = build.pod("p", affinity={"nodeAffinity": {
+        pod = builders.pod("p", affinity={"nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [{"matchExpressions": [bad]}]}}})
         with pytest.raises(RequestError):
@@ -157,13 +159,13 @@ def test_resources_fit(free: tuple[int, int, int], request_: tuple[int, int],
 
 
 @pytest.mark.parametrize(("containers", "init", "overhead", "expected"), [
-    ([build.container(gpus=None, cpu="500m", memory="1Gi")], [], None, (500, 1 << 30)),
-    ([build.container("a", gpus=None, cpu="1", memory="1Gi"),
-      build.container("b", gpus=None, cpu="250m", memory="512Mi")], [], None,
+    ([builders.container(gpus=None, cpu="500m", memory="1Gi")], [], None, (500, 1 << 30)),
+    ([builders.container("a", gpus=None, cpu="1", memory="1Gi"),
+      builders.container("b", gpus=None, cpu="250m", memory="512Mi")], [], None,
      (1250, (1 << 30) + (1 << 29))),
-    ([build.container(gpus=None, cpu="1")], [build.container("i", gpus=None, cpu="2")], None,
+    ([builders.container(gpus=None, cpu="1")], [builders.container("i", gpus=None, cpu="2")], None,
      (2000, 0)),
-    ([build.container(gpus=None, cpu="1")], [], {"cpu": "100m", "memory": "10Mi"},
+    ([builders.container(gpus=None, cpu="1")], [], {"cpu": "100m", "memory": "10Mi"},
      (1100, 10 << 20)),
     ([{"name": "c", "resources": {"limits": {"cpu": "3", "memory": "1Gi"}}}], [], None,
      (3000, 1 << 30)),
@@ -171,7 +173,7 @@ def test_resources_fit(free: tuple[int, int, int], request_: tuple[int, int],
 def test_pod_requests(containers: list[dict[str, object]], init: list[dict[str, object]],
                       overhead: dict[str, str] | None, expected: tuple[int, int]) -> None:
     extra = {"overhead": overhead} if overhead else {}
-    assert pod_requests(build.pod("p", containers, init_containers=init, **extra)) == expected
+    assert pod_requests(builders.pod("p", containers, init_containers=init, **extra)) == expected
 
 
 # --- vGPU: per-GPU fit and placement -----------------------------------------------------
@@ -308,9 +310,9 @@ def test_heartbeat(heartbeat: float | None, now: float, reason: str | None) -> N
 # --- node policies -----------------------------------------------------------------------
 
 def test_node_policies_rank_opposite_ways() -> None:
-    from scheduler.nodeinfo import NodeInfo, parse_node
-    empty = NodeInfo(parse_node(build.node("a", build.devices("a", 2, memory_mib=1000))), 1.0)
-    used = NodeInfo(parse_node(build.node("b", build.devices("b", 2, memory_mib=1000))), 1.0,
+    from scheduler.framework.nodeinfo import NodeInfo, parse_node
+    empty = NodeInfo(parse_node(builders.node("a", builders.devices("a", 2, memory_mib=1000))), 1.0)
+    used = NodeInfo(parse_node(builders.node("b", builders.devices("b", 2, memory_mib=1000))), 1.0,
                     gpu_usage={"GPU-b-0": Usage(1000, 100, 1)})
     p = placement.Placement((), 500, 50)
     binpack, spread = policies.NODE_POLICIES["binpack"], policies.NODE_POLICIES["spread"]

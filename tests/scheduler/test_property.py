@@ -18,11 +18,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import vgpu.annotations as ann
-from scheduler import build
-from scheduler.objects import node_allocatable, pod_requests
-from scheduler.scheduler import Scheduler
+from scheduler.framework.objects import node_allocatable, pod_requests
+from scheduler.host.scheduler import Scheduler
 from tests.scheduler.helpers import FakeClock
-from vgpu import codecs
+from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu.devices import Device
@@ -76,7 +75,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             Device(f"GPU-{name}-{i}", i, spec["model"], spec["memory"], 100, spec["split"],
                    i % 2, healthy=i not in spec.get("sick", ()))
             for i in range(spec["gpus"]))
-        return build.node(name, gpus, cpu=spec["cpu"], pods=spec["pods"],
+        return builders.node(name, gpus, cpu=spec["cpu"], pods=spec["pods"],
                           heartbeat=spec.get("heartbeat", self.clock.now),
                           unschedulable=spec.get("cordoned", False),
                           labels=spec.get("labels"))
@@ -128,9 +127,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         for i, c in enumerate(spec["containers"]):
             kind, amount = c["memory"] if c["memory"] else (None, None)
             if spec["cpu_only"]:
-                containers.append(build.container(f"c{i}", gpus=None, cpu=c["cpu"] or "100m"))
+                containers.append(builders.container(f"c{i}", gpus=None, cpu=c["cpu"] or "100m"))
                 continue
-            containers.append(build.container(
+            containers.append(builders.container(
                 f"c{i}", gpus=c["gpus"], gpumem=amount if kind == "mem" else None,
                 percent=amount if kind == "pct" else None, cores=c["cores"], cpu=c["cpu"]))
         annotations = {}
@@ -142,7 +141,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             annotations[ann.GPU_POLICY] = spec["gpu_policy"]
         if spec["node_policy"]:
             annotations[ann.NODE_POLICY] = spec["node_policy"]
-        self.cluster.create("pods", build.pod(name, containers, annotations=annotations))
+        self.cluster.create("pods", builders.pod(name, containers, annotations=annotations))
         self.pods.append(name)
 
     @precondition(lambda self: self.pods)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler import build
 from scheduler.framework.interfaces import ClusterEvent
+from scheduler.framework.podinfo import PodInfo, parse
+from scheduler.host.queue import SchedulingQueue
 from scheduler.plugins.priority_sort import sort_key
-from scheduler.podinfo import PodInfo, parse
-from scheduler.queue import SchedulingQueue
 from tests.scheduler.helpers import FakeClock
+from vgpu import builders
 from vgpu.config import Config
 
 
 def info(name: str, priority: int = 0) -> PodInfo:
-    return parse(build.pod(name, priority=priority), Config())
+    return parse(builders.pod(name, priority=priority), Config())
 
 
 def make(clock: FakeClock | None = None) -> tuple[SchedulingQueue, FakeClock]:
@@ -118,7 +118,7 @@ def test_delete_and_update() -> None:
     qp = q.pop()
     assert qp is not None and qp.info.name == "b"
     # updated while in flight: the failure sends it straight back to active
-    q.add(parse(build.pod("b", priority=3), Config()))
+    q.add(parse(builders.pod("b", priority=3), Config()))
     q.requeue(qp, unschedulable=True)
     again = q.pop()
     assert again is not None and again.info.priority == 3

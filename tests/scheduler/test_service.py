@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import vgpu.annotations as ann
-from scheduler import build
-from scheduler.service import Options, Service
+from scheduler.host.service import Options, Service
+from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConflictError, NotFoundError
@@ -113,7 +113,7 @@ def running() -> Iterator[Callable[[Service], Running]]:
 def cluster_with_nodes(count: int = 1) -> MemoryCluster:
     cluster = MemoryCluster()
     for i in range(count):
-        cluster.create("nodes", build.node(f"n{i}", build.devices(f"n{i}", 2),
+        cluster.create("nodes", builders.node(f"n{i}", builders.devices(f"n{i}", 2),
                                            heartbeat=time.time()))
     return cluster
 
@@ -141,7 +141,7 @@ def test_serves_probes_and_metrics_and_schedules(running: Callable[[Service], Ru
     wait_for(lambda: get(port, "/readyz") == (200, "leader\n"))
     assert get(port, "/healthz") == (200, "ok\n")
     assert get(port, "/nope")[0] == 404
-    cluster.create("pods", build.pod("a", [build.container(gpumem=1000)]))
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)]))
     wait_for(lambda: node_of(cluster, "a"))
     wait_for(lambda: 'vgpu_scheduler_bindings_total{result="success"} 1.0' in get(
         port, "/metrics")[1])
@@ -175,7 +175,7 @@ def test_one_replica_schedules_and_the_other_takes_over(
     second = "b" if first == "a" else "a"
     wait_for(services[first].leading.is_set)
     for i in range(3):
-        cluster.create("pods", build.pod(f"p{i}", [build.container(gpumem=1000)]))
+        cluster.create("pods", builders.pod(f"p{i}", [builders.container(gpumem=1000)]))
     # (the node agents' part: each bound pod is allocated, which opens its node's gate)
     wait_for(lambda: (allocate_all(cluster), all(node_of(cluster, f"p{i}")
                                                  for i in range(3)))[1])
@@ -188,7 +188,7 @@ def test_one_replica_schedules_and_the_other_takes_over(
     assert runs[first].end() == 0  # a clean stop gives the Lease up...
     wait_for(services[second].leading.is_set, 2)  # ...so it is taken at once
     assert leases.holder() == second
-    cluster.create("pods", build.pod("later", [build.container(gpumem=1000)]))
+    cluster.create("pods", builders.pod("later", [builders.container(gpumem=1000)]))
     wait_for(lambda: node_of(cluster, "later"))
     assert runs[second].end() == 0
     assert leases.holder() == ""

@@ -6,13 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.fragmentation import (
+from scheduler.placement.shapes import Shape, take_gpus
+from scheduler.simulate.baselines.fragmentation import (
     Choice,
     FragModel,
-    Shape,
     fgd_score_from_delta,
     node_fragmentation,
-    take_gpus,
     typical_shapes,
 )
 

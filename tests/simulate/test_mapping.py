@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.nodeinfo import parse_node
-from scheduler.podinfo import parse
+from scheduler.framework.nodeinfo import parse_node
+from scheduler.framework.podinfo import parse
 from scheduler.simulate import mapping
 from scheduler.simulate.trace import TraceNode, TracePod
 from vgpu.config import Config

@@ -7,21 +7,17 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from scheduler import build, gpushare
-from scheduler.fragmentation import FragModel, Shape, fgd_score_from_delta
-from scheduler.nodeinfo import NodeInfo, parse_node
-from scheduler.placement import Candidate
-from scheduler.plugins import (
-    bestfit,
-    dotprod,
-    fgd,
-    fragmentation_aware,
-    gpu_clustering,
-    gpu_packing,
-)
-from scheduler.podinfo import parse
-from scheduler.snapshot import Snapshot
+from scheduler.framework.nodeinfo import NodeInfo, parse_node
+from scheduler.framework.podinfo import parse
+from scheduler.framework.snapshot import Snapshot
+from scheduler.placement import shares
+from scheduler.placement.place import Candidate
+from scheduler.placement.shapes import Shape
+from scheduler.plugins import fragmentation_aware
+from scheduler.simulate.baselines import bestfit, dotprod, fgd, gpu_clustering, gpu_packing
+from scheduler.simulate.baselines.fragmentation import FragModel, fgd_score_from_delta
 from tests.scheduler.helpers import FakeHandle
+from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Usage
 
@@ -41,7 +37,7 @@ def test_bestfit_score(free_cpu: int, free_gpu: int, cpu: int, gpu: int, expecte
 
 def node(gpus: int, used: list[tuple[int, int]], cpu: str = "32", requested_cpu: int = 0
          ) -> NodeInfo:
-    static = parse_node(build.node("n", build.devices("n", gpus, split=20), cpu=cpu,
+    static = parse_node(builders.node("n", builders.devices("n", gpus, split=20), cpu=cpu,
                                    heartbeat=1.0))
     usage = {static.devices[i].uuid: Usage(0, cores, tasks) for i, (cores, tasks) in
              enumerate(used)}
@@ -55,17 +51,17 @@ def node(gpus: int, used: list[tuple[int, int]], cpu: str = "32", requested_cpu:
     ([(0, 20)], (0, 1000)),  # every slot taken
 ])
 def test_free_share_per_gpu(used: list[tuple[int, int]], free: tuple[int, ...]) -> None:
-    assert gpushare.free_milli(node(2, used)) == free
+    assert shares.free_milli(node(2, used)) == free
 
 
 @pytest.mark.parametrize(("container", "shape"), [
-    (build.container(gpus=1, cores=46, percent=46, cpu="6"), Shape(6000, 460, 1)),
-    (build.container(gpus=8, cores=100, cpu="64"), Shape(64000, 1000, 8)),
-    (build.container(gpus=None, cpu="4"), Shape(4000, 0, 0)),
-    (build.container(gpus=None), Shape(gpushare.DEFAULT_MILLI_CPU, 0, 0)),
+    (builders.container(gpus=1, cores=46, percent=46, cpu="6"), Shape(6000, 460, 1)),
+    (builders.container(gpus=8, cores=100, cpu="64"), Shape(64000, 1000, 8)),
+    (builders.container(gpus=None, cpu="4"), Shape(4000, 0, 0)),
+    (builders.container(gpus=None), Shape(shares.DEFAULT_MILLI_CPU, 0, 0)),
 ])
 def test_pod_shape(container: dict[str, object], shape: Shape) -> None:
-    assert gpushare.pod_shape(parse(build.pod("p", [container]), Config())) == shape
+    assert shares.pod_shape(parse(builders.pod("p", [container]), Config())) == shape
 
 
 WORKLOAD = [Shape(4000, 500, 1)] * 6 + [Shape(8000, 1000, 1)] * 4
@@ -78,10 +74,10 @@ def test_order_equals_the_per_node_score(cls: type[fgd.FGD]) -> None:
              node(2, [(30, 1)], requested_cpu=30000)]
     snapshot = Snapshot(plugin.columns())
     for i, info in enumerate(nodes):
-        static = parse_node(build.node(f"n{i}", info.devices, cpu="32", heartbeat=1.0))
+        static = parse_node(builders.node(f"n{i}", info.devices, cpu="32", heartbeat=1.0))
         snapshot.set(NodeInfo(static, 1.0, requested_cpu=info.requested_cpu,
                               gpu_usage=info.gpu_usage))
-    pod = parse(build.pod("p", [build.container(gpus=1, cores=50, percent=50, cpu="4")]),
+    pod = parse(builders.pod("p", [builders.container(gpus=1, cores=50, percent=50, cpu="4")]),
                 Config())
     result, _ = plugin.pre_filter(None, pod, snapshot)  # type: ignore[arg-type]
     assert result is not None and result.order_key is not None
@@ -94,11 +90,11 @@ def test_order_equals_the_per_node_score(cls: type[fgd.FGD]) -> None:
 def test_fgd_gpu_choice_and_ours_differ_only_on_ties() -> None:
     model = FragModel(((Shape(4000, 500, 1), 0.6), (Shape(8000, 1000, 1), 0.4)))
     info = node(3, [(50, 1), (70, 1)])  # free: 500, 300, 1000
-    cands_free = gpushare.free_milli(info)
+    cands_free = shares.free_milli(info)
     assert cands_free == (500, 300, 1000)
     for cls in (fgd.FGD, fragmentation_aware.FragmentationAware):
         plugin = cls(FakeHandle(), workload=[s for s, _ in model.typical])
-        pod = parse(build.pod("p", [build.container(gpus=1, cores=30, percent=30, cpu="1")]),
+        pod = parse(builders.pod("p", [builders.container(gpus=1, cores=30, percent=30, cpu="1")]),
                     Config())
         plugin.pre_filter(None, pod, Snapshot(plugin.columns()))  # type: ignore[arg-type]
         cands = [Candidate(i, d, u, 0, 30) for i, (d, u) in enumerate(
@@ -155,23 +151,23 @@ def test_clustering_keeps_kinds_from_pod_events_and_orders_nodes_by_them() -> No
     plugin = gpu_clustering.GpuClustering(handle)
     snapshot = Snapshot(plugin.columns())
     for i, used in enumerate(([(50, 1)], [(100, 1)], [])):
-        static = parse_node(build.node(f"n{i}", build.devices(f"n{i}", 2), cpu="32",
+        static = parse_node(builders.node(f"n{i}", builders.devices(f"n{i}", 2), cpu="32",
                                        heartbeat=1.0))
         usage = {static.devices[j].uuid: Usage(0, c, t) for j, (c, t) in enumerate(used)}
         snapshot.set(NodeInfo(static, 1.0, gpu_usage=usage))
 
     def bound(name: str, node_name: str, container: dict[str, object]) -> dict[str, object]:
-        pod = build.pod(name, [container])
+        pod = builders.pod(name, [container])
         pod["spec"]["nodeName"] = node_name
         return pod
 
-    half = bound("h", "n0", build.container(gpus=1, cores=50, percent=50))
-    whole = bound("w", "n1", build.container(gpus=1))
+    half = bound("h", "n0", builders.container(gpus=1, cores=50, percent=50))
+    whole = bound("w", "n1", builders.container(gpus=1))
     for handler in handle.handlers:
         handler(None, half)
         handler(None, whole)
-        handler(None, bound("c", "n2", build.container(gpus=None)))  # no GPU: no kind
-    share = parse(build.pod("p", [build.container(gpus=1, cores=30, percent=30)]), Config())
+        handler(None, bound("c", "n2", builders.container(gpus=None)))  # no GPU: no kind
+    share = parse(builders.pod("p", [builders.container(gpus=1, cores=30, percent=30)]), Config())
     result, _ = plugin.pre_filter(None, share, snapshot)  # type: ignore[arg-type]
     assert result is not None and result.order_key is not None
     assert result.order_key.tolist() == [plugin.score(None, share, info)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.scheduler import Scheduler
+from scheduler.host.scheduler import Scheduler
 from scheduler.simulate import mapping, policies
 from scheduler.simulate.gorand import GoRand
 from scheduler.simulate.replay import EPOCH, replay

@@ -11,15 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler import build, gpushare, stranding
-from scheduler.fragmentation import Shape, fgd_score_from_delta
-from scheduler.nodeinfo import NodeInfo, parse_node
-from scheduler.placement import Candidate
-from scheduler.plugins import fgd, fragmentation_aware
-from scheduler.podinfo import parse
-from scheduler.snapshot import Snapshot
-from scheduler.stranding import Workload
+from scheduler.framework.nodeinfo import NodeInfo, parse_node
+from scheduler.framework.podinfo import parse
+from scheduler.framework.snapshot import Snapshot
+from scheduler.placement import shares, stranding
+from scheduler.placement.place import Candidate
+from scheduler.placement.shapes import Shape
+from scheduler.placement.stranding import Workload
+from scheduler.plugins import fragmentation_aware
+from scheduler.simulate.baselines import fgd
+from scheduler.simulate.baselines.fragmentation import fgd_score_from_delta
 from tests.scheduler.helpers import FakeHandle
+from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Usage
 
@@ -171,7 +174,7 @@ def test_the_vectorised_model_equals_the_definition(
 
 def _node(name: str, gpus: int, used: Sequence[tuple[int, int]] = (), *, cpu: str = "32",
           requested_cpu: int = 0) -> NodeInfo:
-    static = parse_node(build.node(name, build.devices(name, gpus, split=20), cpu=cpu,
+    static = parse_node(builders.node(name, builders.devices(name, gpus, split=20), cpu=cpu,
                                    memory="256Gi", heartbeat=1.0))
     usage = {static.devices[i].uuid: Usage(0, cores, tasks)
              for i, (cores, tasks) in enumerate(used)}
@@ -179,7 +182,7 @@ def _node(name: str, gpus: int, used: Sequence[tuple[int, int]] = (), *, cpu: st
 
 
 def _pod(cpu: str, *, gpus: int | None = 1, percent: int = 100) -> object:
-    return parse(build.pod("p", [build.container(gpus=gpus, cores=percent if gpus else None,
+    return parse(builders.pod("p", [builders.container(gpus=gpus, cores=percent if gpus else None,
                                                  percent=percent if gpus else None,
                                                  cpu=cpu, memory="1Gi")]), Config())
 
@@ -241,7 +244,7 @@ def test_a_share_goes_to_the_gpu_that_leaves_most_serviceable() -> None:
     info = _node("n", 3, [(50, 1), (70, 1)])  # free: 500, 300, 1000
     pod = _pod("1", percent=30)
     plugin.pre_filter(None, pod, Snapshot(plugin.columns()))  # type: ignore[arg-type]
-    free = gpushare.free_milli(info)
+    free = shares.free_milli(info)
     cands = [Candidate(i, d, u, 0, 30) for i, (d, u) in enumerate(
         zip(info.devices, info.usages, strict=True)) if free[i] >= 300]
     assert plugin.rank_gpus(info, cands)[0].position == 1  # fills the 300
@@ -251,8 +254,8 @@ def test_without_a_trace_the_workload_is_learned_from_pods() -> None:
     handle = FakeHandle()
     plugin = fragmentation_aware.FragmentationAware(handle)
     assert plugin.load.shapes == ()
-    for i in range(gpushare.RELEARN_EVERY):
-        pod = build.pod(f"p{i}", [build.container(gpus=1, cores=50, percent=50, cpu="4")])
+    for i in range(shares.RELEARN_EVERY):
+        pod = builders.pod(f"p{i}", [builders.container(gpus=1, cores=50, percent=50, cpu="4")])
         for handler in handle.handlers:
             handler(None, pod)
     assert [(s.milli_cpu, s.milli_gpu, p) for s, p in plugin.load.shapes] == [(4000, 500, 1.0)]

@@ -18,10 +18,10 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from scheduler.events import EventLimiter, RecordingPort
-from scheduler.metrics import Metrics, State
-from scheduler.scheduler import Scheduler
-from scheduler.server import HealthServer
+from scheduler.host.events import EventLimiter, RecordingPort
+from scheduler.host.metrics import Metrics, State
+from scheduler.host.scheduler import Scheduler
+from scheduler.host.server import HealthServer
 from vgpu import logs
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config

@@ -27,26 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-MILLI = 1000
-
-
-@dataclass(frozen=True, order=True)
-class Shape:
-    """A task's resource shape: CPU, GPU share per GPU, GPU count, allowed GPU models."""
-
-    milli_cpu: int
-    milli_gpu: int  # per GPU; 1000 = a whole GPU
-    gpus: int
-    models: tuple[str, ...] = ()  # empty: any model
-    memory_mib: int = 0  # host memory; the stranding measure weighs it, FGD ignores it
-
-    @property
-    def total_milli_gpu(self) -> int:
-        return self.milli_gpu * self.gpus
-
-    def allows(self, model: str) -> bool:
-        return not self.models or model in self.models
-
+from scheduler.placement.shapes import MILLI, Shape, take_gpus
 
 #: The FGD artifact's settings for the paper runs: shapes covering 95 % of tasks, CPU-only
 #: tasks included, every task weighted 1.
@@ -108,17 +89,6 @@ def node_fragmentation(cpu_left: int, gpu_left: Sequence[int], model: str,
         else:
             frag += p * idle
     return frag
-
-
-def take_gpus(gpu_left: Sequence[int], milli_gpu: int, gpus: int) -> tuple[int, ...] | None:
-    """GPU indices a non-shared request takes: the fullest GPUs that still fit, then by index.
-
-    For whole-GPU requests that is the first idle GPUs by index, as the artifact allocates.
-    None when the request does not fit.
-    """
-    order = sorted(range(len(gpu_left)), key=lambda i: gpu_left[i])
-    taken = [i for i in order if gpu_left[i] >= milli_gpu][:gpus]
-    return tuple(sorted(taken)) if len(taken) == gpus else None
 
 
 def sigmoid(x: float) -> float:

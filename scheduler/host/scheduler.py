@@ -23,10 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from scheduler import podinfo
-from scheduler.binding import BindExecutor, InlineBinder, ThreadBinder
-from scheduler.cache import Cache
-from scheduler.framework import profile
+from scheduler.framework import podinfo, profile
 from scheduler.framework.interfaces import (
     ASSIGNMENT_KEY,
     BIND_CONFLICT_KEY,
@@ -35,14 +32,16 @@ from scheduler.framework.interfaces import (
     CycleState,
     PluginFactory,
 )
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.runtime import Framework
+from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Code, Status
-from scheduler.nodeinfo import NodeInfo
-from scheduler.podinfo import PodInfo
-from scheduler.queue import QueuedPod, SchedulingQueue
-from scheduler.registry import REGISTRY
-from scheduler.snapshot import Snapshot
-from scheduler.summary import summarize
+from scheduler.host.binding import BindExecutor, InlineBinder, ThreadBinder
+from scheduler.host.cache import Cache
+from scheduler.host.queue import QueuedPod, SchedulingQueue
+from scheduler.host.summary import summarize
+from scheduler.plugins.registry import REGISTRY
 from vgpu import logs
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj, is_terminated

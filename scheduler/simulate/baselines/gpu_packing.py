@@ -14,13 +14,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scheduler import gpushare
-from scheduler.fragmentation import MILLI
 from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status
-from scheduler.nodeinfo import NodeInfo
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
+from scheduler.placement import shares
+from scheduler.placement.shapes import MILLI
 
 MAX = 100
 
@@ -47,7 +47,7 @@ class GpuPacking:
 
     def __init__(self, handle: Handle) -> None:
         del handle
-        self._states = gpushare.NodeStates("packing")
+        self._states = shares.NodeStates("packing")
         self._memo: dict[tuple[int, int, int], float] = {}
 
     def columns(self) -> Sequence[Column]:
@@ -63,7 +63,7 @@ class GpuPacking:
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        shape = gpushare.pod_shape(pod)
+        shape = shares.pod_shape(pod)
         ids, _ = self._states.arrays(snapshot)
         unique, inverse = np.unique(ids, return_inverse=True)
         values = np.array([-math.inf if s < 0 else self._value(s, shape.milli_gpu, shape.gpus)
@@ -71,6 +71,6 @@ class GpuPacking:
         return PreFilterResult(order_key=values[inverse], ranks_for=self.name), SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
-        shape = gpushare.pod_shape(pod)
-        value = score(gpushare.free_milli(node), shape.milli_gpu, shape.gpus)
+        shape = shares.pod_shape(pod)
+        value = score(shares.free_milli(node), shape.milli_gpu, shape.gpus)
         return 0.0 if value is None else float(value)

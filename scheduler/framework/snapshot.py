@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.nodeinfo import NodeInfo
+from scheduler.framework.nodeinfo import NodeInfo
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.nodeinfo import NodeInfo
-from scheduler.placement import Candidate, GpuRanker, Placement
-from scheduler.snapshot import Snapshot
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.snapshot import Snapshot
+from scheduler.placement.place import Candidate, GpuRanker, Placement
 from vgpu.devices import Device, Usage, memory_capacity
 
 

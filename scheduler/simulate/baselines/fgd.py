@@ -1,7 +1,7 @@
 """FGD: Fragmentation Gradient Descent (Weng et al., USENIX ATC'23), as a score plugin.
 
 A node's score is how much placing the pod there changes the node's expected fragmented
-GPU (:mod:`scheduler.fragmentation`) for the cluster's workload: ``int(sigmoid(−Δ/1000) ×
+GPU (:mod:`scheduler.simulate.baselines.fragmentation`) for the cluster's workload: ``int(sigmoid(−Δ/1000) ×
 100)``, truncated as the paper's artifact does, so placements that grow fragmentation least
 win and near-equal ones tie (ties go to the first node in snapshot order). On the chosen
 node a shared-GPU pod goes to the GPU whose choice scores best (the lowest index on
@@ -25,21 +25,20 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler import gpushare
-from scheduler.fragmentation import (
-    MILLI,
+from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Column, Snapshot
+from scheduler.framework.status import SUCCESS, Status
+from scheduler.placement import shares
+from scheduler.placement.place import Candidate
+from scheduler.placement.shapes import MILLI, Shape
+from scheduler.simulate.baselines.fragmentation import (
     FragModel,
-    Shape,
     fgd_score_from_delta,
     memory_free,
     typical_shapes,
 )
-from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
-from scheduler.framework.status import SUCCESS, Status
-from scheduler.nodeinfo import NodeInfo
-from scheduler.placement import Candidate
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
 
 #: Score memo entries kept before it is dropped (node states keep changing in a replay).
 MEMO_LIMIT = 200_000
@@ -51,18 +50,18 @@ class FGD:
     gpu_policy = "fgd"
 
     def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
-        self._states = gpushare.NodeStates(self.name.lower())
+        self._states = shares.NodeStates(self.name.lower())
         self._memo: dict[tuple[int, Shape], float] = {}
         self._shape: Shape | None = None
         if workload is not None:
             self._set_model(FragModel(typical_shapes(memory_free(workload))))
         else:
             self._set_model(FragModel(()))
-            learned = gpushare.LearnedShapes(
+            learned = shares.LearnedShapes(
                 handle.config, self._shape_of,
                 lambda shapes: self._set_model(FragModel(typical_shapes(shapes))))
             handle.on_pod_event(learned.on_pod)
-        gpushare.activate(self.gpu_policy, self)
+        shares.activate(self.gpu_policy, self)
 
     def _set_model(self, model: FragModel) -> None:
         self._model = model
@@ -77,7 +76,7 @@ class FGD:
 
     @staticmethod
     def _shape_of(pod: PodInfo) -> Shape:
-        return gpushare.pod_shape(pod)
+        return shares.pod_shape(pod)
 
     def _buckets(self, cpu: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """:meth:`FragModel.bucket` for every node at once."""
@@ -128,26 +127,26 @@ class FGD:
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         shape = self._shape_of(pod)
-        choice = self._model.best_choice(gpushare.free_cpu(node), gpushare.free_milli(node),
-                                         gpushare.model(node), shape)
+        choice = self._model.best_choice(shares.free_cpu(node), shares.free_milli(node),
+                                         shares.model(node), shape)
         return 0.0 if choice is None else float(choice.score)
 
     # -- GPU choice (the node-aware GPU policy) --------------------------------------------
 
     def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
-        free = list(gpushare.free_milli(node))
+        free = list(shares.free_milli(node))
         if not cands:
             return []
         shape = self._shape
         share = cands[0].cores * MILLI // 100
         if shape is None or shape.milli_gpu != share:
-            shape = Shape(gpushare.DEFAULT_MILLI_CPU, share, len(cands))
+            shape = Shape(shares.DEFAULT_MILLI_CPU, share, len(cands))
         if shape.gpus != 1 or shape.milli_gpu >= MILLI:
-            return gpushare.fullest_first(node, cands)
-        cpu = gpushare.free_cpu(node)
+            return shares.fullest_first(node, cands)
+        cpu = shares.free_cpu(node)
         before = self._model.bucket(cpu)
         after = self._model.bucket(cpu - shape.milli_cpu)
-        model = gpushare.model(node)
+        model = shares.model(node)
         ranked: list[tuple[tuple[float, ...], Candidate]] = []
         for c in cands:
             value = self._gpu_choice_value((before, after), free, c.position, shape, model)
@@ -166,4 +165,4 @@ class FGD:
         return float(fgd_score_from_delta(delta))
 
 
-gpushare.register_gpu_policy(FGD.gpu_policy)
+shares.register_gpu_policy(FGD.gpu_policy)

@@ -11,14 +11,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scheduler import policies
-from scheduler.fragmentation import MILLI
 from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status
-from scheduler.nodeinfo import NodeInfo
-from scheduler.placement import Candidate
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Snapshot
+from scheduler.placement import policies
+from scheduler.placement.place import Candidate
+from scheduler.placement.shapes import MILLI
 
 _ACTIVE: list[RandomScore] = []
 

@@ -1,6 +1,6 @@
 """Stranded GPU of a node: the idle GPU its remaining capacity cannot serve.
 
-FGD (:mod:`scheduler.fragmentation`) asks whether the *next* typical task fits a node. On
+FGD (:mod:`scheduler.simulate.baselines.fragmentation`) asks whether the *next* typical task fits a node. On
 the Alibaba trace most late failures are not of that kind: the failing pod's GPU is free
 somewhere, but every node with it free has run out of CPU or host memory, eaten a task at a
 time by pods that each still "fitted". This measure looks further ahead. For a node with
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.fragmentation import MILLI, Shape, take_gpus
+from scheduler.placement.shapes import MILLI, Shape, take_gpus
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -152,7 +152,7 @@ def delta(gpu_left: Sequence[int], cpu_left: int, memory_left: int, model: str,
 
 
 def scores_from_deltas(change: FloatArray) -> FloatArray:
-    """:func:`~scheduler.fragmentation.fgd_score_from_delta` (FGD's truncated sigmoid,
+    """:func:`~scheduler.simulate.baselines.fragmentation.fgd_score_from_delta` (FGD's truncated sigmoid,
     ``int(sigmoid(−Δ/1000) × 100)``) for an array: the same formula, the same truncation."""
     with np.errstate(over="ignore"):
         out: FloatArray = np.floor(100.0 / (1.0 + np.exp(change / MILLI)))
@@ -168,7 +168,7 @@ class StrandingModel:
     """:func:`delta` for every node at once, from tables per GPU state.
 
     A GPU state (model, sorted free shares) is interned by the caller as an integer id
-    (:class:`scheduler.gpushare.NodeStates`); ``states`` is that list, read as it grows.
+    (:class:`scheduler.placement.shares.NodeStates`); ``states`` is that list, read as it grows.
     For each state in use the model keeps a row: the free shares (sorted ascending,
     left-padded with zeros to the widest node seen), ``L_i // g_s`` per shape and GPU, and
     each shape's instance count, so that a placement's effect is a few array operations

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.framework.interfaces import Clock, ClusterEvent
-from scheduler.podinfo import PodInfo
+from scheduler.framework.podinfo import PodInfo
 
 
 @dataclass(eq=False)

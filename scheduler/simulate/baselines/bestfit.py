@@ -13,7 +13,11 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.interfaces import Handle
-from scheduler.plugins.free_resources import MAX_SPEC_CPU, MAX_SPEC_GPU, FreeResourcesScore
+from scheduler.simulate.baselines.free_resources import (
+    MAX_SPEC_CPU,
+    MAX_SPEC_GPU,
+    FreeResourcesScore,
+)
 
 __all__ = ["MAX_SPEC_CPU", "MAX_SPEC_GPU", "BestFit", "score", "scores"]
 

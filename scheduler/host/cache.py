@@ -18,11 +18,11 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import vgpu.annotations as ann
-from scheduler import objects
+from scheduler.framework import objects
 from scheduler.framework.interfaces import ClusterEvent
-from scheduler.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
-from scheduler.podinfo import PodInfo, pod_key
-from scheduler.snapshot import Snapshot
+from scheduler.framework.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
+from scheduler.framework.podinfo import PodInfo, pod_key
+from scheduler.framework.snapshot import Snapshot
 from vgpu import codecs, logs
 from vgpu.cluster.port import Obj, annotations_of, is_terminated
 from vgpu.codecs import Assignment

@@ -25,8 +25,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scheduler.podinfo import pod_key
-from scheduler.scheduler import Decision, Scheduler
+from scheduler.framework.podinfo import pod_key
+from scheduler.host.scheduler import Decision, Scheduler
 from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY
 

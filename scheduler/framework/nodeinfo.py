@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import vgpu.annotations as ann
-from scheduler import objects
+from scheduler.framework import objects
 from vgpu import codecs
 from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY, Device, Usage, largest_percent, memory_capacity, takes_tasks

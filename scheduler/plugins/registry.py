@@ -5,20 +5,22 @@ from __future__ import annotations
 from scheduler.framework.interfaces import PluginFactory
 from scheduler.plugins import (
     allocation_gate,
-    bestfit,
     binder,
-    dotprod,
-    fgd,
     fragmentation_aware,
-    gpu_clustering,
-    gpu_packing,
     node_affinity,
     node_resources_fit,
     node_unschedulable,
     priority_sort,
-    random_score,
     taint_toleration,
     vgpu,
+)
+from scheduler.simulate.baselines import (
+    bestfit,
+    dotprod,
+    fgd,
+    gpu_clustering,
+    gpu_packing,
+    random_score,
 )
 
 REGISTRY: dict[str, PluginFactory] = {

@@ -16,12 +16,12 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from scheduler import policies
-from scheduler.fragmentation import MILLI, Shape
-from scheduler.nodeinfo import NodeInfo
-from scheduler.placement import Candidate
-from scheduler.podinfo import PodInfo, parse
-from scheduler.snapshot import Column, Snapshot
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo, parse
+from scheduler.framework.snapshot import Column, Snapshot
+from scheduler.placement import policies
+from scheduler.placement.place import Candidate
+from scheduler.placement.shapes import MILLI, Shape
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.devices import takes_tasks

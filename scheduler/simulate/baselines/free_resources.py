@@ -14,12 +14,12 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from scheduler import gpushare
 from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status
-from scheduler.nodeinfo import NodeInfo
-from scheduler.podinfo import PodInfo
-from scheduler.snapshot import Column, Snapshot
+from scheduler.placement import shares
 
 MAX_SPEC_CPU = 128_000.0  # the largest node the paper normalises by, milli-CPU
 MAX_SPEC_GPU = 8_000.0  # eight GPUs, milli-GPU
@@ -44,18 +44,18 @@ class FreeResourcesScore:
         self._free_gpu = f"{prefix}.free_gpu"
 
     def columns(self) -> Sequence[Column]:
-        return (Column(self._free_cpu, np.int64, gpushare.free_cpu, -1),
-                Column(self._free_gpu, np.int64, lambda n: sum(gpushare.free_milli(n)), -1))
+        return (Column(self._free_cpu, np.int64, shares.free_cpu, -1),
+                Column(self._free_gpu, np.int64, lambda n: sum(shares.free_milli(n)), -1))
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        shape = gpushare.pod_shape(pod)
+        shape = shares.pod_shape(pod)
         order = self._formulas(snapshot.column(self._free_cpu),
                                snapshot.column(self._free_gpu), shape.milli_cpu,
                                shape.total_milli_gpu)
         return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
-        shape = gpushare.pod_shape(pod)
-        return float(self._formula(gpushare.free_cpu(node), sum(gpushare.free_milli(node)),
+        shape = shares.pod_shape(pod)
+        return float(self._formula(shares.free_cpu(node), sum(shares.free_milli(node)),
                                    shape.milli_cpu, shape.total_milli_gpu))

@@ -21,13 +21,13 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler import gpushare
-from scheduler.fragmentation import MILLI, Shape
 from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo, parse
+from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status
-from scheduler.nodeinfo import NodeInfo
-from scheduler.podinfo import PodInfo, parse
-from scheduler.snapshot import Column, Snapshot
+from scheduler.placement import shares
+from scheduler.placement.shapes import MILLI, Shape
 from vgpu.cluster.port import Obj
 
 QUARTER = 25  # framework.MaxNodeScore / 4
@@ -69,7 +69,7 @@ class GpuClustering:
 
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
-        self._states = gpushare.NodeStates("clustering")
+        self._states = shares.NodeStates("clustering")
         self._kinds: dict[str, Counter[str]] = {}
         self._pods: dict[str, tuple[str, str]] = {}  # pod key -> (node, kind)
         handle.on_pod_event(self._observe)
@@ -87,7 +87,7 @@ class GpuClustering:
             return
         if new is None or not node or key in self._pods:
             return
-        pod_kind = kind(gpushare.pod_shape(parse(new, self._handle.config)))
+        pod_kind = kind(shares.pod_shape(parse(new, self._handle.config)))
         if pod_kind is not None:
             self._pods[key] = (node, pod_kind)
             self._kinds.setdefault(node, Counter())[pod_kind] += 1
@@ -100,7 +100,7 @@ class GpuClustering:
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        pod_kind = kind(gpushare.pod_shape(pod))
+        pod_kind = kind(shares.pod_shape(pod))
         ids, _ = self._states.arrays(snapshot)
         order: npt.NDArray[np.float64] = np.zeros(len(ids), dtype=np.float64)
         if pod_kind is not None:
@@ -116,5 +116,5 @@ class GpuClustering:
         return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
-        return float(score(self.kinds(node.name), kind(gpushare.pod_shape(pod)),
-                           sum(gpushare.free_milli(node))))
+        return float(score(self.kinds(node.name), kind(shares.pod_shape(pod)),
+                           sum(shares.free_milli(node))))
