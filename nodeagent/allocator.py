@@ -21,11 +21,11 @@ from nodeagent.virtual import physical_uuid
 from nodeagent.writer import PhaseUpdate, PhaseWriter
 from vgpu import logs
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_FAILED, PHASE_SUCCESS
-from vgpu.cluster.port import Obj, annotations_of, key_of
+from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, decode_assignment
 from vgpu.config import Config
-from vgpu.errors import CodecError, RequestError, VgpuError
-from vgpu.requests import parse_pod
+from vgpu.errors import CodecError, VgpuError
+from vgpu.pods import annotations_of, container_names, pod_key
 
 _log = logs.get("vgpu.nodeagent.allocate")
 
@@ -75,12 +75,12 @@ class Allocator:
                 f"serves only pods placed by its scheduler, one at a time per node")
         if len(pods) > 1:
             _log.warning("more than one pod allocating on this node; serving the oldest",
-                         pods=[key_of(p) for p in pods])
+                         pods=[pod_key(p) for p in pods])
         return pods[0]
 
     def _fail(self, pod: Obj, code: Code, reason: str) -> AllocateError:
-        message = f"pod {key_of(pod)}: {reason}"
-        _log.warning("allocation failed", pod=key_of(pod), reason=reason)
+        message = f"pod {pod_key(pod)}: {reason}"
+        _log.warning("allocation failed", pod=pod_key(pod), reason=reason)
         if self._inflight is not None:
             self._inflight.finish(pod)
         self._report(pod, PHASE_FAILED, reason)
@@ -119,12 +119,10 @@ class Allocator:
             assert self._inflight is not None
             try:
                 assignment = self._assignment(pod)
-                priorities = {c.name: c.priority
-                              for c in parse_pod(pod, self._config).containers}
                 names = matching.match_requests(
                     [len(ids) for ids in requests], assignment,
-                    matching.container_order(pod), self._inflight.done(pod))
-            except (CodecError, RequestError) as exc:
+                    container_names(pod), self._inflight.done(pod))
+            except CodecError as exc:
                 raise self._fail(pod, Code.INVALID_ARGUMENT, str(exc)) from None
             except matching.MatchError as exc:
                 raise self._fail(pod, Code.INVALID_ARGUMENT, str(exc)) from None
@@ -137,9 +135,10 @@ class Allocator:
                     # The assignment is what the scheduler accounted for, so it wins; the
                     # kubelet's slot IDs only count slots.
                     _log.info("kubelet picked slots on other GPUs than assigned",
-                              pod=key_of(pod), container=name, ids=list(ids))
+                              pod=pod_key(pod), container=name, ids=list(ids))
                 result.append(grants.grant(granted, pod_uid=uid, container=name,
-                                           priority=priorities.get(name), config=self._config))
+                                           priority=assignment.priorities.get(name),
+                                           config=self._config))
             self._inflight.mark_done(pod, names)
             finished = matching.all_done(assignment, self._inflight.done(pod))
             if finished:
@@ -147,7 +146,7 @@ class Allocator:
         if self._prepare_host_dirs and self._config.nodeagent.hami_core_path:
             for item in result:
                 self._make_cache_dir(uid, item.container)
-        _log.info("allocated", pod=key_of(pod), containers=list(names), complete=finished)
+        _log.info("allocated", pod=pod_key(pod), containers=list(names), complete=finished)
         if finished:
             self._report(pod, PHASE_SUCCESS)
         return result
@@ -180,10 +179,10 @@ class Allocator:
                 assignment = self._assignment(pod)
                 done = self._inflight.done(pod) | set(skip) if self._inflight else set(skip)
                 (container,) = matching.match_requests(
-                    [size], assignment, matching.container_order(pod), done)
+                    [size], assignment, container_names(pod), done)
                 wanted = [g.uuid for g in assignment.containers[container]]
             except (CodecError, matching.MatchError) as exc:
-                _log.info("no assigned GPUs to prefer", pod=key_of(pod), reason=str(exc))
+                _log.info("no assigned GPUs to prefer", pod=pod_key(pod), reason=str(exc))
         chosen = preferred.choose(available, must_include, size, wanted,
                                   lambda i: physical_uuid(i, known))
         return chosen, container

@@ -9,8 +9,7 @@ allocated yet.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
 
 from vgpu.codecs import Assignment
 from vgpu.errors import VgpuError
@@ -18,17 +17,6 @@ from vgpu.errors import VgpuError
 
 class MatchError(VgpuError):
     """No remaining container of the pod fits the request."""
-
-
-def container_order(pod: Mapping[str, Any]) -> tuple[str, ...]:
-    """Container names in the order the kubelet starts them: init containers first."""
-    spec = pod.get("spec") or {}
-    names: list[str] = []
-    for key in ("initContainers", "containers"):
-        for container in spec.get(key) or []:
-            if isinstance(container, Mapping) and isinstance(container.get("name"), str):
-                names.append(container["name"])
-    return tuple(names)
 
 
 def gpu_containers(assignment: Assignment, order: Sequence[str]) -> tuple[str, ...]:

@@ -16,11 +16,11 @@ from prometheus_client.registry import Collector
 
 from nodeagent.discovery import GpuFacts, GpuSample
 from vgpu import logs
-from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_SUCCESS
-from vgpu.cluster.port import Obj, annotations_of, is_terminated
-from vgpu.codecs import Assignment, decode_assignment
+from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
+from vgpu.pods import pod_key
 from vgpu.probes import Check, ProbeServer
+from vgpu.usage import claimed
 
 _log = logs.get("vgpu.nodeagent.metrics")
 
@@ -40,22 +40,20 @@ class Granted:
 
 
 def running_grants(pods: Sequence[Obj]) -> list[Granted]:
-    """Slices held by the node's allocated pods that have not ended."""
+    """Slices held by the node's pods (:func:`vgpu.usage.claimed`, the rule the scheduler
+    counts by); a pod whose assignment cannot be read shows none."""
     out: list[Granted] = []
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        annotations = annotations_of(pod)
-        if annotations.get(BIND_PHASE) != PHASE_SUCCESS or ASSIGNMENT not in annotations:
-            continue
-        if is_terminated(pod):
-            continue
         try:
-            assignment: Assignment = decode_assignment(annotations[ASSIGNMENT])
+            assignment = claimed(pod)
         except CodecError:
             continue
+        if assignment is None:
+            continue
+        namespace, name = pod_key(pod).split("/", 1)
         for container, slices in assignment.containers.items():
-            out.extend(Granted(str(meta.get("namespace", "")), str(meta.get("name", "")),
-                               container, s.uuid, s.memory_mib, s.cores) for s in slices)
+            out.extend(Granted(namespace, name, container, s.uuid, s.memory_mib, s.cores)
+                       for s in slices)
     return out
 
 

@@ -12,24 +12,25 @@ import threading
 import time
 from collections.abc import Collection
 
-from vgpu.annotations import BIND_PHASE, PHASE_ALLOCATING
-from vgpu.cluster.port import Obj, annotations_of, is_terminated, key_of
+from vgpu.annotations import PHASE_ALLOCATING
+from vgpu.cluster.port import Obj
 from vgpu.codecs import bind_time
+from vgpu.pods import annotations_of, bind_phase, is_terminated, pod_key
 
 
 def uid_of(pod: Obj) -> str:
-    return str((pod.get("metadata") or {}).get("uid") or key_of(pod))
+    return str((pod.get("metadata") or {}).get("uid") or pod_key(pod))
 
 
 def is_allocating(pod: Obj) -> bool:
-    return (annotations_of(pod).get(BIND_PHASE) == PHASE_ALLOCATING
+    return (bind_phase(pod) == PHASE_ALLOCATING
             and not is_terminated(pod)
             and not (pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _bind_order(pod: Obj) -> tuple[float, str]:
     when = bind_time(annotations_of(pod))
-    return (float("inf") if when is None else when, key_of(pod))
+    return (float("inf") if when is None else when, pod_key(pod))
 
 
 class InFlight:
@@ -45,11 +46,11 @@ class InFlight:
 
     def on_pod(self, old: Obj | None, new: Obj | None) -> None:
         with self._cond:
-            if old is not None and (new is None or key_of(old) != key_of(new)):
+            if old is not None and (new is None or pod_key(old) != pod_key(new)):
                 self._forget(old)
             if new is None:
                 return
-            key = key_of(new)
+            key = pod_key(new)
             if is_allocating(new):
                 self._allocating[key] = new
             else:
@@ -60,7 +61,7 @@ class InFlight:
             self._cond.notify_all()
 
     def _forget(self, pod: Obj) -> None:
-        self._allocating.pop(key_of(pod), None)
+        self._allocating.pop(pod_key(pod), None)
         uid = uid_of(pod)
         self._finished.discard(uid)
         self._done.pop(uid, None)

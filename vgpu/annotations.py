@@ -30,7 +30,6 @@ GPUMEM_PERCENTAGE = "vgpu.io/gpumem-percentage"
 PHASE_ALLOCATING = "allocating"
 PHASE_SUCCESS = "success"
 PHASE_FAILED = "failed"
-BIND_PHASES = (PHASE_ALLOCATING, PHASE_SUCCESS, PHASE_FAILED)
 
 # Written by users.
 USE_GPUTYPE = "nvidia.com/use-gputype"

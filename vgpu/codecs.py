@@ -37,11 +37,14 @@ class GrantedDevice:
 
 @dataclass(frozen=True)
 class Assignment:
-    """Where the scheduler put a pod: per container name, the GPU slices it got."""
+    """Where the scheduler put a pod: per container name, the GPU slices it got, and the
+    task priority of the containers that asked for one (``nvidia.com/priority``), so the
+    node agent can answer Allocate from the assignment alone."""
 
     node: str
     containers: Mapping[str, tuple[GrantedDevice, ...]] = field(default_factory=dict)
     version: int = VERSION
+    priorities: Mapping[str, int] = field(default_factory=dict)
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -176,7 +179,7 @@ def bind_time(annotations: Mapping[str, Any]) -> float | None:
 # --- pod assignment ----------------------------------------------------------------------
 
 def encode_assignment(assignment: Assignment) -> str:
-    return _dump({
+    out: dict[str, Any] = {
         "version": assignment.version,
         "node": assignment.node,
         "containers": {
@@ -184,7 +187,24 @@ def encode_assignment(assignment: Assignment) -> str:
                    for g in granted]
             for name, granted in assignment.containers.items()
         },
-    })
+    }
+    # Optional, so that assignments without priorities read the same by older agents.
+    if assignment.priorities:
+        out["priorities"] = dict(assignment.priorities)
+    return _dump(out)
+
+
+def _priorities(root: Mapping[str, Any], containers: Mapping[str, Any],
+                key: str) -> dict[str, int]:
+    raw = root.get("priorities")
+    if raw is None:
+        return {}
+    where = f"{key}.priorities"
+    obj = _obj(raw, where)
+    for name in obj:
+        if name not in containers:
+            raise CodecError(f"{where}.{name}: not a container of the assignment")
+    return {name: _int(obj, name, where) for name in obj}
 
 
 def decode_assignment(text: Any) -> Assignment:
@@ -216,4 +236,5 @@ def decode_assignment(text: Any) -> Assignment:
         if len(set(uuids)) != len(uuids):
             raise CodecError(f"{where}: a container's vGPUs must be on distinct GPUs")
         containers[name] = tuple(granted)
-    return Assignment(node=node, containers=containers)
+    return Assignment(node=node, containers=containers,
+                      priorities=_priorities(root, containers, key))

@@ -12,12 +12,21 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from vgpu.annotations import GpuSelector
 from vgpu.errors import RequestError
 from vgpu.requests import ContainerRequest
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 FULL_CORES = 100
+
+#: MiB as one number, or as a numpy column of numbers (one per node or GPU): the helpers
+#: below compute the same either way, so the vectorised index and the exact fit agree.
+MiB = TypeVar("MiB", int, "npt.NDArray[np.int64]")
 
 
 @dataclass(frozen=True)
@@ -82,17 +91,29 @@ def memory_capacity(device: Device, scaling: float) -> int:
     return device.memory_mib * numerator // denominator
 
 
+def share_of(capacity_mib: MiB, percent: int) -> MiB:
+    """``percent`` of a schedulable memory size, in MiB."""
+    # Floor, so that 100 % is exactly the capacity and two 50 % slices always fit together.
+    return capacity_mib * percent // 100
+
+
+def slice_mib(request: ContainerRequest, capacity_mib: MiB) -> MiB:
+    """MiB one vGPU of ``request`` takes on a GPU of ``capacity_mib`` schedulable memory:
+    its absolute size, or its percentage of that capacity."""
+    if request.memory_mib is not None:
+        # An int is a valid value of either MiB type: it broadcasts over a column.
+        return cast("MiB", request.memory_mib)  # type: ignore[redundant-cast]
+    return share_of(capacity_mib,
+                    request.memory_percent if request.memory_percent is not None else 100)
+
+
 def resolve_memory(request: ContainerRequest, device: Device, scaling: float) -> int:
     """MiB one vGPU of ``request`` takes on ``device``; percentages are of the scaled size."""
-    if request.memory_mib is not None:
-        return request.memory_mib
-    percent = request.memory_percent if request.memory_percent is not None else 100
-    return percent_of(percent, device, scaling)
+    return slice_mib(request, memory_capacity(device, scaling))
 
 
 def percent_of(percent: int, device: Device, scaling: float) -> int:
-    # Floor, so that 100 % is exactly the capacity and two 50 % slices always fit together.
-    return memory_capacity(device, scaling) * percent // 100
+    return share_of(memory_capacity(device, scaling), percent)
 
 
 def largest_percent(free_mib: int, capacity_mib: int) -> int | None:

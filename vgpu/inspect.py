@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpu.annotations import ASSIGNMENT, BIND_PHASE, NODE_GPUS, NODE_HEARTBEAT
-from vgpu.cluster.port import annotations_of, is_terminated
-from vgpu.codecs import Assignment, decode_assignment, decode_inventory, decode_time
+from vgpu import heartbeat
+from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
+from vgpu.codecs import Assignment, decode_inventory, decode_time
 from vgpu.devices import EMPTY, Device, Usage, memory_capacity
 from vgpu.errors import CodecError
-from vgpu.usage import tally
+from vgpu.pods import annotations_of, bind_phase, is_terminated, node_name, pod_key
+from vgpu.usage import claimed, tally
 
 
 @dataclass(frozen=True)
@@ -88,95 +89,76 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _pod_name(pod: Mapping[str, Any]) -> tuple[str, str]:
-    meta = _meta(pod)
-    return str(meta.get("namespace") or "default"), str(meta.get("name") or "?")
+@dataclass
+class _Pods:
+    """The pods' side of the report: assignments and slices by node, pending count."""
+
+    by_node: dict[str, list[Assignment]] = field(default_factory=dict)
+    slices: dict[tuple[str, str], list[PodSlice]] = field(default_factory=dict)
+    pending: int = 0
 
 
-def _spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = pod.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
-def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], *,
-          now: dt.datetime, heartbeat_expiry_seconds: float,
-          scheduler_name: str, memory_scaling: float = 1.0) -> Report:
-    """The allocation report of a cluster at ``now``.
-
-    Pods in phase Succeeded or Failed hold no GPU. A pod still ``Pending`` without a node
-    that names ``scheduler_name`` counts as a pending GPU pod.
-    """
-    warnings: list[ReportWarning] = []
-    pending = 0
-    # Per node: the assignments and, per GPU uuid, the slices of each pod on it.
-    by_node: dict[str, list[Assignment]] = {}
-    slices: dict[tuple[str, str], list[PodSlice]] = {}
+def _read_pods(pods: Iterable[Mapping[str, Any]], scheduler_name: str,
+               warnings: list[ReportWarning]) -> _Pods:
+    out = _Pods()
     for pod in pods:
         if is_terminated(pod):
             continue
-        namespace, name = _pod_name(pod)
-        spec = _spec(pod)
-        ann = annotations_of(pod)
-        text = ann.get(ASSIGNMENT)
-        if text is None:
-            if not spec.get("nodeName") and spec.get("schedulerName") == scheduler_name:
-                pending += 1
-            continue
+        namespace, name = pod_key(pod).split("/", 1)
+        node = node_name(pod)
         try:
-            assignment = decode_assignment(text)
+            assignment = claimed(pod)
         except CodecError as exc:
             warnings.append(ReportWarning(f"pod {namespace}/{name}", str(exc)))
             continue
-        node = str(spec.get("nodeName") or assignment.node)
-        by_node.setdefault(node, []).append(assignment)
-        phase = str(ann.get(BIND_PHASE) or "")
+        if assignment is None or node is None:
+            spec = pod.get("spec")
+            if node is None and isinstance(spec, Mapping) and (
+                    spec.get("schedulerName") == scheduler_name):
+                out.pending += 1
+            continue
+        out.by_node.setdefault(node, []).append(assignment)
+        phase = bind_phase(pod) or ""
         for container, granted in sorted(assignment.containers.items()):
             for g in granted:
-                slices.setdefault((node, g.uuid), []).append(
+                out.slices.setdefault((node, g.uuid), []).append(
                     PodSlice(namespace, name, container, g.memory_mib, g.cores, phase))
+    return out
 
-    rows: list[NodeRow] = []
-    seen: set[tuple[str, str]] = set()
-    for obj in nodes:
-        name = str(_meta(obj).get("name") or "?")
-        ann = annotations_of(obj)
-        if NODE_GPUS not in ann:
-            continue  # not a GPU node (no agent publishes there)
+
+def _node_row(obj: Mapping[str, Any], pods: _Pods, *, now: dt.datetime, expiry: float,
+              scaling: float, warnings: list[ReportWarning]) -> NodeRow | None:
+    """The node's row; None for a node without an inventory (no agent publishes there)
+    or with an unreadable one (a warning says which)."""
+    name = str(_meta(obj).get("name") or "?")
+    ann = annotations_of(obj)
+    if NODE_GPUS not in ann:
+        return None
+    try:
+        inventory = decode_inventory(ann[NODE_GPUS])
+    except CodecError as exc:
+        warnings.append(ReportWarning(f"node {name}", str(exc)))
+        return None
+    beat: dt.datetime | None = None
+    if NODE_HEARTBEAT in ann:
         try:
-            inventory = decode_inventory(ann[NODE_GPUS])
+            beat = decode_time(ann[NODE_HEARTBEAT])
         except CodecError as exc:
             warnings.append(ReportWarning(f"node {name}", str(exc)))
-            continue
-        heartbeat: dt.datetime | None = None
-        if NODE_HEARTBEAT in ann:
-            try:
-                heartbeat = decode_time(ann[NODE_HEARTBEAT])
-            except CodecError as exc:
-                warnings.append(ReportWarning(f"node {name}", str(exc)))
-        stale = heartbeat is None or (now - heartbeat).total_seconds() > heartbeat_expiry_seconds
-        usages = tally(by_node.get(name, ()))
-        gpus = []
-        for device in sorted(inventory.devices, key=lambda d: (d.index, d.uuid)):
-            seen.add((name, device.uuid))
-            on_gpu = sorted(slices.get((name, device.uuid), ()),
-                            key=lambda s: (s.namespace, s.pod, s.container))
-            gpus.append(GpuRow(device, usages.get(device.uuid, EMPTY), tuple(on_gpu),
-                               memory_capacity(device, memory_scaling)))
-        rows.append(NodeRow(name, tuple(gpus), heartbeat, stale))
-    rows.sort(key=lambda r: r.name)
+    stale = not heartbeat.fresh(beat.timestamp() if beat else None, now.timestamp(), expiry)
+    usages = tally(pods.by_node.get(name, ()))
+    gpus = []
+    for device in sorted(inventory.devices, key=lambda d: (d.index, d.uuid)):
+        on_gpu = sorted(pods.slices.get((name, device.uuid), ()),
+                        key=lambda s: (s.namespace, s.pod, s.container))
+        gpus.append(GpuRow(device, usages.get(device.uuid, EMPTY), tuple(on_gpu),
+                           memory_capacity(device, scaling)))
+    return NodeRow(name, tuple(gpus), beat, stale)
 
-    # A slice on a GPU no inventory lists (the GPU failed and left it, or the node is gone)
-    # still holds nothing the scheduler can give out; say so rather than drop it silently.
-    for (node, uuid), items in sorted(slices.items()):
-        if (node, uuid) not in seen:
-            for s in items:
-                warnings.append(ReportWarning(
-                    f"pod {s.namespace}/{s.pod}",
-                    f"container {s.container} is assigned GPU {uuid} on node {node}, "
-                    f"which no node inventory lists"))
 
+def _totals(rows: Sequence[NodeRow], pending: int) -> Totals:
     all_gpus = [g for r in rows for g in r.gpus]
-    totals = Totals(
+    return Totals(
         nodes=len(rows),
         gpus=len(all_gpus),
         healthy_gpus=sum(1 for g in all_gpus if g.device.healthy),
@@ -188,7 +170,37 @@ def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
         slots=sum(g.device.split for g in all_gpus),
         pending_pods=pending,
     )
-    return Report(tuple(rows), totals, tuple(warnings))
+
+
+def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], *,
+          now: dt.datetime, heartbeat_expiry_seconds: float,
+          scheduler_name: str, memory_scaling: float = 1.0) -> Report:
+    """The allocation report of a cluster at ``now``.
+
+    The pods that hold GPU slices are those the scheduler counts
+    (:func:`vgpu.usage.claimed`). A pod without a node that names ``scheduler_name`` and
+    has not ended counts as a pending GPU pod.
+    """
+    warnings: list[ReportWarning] = []
+    on_pods = _read_pods(pods, scheduler_name, warnings)
+    rows: list[NodeRow] = []
+    for obj in nodes:
+        row = _node_row(obj, on_pods, now=now, expiry=heartbeat_expiry_seconds,
+                        scaling=memory_scaling, warnings=warnings)
+        if row is not None:
+            rows.append(row)
+    rows.sort(key=lambda r: r.name)
+    # A slice on a GPU no inventory lists (the GPU failed and left it, or the node is gone)
+    # still holds nothing the scheduler can give out; say so rather than drop it silently.
+    seen = {(r.name, g.device.uuid) for r in rows for g in r.gpus}
+    for (node, uuid), items in sorted(on_pods.slices.items()):
+        if (node, uuid) not in seen:
+            for s in items:
+                warnings.append(ReportWarning(
+                    f"pod {s.namespace}/{s.pod}",
+                    f"container {s.container} is assigned GPU {uuid} on node {node}, "
+                    f"which no node inventory lists"))
+    return Report(tuple(rows), _totals(rows, on_pods.pending), tuple(warnings))
 
 
 # --- rendering ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 from vgpu.annotations import PodChoices, parse_pod_choices
 from vgpu.config import Config
 from vgpu.errors import QuantityError, RequestError
+from vgpu.pods import containers
 from vgpu.quantity import parse_whole
 
 #: The in-container limiter understands these two: 0 is high priority, 1 is low.
@@ -62,6 +63,10 @@ class PodRequest:
     def max_count(self) -> int:
         return max((c.count for c in self.containers), default=0)
 
+    def priorities(self) -> dict[str, int]:
+        """The task priority of each container that gave one, by name."""
+        return {c.name: c.priority for c in self.containers if c.priority is not None}
+
 
 def _resources(container: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any],
                                                                   Mapping[str, Any]]:
@@ -94,24 +99,17 @@ def names_gpu_resource(pod: Mapping[str, Any], config: Config) -> bool:
     This is the cheap test that decides whether the webhook touches a pod at all, so it
     never raises on malformed input: a pod too broken to inspect is not a GPU pod.
     """
-    spec = pod.get("spec") if isinstance(pod, Mapping) else None
-    if not isinstance(spec, Mapping):
+    if not isinstance(pod, Mapping):
         return False
     names = set(config.resource_names.all())
-    for key in ("initContainers", "containers"):
-        containers = spec.get(key)
-        if not isinstance(containers, list):
+    for ref in containers(pod):
+        resources = ref.container.get("resources") if isinstance(ref.container, Mapping) else None
+        if not isinstance(resources, Mapping):
             continue
-        for container in containers:
-            if not isinstance(container, Mapping):
-                continue
-            resources = container.get("resources")
-            if not isinstance(resources, Mapping):
-                continue
-            for part in ("limits", "requests"):
-                section = resources.get(part)
-                if isinstance(section, Mapping) and names.intersection(section):
-                    return True
+        for part in ("limits", "requests"):
+            section = resources.get(part)
+            if isinstance(section, Mapping) and names.intersection(section):
+                return True
     return False
 
 
@@ -187,40 +185,38 @@ def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:
     if not isinstance(annotations, Mapping):
         raise RequestError("pod metadata.annotations must be a mapping of strings")
 
+    for key in ("initContainers", "containers"):
+        if not isinstance(spec.get(key) or [], list):
+            raise RequestError(f"spec.{key} must be a list")
     parsed: list[ContainerRequest] = []
     seen: set[str] = set()
-    for key, init in (("initContainers", True), ("containers", False)):
-        containers = spec.get(key) or []
-        if not isinstance(containers, list):
-            raise RequestError(f"spec.{key} must be a list")
-        for position, container in enumerate(containers):
-            if not isinstance(container, Mapping):
-                raise RequestError(f"spec.{key}[{position}] must be a mapping")
-            label = "init container" if init else "container"
-            cname = container.get("name")
-            where = f"{label} {cname!r}" if isinstance(cname, str) and cname else (
-                f"spec.{key}[{position}]")
-            request = parse_container(container, config, init=init, where=where)
-            # Every name, not only the GPU containers': the webhook patches containers by
-            # position and finds them by name, and the API server rejects duplicates anyway.
-            if str(cname) in seen:
-                raise RequestError(f"{where}: container names must be unique in a pod")
-            seen.add(str(cname))
-            if request is not None:
-                parsed.append(request)
+    for ref in containers(pod):
+        container = ref.container
+        if not isinstance(container, Mapping):
+            raise RequestError(f"spec.{ref.key}[{ref.position}] must be a mapping")
+        label = "init container" if ref.init else "container"
+        cname = container.get("name")
+        where = f"{label} {cname!r}" if isinstance(cname, str) and cname else (
+            f"spec.{ref.key}[{ref.position}]")
+        request = parse_container(container, config, init=ref.init, where=where)
+        # Every name, not only the GPU containers': the webhook patches containers by
+        # position and finds them by name, and the API server rejects duplicates anyway.
+        if str(cname) in seen:
+            raise RequestError(f"{where}: container names must be unique in a pod")
+        seen.add(str(cname))
+        if request is not None:
+            parsed.append(request)
     return PodRequest(containers=tuple(parsed), choices=parse_pod_choices(annotations))
 
 
 def privileged_gpu_containers(pod: Mapping[str, Any], request: PodRequest) -> list[str]:
     """Names of GPU containers running privileged: they would see every GPU on the node."""
-    spec = pod.get("spec") or {}
     wanted = {c.name for c in request.containers}
     names: list[str] = []
-    for key in ("initContainers", "containers"):
-        for container in spec.get(key) or []:
-            if not isinstance(container, Mapping) or container.get("name") not in wanted:
-                continue
-            security = container.get("securityContext") or {}
-            if isinstance(security, Mapping) and security.get("privileged") is True:
-                names.append(str(container["name"]))
+    for ref in containers(pod):
+        if ref.name not in wanted:
+            continue
+        security = ref.container.get("securityContext") or {}
+        if isinstance(security, Mapping) and security.get("privileged") is True:
+            names.append(str(ref.name))
     return names

@@ -27,6 +27,7 @@ from vgpu.annotations import GPUMEM_PERCENTAGE
 from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
 from vgpu.errors import RequestError
+from vgpu.pods import containers
 from vgpu.requests import (
     ContainerRequest,
     PodRequest,
@@ -178,21 +179,21 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
     by_name = parsed.by_name()
     percentage = config.resource_names.gpumem_percentage
     resolved: dict[str, int] = {}
-    for key in ("initContainers", "containers"):
-        for position, container in enumerate(spec.get(key) or ()):
-            request = by_name.get(container.get("name"))
-            if request is None or request.init != (key == "initContainers"):
-                continue
-            limits, requests = _sections(container)
-            explicit = percentage in (limits or {}) or percentage in (requests or {})
-            mib = None
-            if explicit and request.memory_percent is not None:
-                mib = resolve_percentage(request.memory_percent, parsed, config, gpus)
-                if mib is not None:
-                    resolved[request.name] = request.memory_percent
-            # key and position need no escaping; resource names are escaped in the ops.
-            ops.extend(_container_ops(f"/spec/{key}/{position}/resources", container,
-                                      request, mib, config))
+    for ref in containers(pod):
+        request = by_name.get(ref.name) if ref.name is not None else None
+        if request is None or request.init != ref.init:
+            continue
+        container = ref.container
+        limits, requests = _sections(container)
+        explicit = percentage in (limits or {}) or percentage in (requests or {})
+        mib = None
+        if explicit and request.memory_percent is not None:
+            mib = resolve_percentage(request.memory_percent, parsed, config, gpus)
+            if mib is not None:
+                resolved[request.name] = request.memory_percent
+        # key and position need no escaping; resource names are escaped in the ops.
+        ops.extend(_container_ops(f"/spec/{ref.key}/{ref.position}/resources", container,
+                                  request, mib, config))
 
     if resolved:
         record = json.dumps(resolved, separators=(",", ":"), sort_keys=True)

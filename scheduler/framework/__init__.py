@@ -1,12 +1,18 @@
-"""The scheduling-framework host: extension points, status, cycle state, runtime."""
+"""The scheduling framework: extension points, the values plugins read, and the runner.
+
+``interfaces`` holds the extension points (one tiny Protocol each, as kube-scheduler's
+framework) and the per-cycle values; ``status`` the outcome codes; ``nodeinfo``,
+``podinfo``, ``snapshot`` and ``objects`` what plugins read; ``runtime`` runs a profile's
+plugins for one pod and ``diagnosis`` explains a pod that fits nowhere; ``profile``
+builds a profile from the configuration.
+"""
 
 from __future__ import annotations
 
+from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.interfaces import (
-    ASSIGNMENT_KEY,
     ClusterEvent,
     CycleState,
-    Diagnosis,
     Handle,
     PreFilterResult,
 )
@@ -14,6 +20,6 @@ from scheduler.framework.runtime import Framework, ScheduleResult
 from scheduler.framework.status import SKIP, SUCCESS, WAIT, Code, Status
 
 __all__ = [
-    "ASSIGNMENT_KEY", "SKIP", "SUCCESS", "WAIT", "ClusterEvent", "Code", "CycleState",
-    "Diagnosis", "Framework", "Handle", "PreFilterResult", "ScheduleResult", "Status",
+    "SKIP", "SUCCESS", "WAIT", "ClusterEvent", "Code", "CycleState", "Diagnosis",
+    "Framework", "Handle", "PreFilterResult", "ScheduleResult", "Status",
 ]

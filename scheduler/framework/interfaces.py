@@ -8,12 +8,14 @@ protocols), never per cycle.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.framework.candidate import Candidate
+from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
@@ -43,13 +45,6 @@ class CycleState:
 
     def read(self, key: str, default: Any = None) -> Any:
         return self._data.get(key, default)
-
-
-#: Where the vGPU plugin leaves the chosen assignment for assume and the binder.
-ASSIGNMENT_KEY = "vgpu/assignment"
-#: Set by a binder whose Binding was refused with a conflict: the pod is bound already
-#: (or being deleted), so the host forgets its assumption instead of retrying.
-BIND_CONFLICT_KEY = "vgpu/bind-conflict"
 
 
 @dataclass(frozen=True)
@@ -88,40 +83,6 @@ class ClusterEvent:
     obj: Obj | None = None
 
 
-@dataclass
-class Diagnosis:
-    """Why a pod fits no node: each node's failing status.
-
-    Nodes a plugin explained in bulk are kept as (status, node count) in ``groups``
-    rather than one dict entry per node; :meth:`node_count` and the summary count both.
-    """
-
-    total: int
-    statuses: dict[str, Status] = field(default_factory=dict)
-    #: A failure that concerns the pod rather than nodes (a PreFilter rejection).
-    pod_status: Status | None = None
-    groups: list[tuple[Status, int]] = field(default_factory=list)
-
-    def counted(self) -> list[tuple[Status, int]]:
-        """Every distinct status with the number of nodes that gave it."""
-        by_object: dict[int, list[Any]] = {}
-        for status in self.statuses.values():
-            entry = by_object.get(id(status))
-            if entry is None:
-                by_object[id(status)] = [status, 1]
-            else:
-                entry[1] += 1
-        return [(s, n) for s, n in by_object.values()] + list(self.groups)
-
-    @property
-    def rejecting_plugins(self) -> set[str]:
-        plugins = {s.plugin for s in self.statuses.values() if s.plugin}
-        plugins |= {s.plugin for s, _ in self.groups if s.plugin}
-        if self.pod_status is not None and self.pod_status.plugin:
-            plugins.add(self.pod_status.plugin)
-        return plugins
-
-
 class Handle(Protocol):
     """What the host gives plugins: configuration, the cluster, the clock, waiting pods."""
 
@@ -144,10 +105,10 @@ class Handle(Protocol):
     def on_pod_event(self, handler: Callable[[Obj | None, Obj | None], None]) -> None:
         """Also call ``handler(old, new)`` for every pod add/update/delete the host sees."""
 
-
-@runtime_checkable
-class Plugin(Protocol):
-    name: str
+    def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
+        """Reserve: the GPU slices the pod takes on the node it is being reserved on. The
+        host counts them in its cache from this cycle on, so that the next decision never
+        hands out the same slice; Unreserve (or a failed binding) gives them back."""
 
 
 @runtime_checkable
@@ -218,7 +179,8 @@ class PreBindPlugin(Protocol):
 @runtime_checkable
 class BindPlugin(Protocol):
     def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """SKIP hands the pod to the next binder."""
+        """SKIP hands the pod to the next binder; CONFLICT says the pod is bound already
+        (or being deleted), so the host forgets its assumption and does not retry."""
 
 
 @runtime_checkable
@@ -247,6 +209,28 @@ class Explainer(Protocol):
         """The plugin's Filter answer for many nodes at once, for failure diagnoses: per
         position an index into the returned statuses, -1 for "fits", -2 for "ask
         Filter"; None when it cannot answer for this pod. Must agree with Filter."""
+
+
+GpuPolicy = Callable[[NodeInfo, Sequence[Candidate]], list[Candidate]]
+"""A GPU choice policy: the GPUs of ``node`` that fit one vGPU of a container, best first.
+It sees the whole node (free CPU and memory too), for policies that weigh fragmentation."""
+
+
+@runtime_checkable
+class GpuPolicyPlugin(Protocol):
+    """Provides the GPU choice policy named ``gpu_policy`` (a pod selects it with
+    ``vgpu.io/gpu-scheduler-policy``, the cluster with ``defaultGpuPolicy``)."""
+
+    gpu_policy: str
+
+    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]: ...
+
+
+@runtime_checkable
+class GpuPolicyUser(Protocol):
+    def use_gpu_policies(self, policies: Mapping[str, GpuPolicy]) -> None:
+        """Called once when the profile is built, with the GPU policies its plugins
+        provide; raises ``ConfigError`` when a policy the plugin needs is missing."""
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import vgpu.annotations as ann
 from scheduler.framework import objects
-from vgpu import codecs
+from vgpu import codecs, heartbeat
 from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY, Device, Usage, largest_percent, memory_capacity, takes_tasks
 from vgpu.errors import CodecError, RequestError
@@ -88,9 +88,8 @@ def static_changes(old: NodeStatic, new: NodeStatic, expiry: float, now: float) 
         changes.add("allocatable")
     if old.devices != new.devices or old.inventory_error != new.inventory_error:
         changes.add("inventory")
-    was_fresh = old.heartbeat is not None and now - old.heartbeat <= expiry
-    is_fresh = new.heartbeat is not None and now - new.heartbeat <= expiry
-    if is_fresh and not was_fresh:
+    if heartbeat.fresh(new.heartbeat, now, expiry) and not heartbeat.fresh(old.heartbeat, now,
+                                                                         expiry):
         changes.add("heartbeat")
     return frozenset(changes)
 

@@ -43,11 +43,6 @@ class PodInfo:
         return self.gpu is not None and self.gpu.is_gpu_pod
 
 
-def pod_key(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-
-
 def parse(pod: Obj, config: Config) -> PodInfo:
     """Parse a pod; a malformed one yields a PodInfo with ``error`` set, never an exception."""
     meta = pod.get("metadata") or {}

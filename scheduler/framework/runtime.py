@@ -2,13 +2,12 @@
 
 ``schedule`` is the scheduling algorithm (PreFilter → Filter → PreScore → Score →
 NormalizeScore → select); ``reserve``, ``permit`` and ``bind`` are the later points, which
-the :class:`scheduler.scheduler.Scheduler` drives around the cache and the queue. Nothing
-here does I/O or reads a clock: the time comes in the :class:`CycleState`.
+the host (:mod:`scheduler.host`) drives around its cache and queue. Nothing here does I/O
+or reads a clock: the time comes in the :class:`CycleState`.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,22 +15,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.framework import diagnosis as diag
 from scheduler.framework import interfaces as fw
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import (
-    SUCCESS,
-    WAIT,
-    Code,
-    Status,
-    error,
-    unschedulable,
-)
-
-#: How long, and for how many pod shapes, per-node failure reasons are reused.
-DIAGNOSIS_MEMO_SECONDS = 5.0
-DIAGNOSIS_MEMO_SHAPES = 32
+from scheduler.framework.status import SUCCESS, WAIT, Code, Status, error, unschedulable
+from vgpu.errors import ConfigError
 
 
 @dataclass
@@ -41,10 +31,20 @@ class ScheduleResult:
     node: str | None
     state: fw.CycleState
     status: Status
-    diagnosis: fw.Diagnosis | None = None
+    diagnosis: diag.Diagnosis | None = None
     #: Nodes the filters ran on, and how many of them fit.
     evaluated: int = 0
     feasible: int = 0
+
+
+@dataclass
+class _PreFiltered:
+    """What the PreFilter plugins said about the node set: the nodes left, in what order,
+    and which score plugin that order reproduces."""
+
+    mask: npt.NDArray[np.bool_]
+    order: npt.NDArray[np.float64] | None = None
+    ranks_for: str | None = None
 
 
 class Framework:
@@ -77,10 +77,23 @@ class Framework:
         self.post_binds = having(fw.PostBindPlugin)
         self.tickers = having(fw.Ticker)
         self._hints = {p.name: p for p in having(fw.EnqueueExtensions)}
-        self._explainers = {p.name for p in having(fw.Explainer)}
+        self._diagnoser = diag.Diagnoser({p.name for p in having(fw.Explainer)})
         self._next_start = 0
-        self._diagnoses: OrderedDict[
-            tuple[Any, ...], tuple[float, dict[str, tuple[NodeInfo, Status]]]] = OrderedDict()
+        self._hand_out_gpu_policies(having(fw.GpuPolicyPlugin), having(fw.GpuPolicyUser))
+
+    @staticmethod
+    def _hand_out_gpu_policies(providers: list[Any], users: list[Any]) -> None:
+        """The GPU choice policies the profile's plugins provide, given to the plugins that
+        choose GPUs: each profile wires its own, so two schedulers in one process (a
+        simulation beside a test) never see each other's plugins."""
+        policies: dict[str, fw.GpuPolicy] = {}
+        for plugin in providers:
+            if plugin.gpu_policy in policies:
+                raise ConfigError(f"scheduler.plugins: two plugins provide the GPU policy "
+                                  f"{plugin.gpu_policy!r}")
+            policies[plugin.gpu_policy] = plugin.rank_gpus
+        for plugin in users:
+            plugin.use_gpu_policies(policies)
 
     # -- queue support ---------------------------------------------------------------------
 
@@ -115,53 +128,85 @@ class Framework:
 
     def schedule(self, pod: PodInfo, snapshot: Snapshot, now: float) -> ScheduleResult:
         state = fw.CycleState(now, snapshot)
-        total = len(snapshot)
-        mask = snapshot.mask()
-        order: npt.NDArray[np.float64] | None = None
-        ranks_for: str | None = None
+        pre = self._pre_filter(state, pod, snapshot)
+        if isinstance(pre, Status):
+            diagnosis = diag.Diagnosis(len(snapshot), pod_status=pre)
+            return ScheduleResult(None, state, pre, diagnosis)
+        candidates = self._visit_order(pre)
+        filters = [f for f in self.filters if f.name not in state.skip_filter]
+        limit = self.nodes_to_score if self.nodes_to_score > 0 else len(candidates)
+        active = [name for name in self._weighted if name not in state.skip_score]
+        if not active or (pre.ranks_for is not None and active == [pre.ranks_for]):
+            # Nothing left to compare, or the order already is the score: the first
+            # feasible node is the answer.
+            limit = 1
+        feasible, statuses, evaluated = self._find_feasible(
+            state, pod, snapshot, candidates=candidates, filters=filters, limit=limit)
+        if pre.order is None and len(snapshot):
+            self._next_start = (self._next_start + evaluated) % max(len(snapshot), 1)
+        if not feasible:
+            diagnosis = self._diagnoser.diagnose(state, pod, snapshot, statuses, filters)
+            for plugin in self.post_filters:
+                if plugin.post_filter(state, pod, snapshot, diagnosis).code is Code.SUCCESS:
+                    break
+            return ScheduleResult(None, state, unschedulable("no node fits"), diagnosis,
+                                  evaluated, 0)
+        best = feasible[0]
+        if len(feasible) > 1 and self.scorers:
+            best = self._select(state, pod, feasible)
+        return ScheduleResult(best.name, state, SUCCESS, None, evaluated, len(feasible))
+
+    def _pre_filter(self, state: fw.CycleState, pod: PodInfo,
+                    snapshot: Snapshot) -> _PreFiltered | Status:
+        """Run every PreFilter: the nodes left and their order, or the pod's rejection."""
+        pre = _PreFiltered(snapshot.mask())
         for plugin in self.pre_filters:
+            result: fw.PreFilterResult | None
+            status: Status
             result, status = plugin.pre_filter(state, pod, snapshot)
             if status.code is Code.SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
             if status.code is not Code.SUCCESS:
-                status = status.with_plugin(plugin.name)
-                diagnosis = fw.Diagnosis(total, pod_status=status)
-                return ScheduleResult(None, state, status, diagnosis)
+                return status.with_plugin(plugin.name)
             if result is None:
                 continue
             if result.mask is not None:
-                mask &= result.mask[: len(mask)]
+                pre.mask &= result.mask[: len(pre.mask)]
             if result.node_names is not None:
-                allowed = np.zeros(len(mask), dtype=np.bool_)
+                allowed = np.zeros(len(pre.mask), dtype=np.bool_)
                 for name in result.node_names:
                     pos = snapshot.positions.get(name)
                     if pos is not None:
                         allowed[pos] = True
-                mask &= allowed
-            if order is None and result.order_key is not None:
-                order = result.order_key
-                ranks_for = result.ranks_for
+                pre.mask &= allowed
+            if pre.order is None and result.order_key is not None:
+                pre.order, pre.ranks_for = result.order_key, result.ranks_for
+        return pre
 
-        candidates = np.flatnonzero(mask)
-        if order is not None and len(candidates) > 1:
-            candidates = candidates[np.argsort(-order[candidates], kind="stable")]
+    def _visit_order(self, pre: _PreFiltered) -> list[int]:
+        """Candidate positions, best first by the PreFilter order; without one, starting
+        where the last cycle stopped, so that successive pods spread over the nodes."""
+        candidates = np.flatnonzero(pre.mask)
+        if pre.order is not None and len(candidates) > 1:
+            candidates = candidates[np.argsort(-pre.order[candidates], kind="stable")]
         elif len(candidates) > 1 and self._next_start:
             start = self._next_start % len(candidates)
             candidates = np.concatenate((candidates[start:], candidates[:start]))
+        positions: list[int] = candidates.tolist()
+        return positions
 
-        filters = [f for f in self.filters if f.name not in state.skip_filter]
-        limit = self.nodes_to_score if self.nodes_to_score > 0 else len(candidates)
-        active = [name for name in self._weighted if name not in state.skip_score]
-        if not active or (ranks_for is not None and active == [ranks_for]):
-            # Nothing left to compare, or the order already is the score: the first
-            # feasible node is the answer.
-            limit = 1
-        nodes = snapshot.nodes
+    @staticmethod
+    def _find_feasible(state: fw.CycleState, pod: PodInfo, snapshot: Snapshot, *,
+                       candidates: list[int], filters: Sequence[Any],
+                       limit: int) -> tuple[list[NodeInfo], dict[str, Status], int]:
+        """Filter candidates in order until ``limit`` fit: (feasible, failing statuses by
+        node, nodes evaluated)."""
         feasible: list[NodeInfo] = []
         statuses: dict[str, Status] = {}
         evaluated = 0
-        for pos in candidates.tolist():
+        nodes = snapshot.nodes
+        for pos in candidates:
             info = nodes[pos]
             if info is None:
                 continue
@@ -175,22 +220,7 @@ class Framework:
                 feasible.append(info)
                 if len(feasible) >= limit:
                     break
-        if order is None and total:
-            self._next_start = (self._next_start + evaluated) % max(total, 1)
-
-        if not feasible:
-            diagnosis = self.diagnose(state, pod, snapshot, statuses, filters)
-            for plugin in self.post_filters:
-                status = plugin.post_filter(state, pod, snapshot, diagnosis)
-                if status.code is Code.SUCCESS:
-                    break
-            return ScheduleResult(None, state, unschedulable("no node fits"), diagnosis,
-                                  evaluated, 0)
-
-        best = feasible[0]
-        if len(feasible) > 1 and self.scorers:
-            best = self._select(state, pod, feasible)
-        return ScheduleResult(best.name, state, SUCCESS, None, evaluated, len(feasible))
+        return feasible, statuses, evaluated
 
     def _select(self, state: fw.CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> NodeInfo:
         for plugin in self.pre_scores:
@@ -217,84 +247,7 @@ class Framework:
 
     def run_filters(self, state: fw.CycleState, pod: PodInfo, info: NodeInfo,
                     filters: Sequence[Any] | None = None) -> Status:
-        for f in self.filters if filters is None else filters:
-            if f.name in state.skip_filter:
-                continue
-            status: Status = f.filter(state, pod, info)
-            if status.code is not Code.SUCCESS:
-                return status.with_plugin(f.name)
-        return SUCCESS
-
-    def diagnose(self, state: fw.CycleState, pod: PodInfo, snapshot: Snapshot,
-                 statuses: dict[str, Status], filters: Sequence[Any]) -> fw.Diagnosis:
-        """Reasons for every node: those the PreFilter masks excluded get the filters'
-        answers now, so the summary never guesses.
-
-        Plugins that can (``Explainer``) answer for all remaining nodes at once, in filter
-        order; the rest is filtered node by node. When a full cluster turns pods away one
-        after another, most nodes did not change between two failures of pods of the same
-        shape: their status is reused (a NodeInfo is immutable, so "same object" is "same
-        node state"). Memoised statuses live ``DIAGNOSIS_MEMO_SECONDS`` so that
-        time-dependent ones (heartbeats) stay honest.
-        """
-        diagnosis = fw.Diagnosis(len(snapshot), statuses)
-        nodes = snapshot.nodes
-        open_ = snapshot.mask()
-        for name in statuses:
-            pos = snapshot.positions.get(name)
-            if pos is not None:
-                open_[pos] = False
-        remaining = np.flatnonzero(open_).astype(np.int64)
-        fallback: list[int] = []
-        for plugin in filters:
-            if not len(remaining) or plugin.name not in self._explainers:
-                break
-            name = str(getattr(plugin, "name", ""))
-            answer = plugin.explain(state, pod, snapshot, remaining)
-            if answer is None:
-                break
-            codes, table = answer
-            for code, count in enumerate(np.bincount(codes[codes >= 0],
-                                                     minlength=len(table)).tolist()):
-                if count:
-                    diagnosis.groups.append((table[code].with_plugin(name), count))
-            fallback.extend(remaining[codes == -2].tolist())
-            remaining = remaining[codes == -1]
-        # Nodes no bulk answer settled go through the whole filter chain one by one (the
-        # plugins they already passed pass them again).
-        leftover = [*fallback, *remaining.tolist()]
-        memo = self._memo(pod, state.now, filters) if leftover else None
-        for pos in leftover:
-            info = nodes[pos]
-            if info is None:
-                continue
-            name = info.name
-            if memo is not None:
-                hit = memo.get(name)
-                if hit is not None and hit[0] is info:
-                    statuses[name] = hit[1]
-                    continue
-            status = self.run_filters(state, pod, info, filters)
-            if status.code is Code.SUCCESS:
-                status = error("node was not evaluated")
-            statuses[name] = status
-            if memo is not None:
-                memo[name] = (info, status)
-        return diagnosis
-
-    def _memo(self, pod: PodInfo, now: float,
-              filters: Sequence[Any]) -> dict[str, tuple[NodeInfo, Status]] | None:
-        if not all(getattr(f, "diagnosis_memo", True) for f in filters):
-            return None
-        key = (pod.shape, tuple(f.name for f in filters))
-        entry = self._diagnoses.get(key)
-        if entry is None or now - entry[0] > DIAGNOSIS_MEMO_SECONDS or now < entry[0]:
-            entry = (now, {})
-        self._diagnoses[key] = entry
-        self._diagnoses.move_to_end(key)
-        while len(self._diagnoses) > DIAGNOSIS_MEMO_SHAPES:
-            self._diagnoses.popitem(last=False)
-        return entry[1]
+        return diag.run_filters(state, pod, info, self.filters if filters is None else filters)
 
     # -- reserve, permit, bind -------------------------------------------------------------
 

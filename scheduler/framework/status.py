@@ -22,6 +22,9 @@ class Code(enum.IntEnum):
     WAIT = 4
     #: PreFilter/PreScore: this plugin has nothing to do for this pod; Bind: not my pod.
     SKIP = 5
+    #: Bind only: the pod is bound already (by another replica, or by an earlier try whose
+    #: answer was lost) or being deleted; the watch will show what is true, nothing to retry.
+    CONFLICT = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +69,7 @@ def unresolvable(*reasons: str) -> Status:
 
 def error(*reasons: str) -> Status:
     return Status(Code.ERROR, reasons)
+
+
+def conflict(*reasons: str) -> Status:
+    return Status(Code.CONFLICT, reasons)

@@ -17,17 +17,17 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 
-import vgpu.annotations as ann
 from scheduler.framework import objects
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.framework.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
-from scheduler.framework.podinfo import PodInfo, pod_key
+from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Snapshot
-from vgpu import codecs, logs
-from vgpu.cluster.port import Obj, annotations_of, is_terminated
+from vgpu import logs, usage
+from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.devices import Usage
 from vgpu.errors import CodecError, RequestError
+from vgpu.pods import is_terminated, node_name, pod_key
 
 _log = logs.get("vgpu.scheduler.cache")
 
@@ -41,9 +41,6 @@ class PodRecord:
     cpu: int
     memory: int
     assignment: Assignment | None = None
-    #: vgpu.io/bind-phase and vgpu.io/bind-time (epoch seconds), when set.
-    phase: str | None = None
-    bind_time: float | None = None
     assumed: bool = False
     binding_finished: bool = False
     deadline: float | None = None
@@ -56,14 +53,10 @@ class PodRecord:
 
 def bound_record(pod: Obj) -> PodRecord | None:
     """The record of a pod that occupies a node, or None (pending, or terminated)."""
-    spec = pod.get("spec") or {}
-    node = spec.get("nodeName")
-    if not node:
-        return None
-    if is_terminated(pod):
+    node = node_name(pod)
+    if node is None or is_terminated(pod):
         return None
     meta = pod.get("metadata") or {}
-    annotations = annotations_of(pod)
     key = pod_key(pod)
     try:
         cpu, memory = objects.pod_requests(pod)
@@ -71,31 +64,13 @@ def bound_record(pod: Obj) -> PodRecord | None:
         # The API server would not have accepted it; count nothing rather than crash.
         _log.warning("bound pod has unreadable requests", pod=key, error=str(exc))
         cpu = memory = 0
-    assignment = None
-    raw = annotations.get(ann.ASSIGNMENT)
-    if raw is not None:
-        try:
-            assignment = codecs.decode_assignment(raw)
-        except CodecError as exc:
-            _log.warning("bound pod has an unreadable assignment", pod=key, error=str(exc))
-    return PodRecord(key=key, uid=str(meta.get("uid", "")), node=str(node), cpu=cpu,
-                     memory=memory, assignment=assignment,
-                     phase=annotations.get(ann.BIND_PHASE),
-                     bind_time=codecs.bind_time(annotations), obj=pod)
-
-
-def _with(usage: dict[str, Usage], assignment: Assignment | None, sign: int) -> None:
-    if assignment is None:
-        return
-    for granted in assignment.containers.values():
-        for g in granted:
-            current = usage.get(g.uuid, Usage())
-            updated = (current.add(g.memory_mib, g.cores) if sign > 0
-                       else current.remove(g.memory_mib, g.cores))
-            if updated.tasks == 0 and updated.memory_mib == 0 and updated.cores == 0:
-                usage.pop(g.uuid, None)
-            else:
-                usage[g.uuid] = updated
+    try:
+        assignment = usage.claimed(pod)
+    except CodecError as exc:
+        _log.warning("bound pod has an unreadable assignment", pod=key, error=str(exc))
+        assignment = None
+    return PodRecord(key=key, uid=str(meta.get("uid", "")), node=node, cpu=cpu,
+                     memory=memory, assignment=assignment, obj=pod)
 
 
 class Cache:
@@ -129,10 +104,6 @@ class Cache:
     def pod(self, key: str) -> PodRecord | None:
         with self._lock:
             return self._pods.get(key)
-
-    def pods_on(self, node: str) -> list[PodRecord]:
-        with self._lock:
-            return list(self._by_node.get(node, {}).values())
 
     def assumed(self) -> list[PodRecord]:
         with self._lock:
@@ -174,14 +145,14 @@ class Cache:
 
     def _build(self, static: NodeStatic) -> NodeInfo:
         cpu = memory = 0
-        usage: dict[str, Usage] = {}
+        usages: dict[str, Usage] = {}
         records = self._by_node.get(static.name, {})
         for rec in records.values():
             cpu += rec.cpu
             memory += rec.memory
-            _with(usage, rec.assignment, +1)
+            usage.apply(usages, rec.assignment, +1)
         return NodeInfo(static, self._scaling, requested_cpu=cpu, requested_memory=memory,
-                        pod_count=len(records), gpu_usage=usage)
+                        pod_count=len(records), gpu_usage=usages)
 
     # -- pods ------------------------------------------------------------------------------
 
@@ -199,12 +170,12 @@ class Cache:
         info = self._infos.get(rec.node)
         if info is None:
             return
-        usage = dict(info.gpu_usage)
-        _with(usage, rec.assignment, sign)
+        usages = dict(info.gpu_usage)
+        usage.apply(usages, rec.assignment, sign)
         self._infos[rec.node] = info.replace(
             requested_cpu=info.requested_cpu + sign * rec.cpu,
             requested_memory=info.requested_memory + sign * rec.memory,
-            pod_count=info.pod_count + sign, gpu_usage=usage)
+            pod_count=info.pod_count + sign, gpu_usage=usages)
         self._dirty[rec.node] = None
 
     def set_pod(self, pod: Obj) -> tuple[PodRecord | None, PodRecord | None]:
@@ -218,7 +189,7 @@ class Cache:
         with self._lock:
             old = self._pods.get(key)
             if new is None:
-                if old is None or (old.assumed and not (pod.get("spec") or {}).get("nodeName")
+                if old is None or (old.assumed and node_name(pod) is None
                                    and not is_terminated(pod)):
                     return old, old
                 self._apply(old, -1)
@@ -241,8 +212,10 @@ class Cache:
                 self._apply(old, -1)
             return old
 
-    def assume(self, pod: PodInfo, node: str, assignment: Assignment | None) -> PodRecord:
-        """Count a placement the scheduler just decided, before it is bound."""
+    def assume(self, pod: PodInfo, node: str,
+               assignment: Assignment | None = None) -> PodRecord:
+        """Count a placement the scheduler just decided, before it is bound, with the GPU
+        slices Reserve claimed for it."""
         rec = PodRecord(key=pod.key, uid=pod.uid, node=node, cpu=pod.cpu_milli,
                         memory=pod.memory, assignment=assignment, assumed=True, obj=pod.pod)
         with self._lock:
@@ -302,9 +275,3 @@ class Cache:
                 else:
                     snapshot.set(info)
             return len(dirty)
-
-    def full_snapshot(self, snapshot: Snapshot) -> None:
-        """Fill a fresh snapshot with every node (for a second, independent reader)."""
-        with self._lock:
-            for info in self._infos.values():
-                snapshot.set(info)

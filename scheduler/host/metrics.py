@@ -25,10 +25,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scheduler.framework.podinfo import pod_key
 from scheduler.host.scheduler import Decision, Scheduler
 from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY
+from vgpu.pods import pod_key
 
 MIB = 1024 * 1024
 _GPU_LABELS = ["node", "uuid", "index", "model"]

@@ -237,15 +237,6 @@ class SchedulingQueue:
                 self._wake(qp, now)
             return len(moved)
 
-    def move_all(self) -> None:
-        """Wake every unschedulable pod (after a restart of a watch, for instance)."""
-        now = self._clock()
-        with self._cond:
-            self._move_cycle = self._cycle
-            for qp in list(self._unschedulable.values()):
-                del self._unschedulable[qp.key]
-                self._wake(qp, now)
-
     # -- introspection ---------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from scheduler.framework.interfaces import Diagnosis
+from scheduler.framework.diagnosis import Diagnosis
 
 
 def summarize(diagnosis: Diagnosis) -> str:

@@ -10,12 +10,21 @@ container's GPUs come from one NUMA node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from scheduler.framework.candidate import Candidate
 from vgpu.annotations import GpuSelector
 from vgpu.codecs import Assignment, GrantedDevice
-from vgpu.devices import Device, FitReason, Usage, fit, fit_request, resolve_memory
+from vgpu.devices import (
+    Device,
+    FitReason,
+    Usage,
+    fit,
+    fit_request,
+    memory_capacity,
+    resolve_memory,
+)
 from vgpu.requests import ContainerRequest, PodRequest
 
 #: Node-level reasons beside the per-GPU :class:`FitReason` phrases.
@@ -23,21 +32,8 @@ TOO_FEW_GPUS = "too few GPUs on the node"
 NUMA_SPLIT = "not enough fitting GPUs on one NUMA node"
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A GPU that fits one vGPU of a container, as a policy sees it."""
-
-    position: int
-    device: Device
-    usage: Usage
-    memory_mib: int
-    cores: int
-
-
-GpuRanker = Callable[[Sequence[Candidate], Sequence[Device], Sequence[Usage]], list[Candidate]]
-"""A GPU policy: the fitting GPUs, best first. It also sees every GPU of the node and its
-usage (including what earlier containers of the pod just took), for policies that weigh
-the node as a whole (fragmentation)."""
+GpuRanker = Callable[[Sequence[Candidate]], list[Candidate]]
+"""A GPU policy bound to the node being placed on: the fitting GPUs, best first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +44,12 @@ class Placement:
     memory_mib: int
     cores: int
 
-    def assignment(self, node: str, devices: Sequence[Device]) -> Assignment:
+    def assignment(self, node: str, devices: Sequence[Device],
+                   priorities: Mapping[str, int] | None = None) -> Assignment:
         return Assignment(node=node, containers={
             name: tuple(GrantedDevice(devices[pos].uuid, mem, cores) for pos, mem, cores in gpus)
             for name, gpus in self.containers
-        })
+        }, priorities=dict(priorities or {}))
 
 
 def _fits(device: Device, usage: Usage, request: ContainerRequest, selector: GpuSelector,
@@ -115,12 +112,12 @@ def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodReques
             if reason is None:
                 cands.append(Candidate(pos, device, usage,
                                        resolve_memory(container, device, scaling),
-                                       container.cores))
+                                       container.cores, memory_capacity(device, scaling)))
             else:
                 reasons.add(reason)
         if len(cands) < container.count:
             return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
-        picked = _choose(rank(cands, devices, work), container.count, selector.numa_bind)
+        picked = _choose(rank(cands), container.count, selector.numa_bind)
         if picked is None:
             return (NUMA_SPLIT,)
         for c in picked:

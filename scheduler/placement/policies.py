@@ -1,55 +1,54 @@
-"""GPU and node placement policies, by name (the names of :mod:`vgpu.policy`).
+"""The built-in GPU and node placement policies, by name (the names of :mod:`vgpu.policy`).
 
 A GPU policy ranks the GPUs of the chosen node that fit a container; a node policy scores
 a node with the pod placed on it, and may compute that score for every node at once from
-snapshot columns (so the framework filters nodes best-first). A new policy is one
-function plus one line in a table here, or a call to :func:`register_gpu_policy` /
-:func:`register_node_policy` from another module
-(the simulator's fragmentation-aware policy does that).
+snapshot columns (so the framework filters nodes best-first). Policies that need more than
+a node's GPUs (the fragmentation-aware one weighs the whole workload) are plugins that
+provide a GPU policy (:class:`scheduler.framework.interfaces.GpuPolicyPlugin`); the
+framework hands those to the vGPU plugin beside the built-in ones here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.framework.candidate import Candidate
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.snapshot import Snapshot
-from scheduler.placement.place import Candidate, GpuRanker, Placement
-from vgpu.devices import Device, Usage, memory_capacity
+from scheduler.placement.place import GpuRanker, Placement
 
 
-def _used_share(c: Candidate, scaling: float = 1.0) -> float:
-    cap = memory_capacity(c.device, scaling) or 1
-    return (c.usage.memory_mib / cap + c.usage.cores / (c.device.cores or 1)) / 2
+def used_share(c: Candidate) -> float:
+    """How full the GPU is: the mean of its memory share and its compute share."""
+    memory = c.usage.memory_mib / (c.device.memory_mib or 1)
+    return (memory + c.usage.cores / (c.device.cores or 1)) / 2
 
 
-def lowest_task_count(cands: Sequence[Candidate], devices: Sequence[Device] = (),
-                      usages: Sequence[Usage] = ()) -> list[Candidate]:
+def lowest_task_count(cands: Sequence[Candidate]) -> list[Candidate]:
     """HAMi's default: the GPU running the fewest tasks, then the lowest index."""
     return sorted(cands, key=lambda c: (c.usage.tasks, c.device.index))
 
 
-def binpack(cands: Sequence[Candidate], devices: Sequence[Device] = (),
-            usages: Sequence[Usage] = ()) -> list[Candidate]:
+def binpack(cands: Sequence[Candidate]) -> list[Candidate]:
     """The fullest GPU first, keeping empty GPUs whole for large requests."""
-    return sorted(cands, key=lambda c: (-_used_share(c), c.device.index))
+    return sorted(cands, key=lambda c: (-used_share(c), c.device.index))
 
 
-def spread(cands: Sequence[Candidate], devices: Sequence[Device] = (),
-           usages: Sequence[Usage] = ()) -> list[Candidate]:
+def spread(cands: Sequence[Candidate]) -> list[Candidate]:
     """The emptiest GPU first."""
-    return sorted(cands, key=lambda c: (_used_share(c), c.device.index))
+    return sorted(cands, key=lambda c: (used_share(c), c.device.index))
 
 
-GPU_POLICIES: dict[str, GpuRanker] = {
+GPU_POLICIES: Mapping[str, GpuRanker] = MappingProxyType({
     "lowest-task-count": lowest_task_count,
     "binpack": binpack,
     "spread": spread,
-}
+})
 
 
 NodeScorer = Callable[[NodeInfo, Placement], float]
@@ -103,45 +102,11 @@ def utilization_after_all(snapshot: Snapshot, memory: npt.NDArray[np.int64],
     return out
 
 
-NODE_POLICIES: dict[str, NodePolicy] = {
+NODE_POLICIES: Mapping[str, NodePolicy] = MappingProxyType({
     "binpack": NodePolicy(
         lambda n, p: 100.0 * utilization_after(n, p),
         utilization_after_all),
     "spread": NodePolicy(
         lambda n, p: 100.0 * (1.0 - utilization_after(n, p)),
         lambda s, m, c: 1.0 - utilization_after_all(s, m, c)),
-}
-
-
-NodeAwareRanker = Callable[[NodeInfo, Sequence[Candidate]], list[Candidate]]
-"""A GPU policy that needs the node itself, not only its GPUs: a fragmentation measure also
-depends on the node's free CPU (and memory)."""
-
-NODE_AWARE_GPU_POLICIES: dict[str, NodeAwareRanker] = {}
-
-
-def gpu_policy_names() -> list[str]:
-    return [*GPU_POLICIES, *NODE_AWARE_GPU_POLICIES]
-
-
-def ranker_for(name: str) -> Callable[[NodeInfo], GpuRanker] | None:
-    """The GPU policy ``name`` as a function from the node being placed on to a ranker."""
-    plain = GPU_POLICIES.get(name)
-    if plain is not None:
-        return lambda node: plain
-    aware = NODE_AWARE_GPU_POLICIES.get(name)
-    if aware is not None:
-        return lambda node: lambda cands, devices, usages: aware(node, cands)
-    return None
-
-
-def register_gpu_policy(name: str, ranker: GpuRanker) -> None:
-    GPU_POLICIES[name] = ranker
-
-
-def register_node_aware_gpu_policy(name: str, ranker: NodeAwareRanker) -> None:
-    NODE_AWARE_GPU_POLICIES[name] = ranker
-
-
-def register_node_policy(name: str, policy: NodePolicy) -> None:
-    NODE_POLICIES[name] = policy
+})

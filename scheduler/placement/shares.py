@@ -11,17 +11,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.framework.candidate import Candidate
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo, parse
 from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.placement import policies
-from scheduler.placement.place import Candidate
-from scheduler.placement.shapes import MILLI, Shape
+from scheduler.placement.shapes import MILLI, Shape, milli_of_percent
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.devices import takes_tasks
@@ -71,7 +69,7 @@ def pod_shape(pod: PodInfo, *, memory: bool = False) -> Shape:
     milli = 0
     for c in pod.gpu.containers:
         share = c.cores if c.cores > 0 else (c.memory_percent or 100)
-        milli = max(milli, min(share, 100) * MILLI // 100)
+        milli = max(milli, milli_of_percent(min(share, 100)))
         count += c.count
     return Shape(cpu, milli, count, memory_mib=mib)
 
@@ -162,28 +160,3 @@ class LearnedShapes:
 
     def shapes(self) -> Iterator[Shape]:
         return self._seen.elements()
-
-
-class GpuRanking(Protocol):
-    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]: ...
-
-
-_ACTIVE: dict[str, GpuRanking] = {}
-
-
-def activate(policy: str, plugin: GpuRanking) -> None:
-    """Make ``plugin`` answer the node-aware GPU policy ``policy`` (the newest one built)."""
-    _ACTIVE[policy] = plugin
-
-
-def register_gpu_policy(policy: str) -> None:
-    """Make the plugin activated under ``policy`` the vGPU plugin's GPU choice by that name;
-    with no such plugin in the profile the choice behaves as binpack."""
-
-    def rank(node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
-        active = _ACTIVE.get(policy)
-        if active is None:
-            return policies.binpack(cands)
-        return active.rank_gpus(node, cands)
-
-    policies.register_node_aware_gpu_policy(policy, rank)

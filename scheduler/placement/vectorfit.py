@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from vgpu.devices import FitReason
+from vgpu.devices import FitReason, share_of
 
 #: Reason codes, in the order ``fit`` checks them; FIT means the slice fits.
 FIT = 0
@@ -53,7 +53,7 @@ def classify(gpus: GpuColumns, *, cores: int, memory_mib: int | None,
     if memory_mib is not None:
         need = np.full(gpus.capacity.shape, memory_mib, dtype=np.int64)
     else:
-        need = gpus.capacity * (memory_percent if memory_percent is not None else 100) // 100
+        need = share_of(gpus.capacity, memory_percent if memory_percent is not None else 100)
     busy = gpus.tasks > 0
     conditions = [
         ~gpus.present,

@@ -15,10 +15,11 @@ from collections import deque
 
 import vgpu.annotations as ann
 from scheduler.framework.interfaces import CycleState, Handle
-from scheduler.framework.podinfo import PodInfo, pod_key
+from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.status import SUCCESS, WAIT, Status
 from vgpu import codecs, logs
-from vgpu.cluster.port import Obj, annotations_of, is_terminated
+from vgpu.cluster.port import Obj
+from vgpu.pods import annotations_of, bind_phase, is_terminated, node_name, pod_key
 
 _log = logs.get("vgpu.scheduler.gate")
 
@@ -134,9 +135,7 @@ class AllocationGate:
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        left = self.gate.leave(pod.key)
-        if left is not None:
-            self._advance(left, self._handle.now())
+        self._release(pod.key, self._handle.now())
 
     def _advance(self, node: str, now: float) -> None:
         key = self.gate.advance(node, now)
@@ -147,6 +146,11 @@ class AllocationGate:
         for node in self.gate.nodes_with_waiters():
             self._advance(node, now)
 
+    def _release(self, key: str, now: float) -> None:
+        node = self.gate.leave(key)
+        if node is not None:
+            self._advance(node, now)
+
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
         obj = new if new is not None else old
         if obj is None:
@@ -154,22 +158,14 @@ class AllocationGate:
         key = pod_key(obj)
         now = self._handle.now()
         if new is None:
-            node = self.gate.leave(key)
-            if node is not None:
-                self._advance(node, now)
+            self._release(key, now)
             return
-        annotations = annotations_of(new)
-        phase = annotations.get(ann.BIND_PHASE)
-        node_name = (new.get("spec") or {}).get("nodeName")
-        if phase in (ann.PHASE_SUCCESS, ann.PHASE_FAILED) or is_terminated(new):
-            node = self.gate.leave(key)
-            if node is not None:
-                self._advance(node, now)
-        elif node_name and phase != ann.PHASE_ALLOCATING:
-            # Bound without our annotations (by another scheduler): nothing to wait for.
-            node = self.gate.leave(key)
-            if node is not None:
-                self._advance(node, now)
-        elif phase == ann.PHASE_ALLOCATING and node_name:
-            since = codecs.bind_time(annotations)
-            self.gate.hold(key, str(node_name), now if since is None else since)
+        phase = bind_phase(new)
+        bound = node_name(new)
+        if phase == ann.PHASE_ALLOCATING and bound and not is_terminated(new):
+            since = codecs.bind_time(annotations_of(new))
+            self.gate.hold(key, bound, now if since is None else since)
+        elif phase in (ann.PHASE_SUCCESS, ann.PHASE_FAILED) or is_terminated(new) or bound:
+            # Allocated, failed, ended, or bound without our annotations (by another
+            # scheduler): nothing to wait for.
+            self._release(key, now)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import datetime as dt
 
 import vgpu.annotations as ann
-from scheduler.framework.interfaces import ASSIGNMENT_KEY, BIND_CONFLICT_KEY, CycleState, Handle
+from scheduler.framework.interfaces import CycleState, Handle
 from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import SUCCESS, Status, error
+from scheduler.framework.status import SUCCESS, Status, conflict, error
+from scheduler.plugins.vgpu import assignment_of
 from vgpu import codecs
 from vgpu.codecs import Assignment
 from vgpu.errors import ClusterError, ConflictError
@@ -38,12 +39,11 @@ class VGPUBinder:
         cluster = self._handle.cluster
         if cluster is None:
             return error("no cluster to bind through")
-        annotations = binding_annotations(state.read(ASSIGNMENT_KEY), self._handle.now())
+        annotations = binding_annotations(assignment_of(state), self._handle.now())
         try:
             cluster.bind(pod.namespace, pod.name, node, annotations)
         except ConflictError as exc:
-            state.write(BIND_CONFLICT_KEY, True)
-            return error(f"binding to {node} refused: {exc}")
+            return conflict(f"binding to {node} refused: {exc}")
         except ClusterError as exc:
             return error(f"binding to {node} failed: {exc}")
         return SUCCESS

@@ -28,14 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.framework.candidate import Candidate
 from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status
-from scheduler.placement import shares, stranding
-from scheduler.placement.place import Candidate
-from scheduler.placement.shapes import MILLI, Shape
+from scheduler.placement import shares, stranding, stranding_tables
+from scheduler.placement.shapes import MILLI, Shape, milli_of_percent
 
 #: Pod shapes whose node scores are kept between cycles (each holds four arrays per node).
 CACHED_SHAPES = 256
@@ -65,10 +65,9 @@ class FragmentationAware:
                 handle.config, self._shape_of,
                 lambda shapes: self._set_model(stranding.workload(shapes)))
             handle.on_pod_event(learned.on_pod)
-        shares.activate(self.gpu_policy, self)
 
     def _set_model(self, load: stranding.Workload) -> None:
-        self._model = stranding.StrandingModel(load, self._states.states)
+        self._model = stranding_tables.StrandingModel(load, self._states.states)
         self._cache.clear()
 
     @property
@@ -133,7 +132,7 @@ class FragmentationAware:
         if not cands:
             return []
         free = list(shares.free_milli(node))
-        share = cands[0].cores * MILLI // 100
+        share = milli_of_percent(cands[0].cores)
         shape = self._shape
         if shape is None or shape.milli_gpu != share or shape.gpus != 1 or share >= MILLI:
             return shares.fullest_first(node, cands)
@@ -153,5 +152,3 @@ class FragmentationAware:
         ranked.sort(key=lambda t: (t[0], t[1]))
         return [c for _, _, c in ranked]
 
-
-shares.register_gpu_policy(FragmentationAware.gpu_policy)

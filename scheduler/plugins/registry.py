@@ -1,6 +1,13 @@
-"""The one plugin registry: a new plugin is one module plus one line here."""
+"""The one plugin registry of the product: a new plugin is one module plus one line here.
+
+The simulator adds the FGD paper's baselines (:mod:`scheduler.simulate.baselines`) to
+the profiles it builds; a cluster's scheduler knows only these.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from scheduler.framework.interfaces import PluginFactory
 from scheduler.plugins import (
@@ -14,16 +21,8 @@ from scheduler.plugins import (
     taint_toleration,
     vgpu,
 )
-from scheduler.simulate.baselines import (
-    bestfit,
-    dotprod,
-    fgd,
-    gpu_clustering,
-    gpu_packing,
-    random_score,
-)
 
-REGISTRY: dict[str, PluginFactory] = {
+REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "PrioritySort": priority_sort.PrioritySort,
     "NodeUnschedulable": node_unschedulable.NodeUnschedulable,
     "TaintToleration": taint_toleration.TaintToleration,
@@ -32,12 +31,7 @@ REGISTRY: dict[str, PluginFactory] = {
     "VGPU": vgpu.VGPU,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
-    # Placement policies that rank nodes by themselves (the vGPU plugin's score weight 0).
-    "BestFit": bestfit.BestFit,
-    "DotProd": dotprod.DotProd,
-    "GpuClustering": gpu_clustering.GpuClustering,
-    "GpuPacking": gpu_packing.GpuPacking,
-    "RandomScore": random_score.RandomScore,
-    "FGD": fgd.FGD,
+    # Ranks nodes by itself (the vGPU plugin's score weight 0) and provides the GPU policy
+    # "fragmentation-aware".
     "FragmentationAware": fragmentation_aware.FragmentationAware,
-}
+})

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import vgpu.annotations as ann
+from scheduler.placement.shapes import milli_of_percent
 from scheduler.simulate.trace import MILLI, TraceNode, TracePod
 from vgpu import builders
 from vgpu.cluster.port import Obj
@@ -73,4 +74,4 @@ def pod_object(pod: TracePod, config: Config) -> Obj:
 
 def allocated_milli(pod: TracePod) -> int:
     """The milli-GPU the pod holds once placed (its shares as vgpu grants them)."""
-    return pod.num_gpu * percent(pod.gpu_milli) * MILLI // 100
+    return pod.num_gpu * milli_of_percent(percent(pod.gpu_milli))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.host.scheduler import Decision, Scheduler
-from scheduler.placement.shapes import Shape
+from scheduler.placement.shapes import Shape, milli_of_percent
 from scheduler.simulate import mapping
 from scheduler.simulate.arrivals import arrival_order
 from scheduler.simulate.metrics import Sample, curve, unallocated_at
@@ -52,8 +52,8 @@ class RunResult:
 
 def trace_shape(pod: TracePod) -> Shape:
     """A trace pod as the fragmentation policies see pods (a zero CPU request counts 100m)."""
-    return Shape(pod.cpu_milli or 100, mapping.percent(pod.gpu_milli) * 10 if pod.num_gpu else 0,
-                 pod.num_gpu, pod.gpu_spec, pod.memory_mib or 0)
+    share = milli_of_percent(mapping.percent(pod.gpu_milli)) if pod.num_gpu else 0
+    return Shape(pod.cpu_milli or 100, share, pod.num_gpu, pod.gpu_spec, pod.memory_mib or 0)
 
 
 def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPolicy, *,

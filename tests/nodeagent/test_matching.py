@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from nodeagent.matching import MatchError, all_done, container_order, match_requests
+from nodeagent.matching import MatchError, all_done, match_requests
 from tests.support.pods import container, pod, slices
 from vgpu.codecs import Assignment
+from vgpu.pods import container_names as container_order
 
 A = slices(("GPU-a", 1, 0))
 AB = slices(("GPU-a", 1, 0), ("GPU-b", 1, 0))

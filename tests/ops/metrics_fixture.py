@@ -108,7 +108,7 @@ def _nodeagent() -> CollectorRegistry:
         "vgpu.io/bind-phase": "success",
         "vgpu.io/assignment": '{"version":1,"node":"n","containers":{"c":['
                               '{"uuid":"GPU-0","memory_mib":10,"cores":5}]}}'}},
-           "status": {"phase": "Running"}}
+           "spec": {"nodeName": "n"}, "status": {"phase": "Running"}}
     metrics = Metrics(Sources(gpus=lambda: [(facts, True)],
                               samples=lambda: {"GPU-0": GpuSample(memory_used_mib=1,
                                                                   utilization=2)},

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from scheduler.framework.nodeinfo import NodeInfo
 from vgpu.cluster.port import ClusterPort, Obj
+from vgpu.codecs import Assignment
 from vgpu.config import Config
 
 
@@ -27,6 +28,7 @@ class FakeHandle:
         self.allowed: list[tuple[str, str]] = []
         self.rejected: list[tuple[str, str, str]] = []
         self.handlers: list[Callable[[Obj | None, Obj | None], None]] = []
+        self.claims: dict[str, Assignment] = {}
 
     @property
     def config(self) -> Config:
@@ -50,3 +52,6 @@ class FakeHandle:
 
     def on_pod_event(self, handler: Callable[[Obj | None, Obj | None], None]) -> None:
         self.handlers.append(handler)
+
+    def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
+        self.claims[pod_key] = assignment

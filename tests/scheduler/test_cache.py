@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 
-from scheduler.framework.interfaces import ASSIGNMENT_KEY
 from scheduler.framework.podinfo import parse
 from scheduler.framework.snapshot import Snapshot
 from scheduler.host.cache import Cache
+from scheduler.plugins.vgpu import ASSIGNMENT_KEY
 from vgpu import builders, codecs
 from vgpu.config import Config
 from vgpu.devices import Usage

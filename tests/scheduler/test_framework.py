@@ -208,12 +208,8 @@ def test_profile_from_config_file_text() -> None:
     assert fw.nodes_to_score == 0
 
 
-def test_unavailable_default_gpu_policy_is_a_config_error(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every name vgpu.policy lists is implemented; drop one to see the error.
-    from scheduler.placement import policies
-
-    monkeypatch.delitem(policies.NODE_AWARE_GPU_POLICIES, "fragmentation-aware")
+def test_unavailable_default_gpu_policy_is_a_config_error() -> None:
+    # The default profile has no plugin that provides "fragmentation-aware".
     cfg = Config(default_gpu_policy="fragmentation-aware")
     with pytest.raises(ConfigError, match="fragmentation-aware"):
         profile.build(cfg.scheduler, FakeHandle(cfg), REGISTRY)

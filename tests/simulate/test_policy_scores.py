@@ -97,7 +97,7 @@ def test_fgd_gpu_choice_and_ours_differ_only_on_ties() -> None:
         pod = parse(builders.pod("p", [builders.container(gpus=1, cores=30, percent=30, cpu="1")]),
                     Config())
         plugin.pre_filter(None, pod, Snapshot(plugin.columns()))  # type: ignore[arg-type]
-        cands = [Candidate(i, d, u, 0, 30) for i, (d, u) in enumerate(
+        cands = [Candidate(i, d, u, 0, 30, d.memory_mib) for i, (d, u) in enumerate(
             zip(info.devices, info.usages, strict=True)) if cands_free[i] >= 300]
         ranked = plugin.rank_gpus(info, cands)
         # Filling the 300 left on GPU 1 fragments least under both.

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scheduler.framework.nodeinfo import NodeInfo, parse_node
 from scheduler.framework.podinfo import parse
 from scheduler.framework.snapshot import Snapshot
-from scheduler.placement import shares, stranding
+from scheduler.placement import shares, stranding, stranding_tables
 from scheduler.placement.place import Candidate
 from scheduler.placement.shapes import Shape
 from scheduler.placement.stranding import Workload
@@ -158,7 +158,7 @@ def test_the_vectorised_model_equals_the_definition(
     load = stranding.workload([_valid(s) for s in shapes])
     pod = _valid(pod)
     states: list[tuple[str, tuple[int, ...]]] = []
-    model = stranding.StrandingModel(load, states)
+    model = stranding_tables.StrandingModel(load, states)
     # States arrive one at a time and widen the tables as wider nodes appear.
     for left, _, _, name in nodes:
         states.append((name, tuple(sorted(left))))
@@ -245,7 +245,7 @@ def test_a_share_goes_to_the_gpu_that_leaves_most_serviceable() -> None:
     pod = _pod("1", percent=30)
     plugin.pre_filter(None, pod, Snapshot(plugin.columns()))  # type: ignore[arg-type]
     free = shares.free_milli(info)
-    cands = [Candidate(i, d, u, 0, 30) for i, (d, u) in enumerate(
+    cands = [Candidate(i, d, u, 0, 30, d.memory_mib) for i, (d, u) in enumerate(
         zip(info.devices, info.usages, strict=True)) if free[i] >= 300]
     assert plugin.rank_gpus(info, cands)[0].position == 1  # fills the 300
 
@@ -263,18 +263,18 @@ def test_without_a_trace_the_workload_is_learned_from_pods() -> None:
 
 
 def test_tables_start_over_past_the_row_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stranding, "MAX_ROWS", 3)
+    monkeypatch.setattr(stranding_tables, "MAX_ROWS", 3)
     load = stranding.workload(WORKLOAD)
     states = [("G2", tuple(sorted(free))) for free in
               ((1000, 1000), (500, 1000), (0, 1000), (300, 700), (1000,) * 4, (0, 0))]
-    model = stranding.StrandingModel(load, states)
+    model = stranding_tables.StrandingModel(load, states)
     cpu = np.full(len(states), 32000)
     memory = np.full(len(states), 65536)
     pod = Shape(4000, 500, 1, memory_mib=1024)
     one_by_one = [model.deltas(np.asarray([i]), cpu[:1], memory[:1], pod)[0]
                   for i in (5, 0, 3, 1, 4, 2, 0)]
     assert model.rows <= 3
-    every = stranding.StrandingModel(load, states).deltas(np.arange(len(states)), cpu,
+    every = stranding_tables.StrandingModel(load, states).deltas(np.arange(len(states)), cpu,
                                                           memory, pod)
     assert one_by_one == [every[i] for i in (5, 0, 3, 1, 4, 2, 0)]
     assert model.deltas(np.arange(len(states)), cpu, memory, pod).tolist() == every.tolist()

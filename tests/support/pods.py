@@ -13,6 +13,8 @@ from typing import Any
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, BIND_TIME, PHASE_ALLOCATING
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.codecs import Assignment, GrantedDevice, encode_assignment, encode_heartbeat
+from vgpu.config import Config
+from vgpu.requests import parse_pod
 
 
 def container(name: str, gpus: int | None = None, *, mem: int | None = None,
@@ -54,8 +56,12 @@ def bind_assigned(cluster: ClusterPort, pod_obj: Obj, node: str,
     assignment, ``bind-phase: allocating`` and ``bind-time``)."""
     created = cluster.create("pods", pod_obj)
     meta = created["metadata"]
+    # The scheduler copies each container's task priority into the assignment.
+    priorities = {name: p for name, p in parse_pod(pod_obj, Config()).priorities().items()
+                  if name in containers}
     text = assignment_text if assignment_text is not None else encode_assignment(
-        Assignment(node=node, containers={k: tuple(v) for k, v in containers.items()}))
+        Assignment(node=node, containers={k: tuple(v) for k, v in containers.items()},
+                   priorities=priorities))
     cluster.bind(meta["namespace"], meta["name"], node, {
         ASSIGNMENT: text, BIND_PHASE: PHASE_ALLOCATING,
         BIND_TIME: encode_heartbeat(when or dt.datetime.now(dt.UTC)),

@@ -66,7 +66,9 @@ def assignments(draw: st.DrawFn) -> Assignment:
                           cores=draw(st.integers(0, 100)))
             for u in uuids
         )
-    return Assignment(node=draw(_names), containers=containers)
+    with_priority = draw(st.lists(st.sampled_from(names), unique=True))
+    return Assignment(node=draw(_names), containers=containers,
+                      priorities={name: draw(st.integers(0, 1)) for name in with_priority})
 
 
 @settings(max_examples=100, deadline=None)
@@ -102,6 +104,18 @@ def test_assignment_wire_shape_is_design_section_5() -> None:
     assert wire == {"version": 1, "node": "node-1", "containers": {"main": [
         {"uuid": "GPU-1", "memory_mib": 3000, "cores": 30},
         {"uuid": "GPU-2", "memory_mib": 3000, "cores": 30}]}}
+
+
+def test_assignment_priorities_are_optional_on_the_wire() -> None:
+    # Containers that asked for a task priority carry it; an assignment without any (also
+    # one written by an older scheduler) has no "priorities" key and reads as none.
+    grant = (GrantedDevice("GPU-1", 3000, 30),)
+    with_priority = Assignment("n", {"a": grant, "b": grant}, priorities={"a": 1})
+    wire = json.loads(encode_assignment(with_priority))
+    assert wire["priorities"] == {"a": 1}
+    plain = Assignment("n", {"a": grant})
+    assert "priorities" not in json.loads(encode_assignment(plain))
+    assert decode_assignment(encode_assignment(plain)).priorities == {}
 
 
 def test_empty_inventory_is_valid() -> None:
@@ -211,6 +225,14 @@ BAD_ASSIGNMENT: list[tuple[str, Any, str]] = [
      ".containers.sidecar[0].cores: expected an integer, got null"),
     ("duplicate-uuid-in-container", asg({"main": [GRANT, GRANT]}),
      ".containers.main: a container's vGPUs must be on distinct GPUs"),
+    ("priorities-list", json.dumps({**json.loads(asg()), "priorities": [1]}),
+     ".priorities: expected an object"),
+    ("priority-of-unknown-container", json.dumps({**json.loads(asg()), "priorities": {"x": 1}}),
+     ".priorities.x: not a container of the assignment"),
+    ("priority-string", json.dumps({**json.loads(asg()), "priorities": {"main": "1"}}),
+     ".priorities.main: expected an integer"),
+    ("priority-negative", json.dumps({**json.loads(asg()), "priorities": {"main": -1}}),
+     ".priorities.main: -1 is below 0"),
 ]
 
 

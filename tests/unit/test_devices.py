@@ -20,6 +20,8 @@ from vgpu.devices import (
     percent_of,
     resolve_memory,
     selectable,
+    share_of,
+    slice_mib,
     takes_tasks,
 )
 from vgpu.errors import RequestError
@@ -314,3 +316,25 @@ def test_largest_percent_is_the_largest_that_fits(capacity: int, free: int) -> N
     p = largest_percent(free, capacity)
     assert p is not None and percent_of(p, device, 1.0) <= free
     assert p == 100 or percent_of(p + 1, device, 1.0) > free
+
+
+@pytest.mark.parametrize(("mem", "pct", "capacity", "expected"), [
+    (3000, None, 40960, 3000),   # absolute: the capacity does not matter
+    (None, 50, 40960, 20480),
+    (None, 33, 100, 33),
+    (None, 1, 99, 0),            # floor: a percentage never rounds up past the capacity
+    (None, None, 40960, 40960),  # neither given: the whole GPU
+])
+def test_slice_mib(mem: int | None, pct: int | None, capacity: int, expected: int) -> None:
+    request = ContainerRequest("c", 1, mem, pct, 0)
+    assert slice_mib(request, capacity) == expected
+
+
+def test_slice_mib_of_a_column_is_slice_mib_of_each_value() -> None:
+    import numpy as np
+
+    capacities = np.asarray([0, 99, 15360, 40960], dtype=np.int64)
+    for request in (ContainerRequest("c", 1, None, 37, 0), ContainerRequest("c", 1, 500, None, 0)):
+        column = slice_mib(request, capacities) + np.zeros(len(capacities), dtype=np.int64)
+        assert column.tolist() == [slice_mib(request, int(c)) for c in capacities]
+        assert share_of(capacities, 37).tolist() == [share_of(int(c), 37) for c in capacities]

@@ -1,4 +1,4 @@
-"""Accessors every component reads pods and nodes through (vgpu.cluster.port)."""
+"""The cluster port's object key (vgpu.cluster.port)."""
 
 from __future__ import annotations
 
@@ -6,26 +6,7 @@ from typing import Any
 
 import pytest
 
-from vgpu.cluster.port import annotations_of, is_terminated, key_of
-
-
-@pytest.mark.parametrize(("obj", "expected"), [
-    ({"metadata": {"annotations": {"a": "1"}}}, {"a": "1"}),
-    ({"metadata": {}}, {}),
-    ({"metadata": {"annotations": None}}, {}),
-    ({"metadata": "garbage"}, {}),
-    ({}, {}),
-])
-def test_annotations_of(obj: dict[str, Any], expected: dict[str, str]) -> None:
-    assert dict(annotations_of(obj)) == expected
-
-
-@pytest.mark.parametrize(("phase", "expected"), [
-    ("Succeeded", True), ("Failed", True), ("Running", False), ("Pending", False), (None, False),
-])
-def test_is_terminated(phase: str | None, expected: bool) -> None:
-    assert is_terminated({"status": {"phase": phase}}) is expected
-    assert is_terminated({}) is False
+from vgpu.cluster.port import key_of
 
 
 @pytest.mark.parametrize(("obj", "key"), [

@@ -54,23 +54,6 @@ def resource_version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
-#: Phases of pods that have ended: they hold no node or GPU resources any more.
-TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object's annotations; empty when it has none (or a malformed ``metadata``)."""
-    meta = obj.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    return annotations if isinstance(annotations, Mapping) else {}
-
-
-def is_terminated(pod: Mapping[str, Any]) -> bool:
-    """Whether the pod has ended (phase Succeeded or Failed)."""
-    status = pod.get("status")
-    return isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES
-
-
 class ClusterPort(Protocol):
     """What vgpu needs from Kubernetes; each component uses a subset."""
 

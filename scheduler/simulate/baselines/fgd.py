@@ -1,8 +1,8 @@
 """FGD: Fragmentation Gradient Descent (Weng et al., USENIX ATC'23), as a score plugin.
 
 A node's score is how much placing the pod there changes the node's expected fragmented
-GPU (:mod:`scheduler.simulate.baselines.fragmentation`) for the cluster's workload: ``int(sigmoid(−Δ/1000) ×
-100)``, truncated as the paper's artifact does, so placements that grow fragmentation least
+GPU (:mod:`.fragmentation`) for the cluster's workload: ``int(sigmoid(−Δ/1000) × 100)``,
+truncated as the paper's artifact does, so placements that grow fragmentation least
 win and near-equal ones tie (ties go to the first node in snapshot order). On the chosen
 node a shared-GPU pod goes to the GPU whose choice scores best (the lowest index on
 ties); whole GPUs go to the first idle ones. The GPU choice is the node-aware GPU policy
@@ -25,14 +25,14 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.framework.candidate import Candidate
 from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.placement import shares
-from scheduler.placement.place import Candidate
-from scheduler.placement.shapes import MILLI, Shape
+from scheduler.placement.shapes import MILLI, Shape, milli_of_percent
 from scheduler.simulate.baselines.fragmentation import (
     FragModel,
     fgd_score_from_delta,
@@ -61,7 +61,6 @@ class FGD:
                 handle.config, self._shape_of,
                 lambda shapes: self._set_model(FragModel(typical_shapes(shapes))))
             handle.on_pod_event(learned.on_pod)
-        shares.activate(self.gpu_policy, self)
 
     def _set_model(self, model: FragModel) -> None:
         self._model = model
@@ -138,7 +137,7 @@ class FGD:
         if not cands:
             return []
         shape = self._shape
-        share = cands[0].cores * MILLI // 100
+        share = milli_of_percent(cands[0].cores)
         if shape is None or shape.milli_gpu != share:
             shape = Shape(shares.DEFAULT_MILLI_CPU, share, len(cands))
         if shape.gpus != 1 or shape.milli_gpu >= MILLI:
@@ -164,5 +163,3 @@ class FGD:
         delta = frag_after - frag_before
         return float(fgd_score_from_delta(delta))
 
-
-shares.register_gpu_policy(FGD.gpu_policy)

@@ -11,16 +11,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scheduler.framework.candidate import Candidate
 from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status
-from scheduler.placement import policies
-from scheduler.placement.place import Candidate
-from scheduler.placement.shapes import MILLI
-
-_ACTIVE: list[RandomScore] = []
+from scheduler.placement.shapes import MILLI, milli_of_percent
 
 
 class RandomScore:
@@ -30,7 +27,6 @@ class RandomScore:
     def __init__(self, handle: Handle, seed: int | None = None) -> None:
         del handle
         self._rng = np.random.default_rng(seed)
-        _ACTIVE[:] = [self]
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
@@ -41,16 +37,7 @@ class RandomScore:
         return float(self._rng.integers(0, 101))
 
     def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
-        if len(cands) > 1 and cands[0].cores * MILLI // 100 < MILLI:
+        if len(cands) > 1 and milli_of_percent(cands[0].cores) < MILLI:
             order = self._rng.permutation(len(cands))
             return [cands[i] for i in order]
         return sorted(cands, key=lambda c: c.position)
-
-
-def _rank(node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
-    if not _ACTIVE:
-        return policies.binpack(cands)
-    return _ACTIVE[0].rank_gpus(node, cands)
-
-
-policies.register_node_aware_gpu_policy(RandomScore.gpu_policy, _rank)

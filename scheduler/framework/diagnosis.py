@@ -1,0 +1,163 @@
+"""Why a pod fits no node: every node's failing status, found cheaply.
+
+When no node fits, the scheduler owes the user a reason per node (kube-scheduler's
+``0/12 nodes are available: ...``). The filters stopped at the first feasible nodes, and
+PreFilter masks skipped most nodes without a word, so the reasons are gathered here, after
+the fact: plugins that can (``Explainer``) answer for all remaining nodes at once, in
+filter order; the rest go through the filter chain one by one, reusing a recent answer for
+a node whose state did not change.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.status import SUCCESS, Code, Status, error
+
+if TYPE_CHECKING:
+    from scheduler.framework.interfaces import CycleState
+
+#: How long, and for how many pod shapes, per-node failure reasons are reused.
+DIAGNOSIS_MEMO_SECONDS = 5.0
+DIAGNOSIS_MEMO_SHAPES = 32
+
+
+@dataclass
+class Diagnosis:
+    """Why a pod fits no node: each node's failing status.
+
+    Nodes a plugin explained in bulk are kept as (status, node count) in ``groups``
+    rather than one dict entry per node; :meth:`counted` and the summary count both.
+    """
+
+    total: int
+    statuses: dict[str, Status] = field(default_factory=dict)
+    #: A failure that concerns the pod rather than nodes (a PreFilter rejection).
+    pod_status: Status | None = None
+    groups: list[tuple[Status, int]] = field(default_factory=list)
+
+    def counted(self) -> list[tuple[Status, int]]:
+        """Every distinct status with the number of nodes that gave it."""
+        by_object: dict[int, list[Any]] = {}
+        for status in self.statuses.values():
+            entry = by_object.get(id(status))
+            if entry is None:
+                by_object[id(status)] = [status, 1]
+            else:
+                entry[1] += 1
+        return [(s, n) for s, n in by_object.values()] + list(self.groups)
+
+    @property
+    def rejecting_plugins(self) -> set[str]:
+        plugins = {s.plugin for s in self.statuses.values() if s.plugin}
+        plugins |= {s.plugin for s, _ in self.groups if s.plugin}
+        if self.pod_status is not None and self.pod_status.plugin:
+            plugins.add(self.pod_status.plugin)
+        return plugins
+
+
+def run_filters(state: CycleState, pod: PodInfo, info: NodeInfo,
+                filters: Sequence[Any]) -> Status:
+    """The first failing filter's status (named after its plugin), or SUCCESS."""
+    for f in filters:
+        if f.name in state.skip_filter:
+            continue
+        status: Status = f.filter(state, pod, info)
+        if status.code is not Code.SUCCESS:
+            return status.with_plugin(f.name)
+    return SUCCESS
+
+
+class Diagnoser:
+    """Fills in the reasons of the nodes the filters did not get to (see the module
+    docstring). When a full cluster turns pods away one after another, most nodes did not
+    change between two failures of pods of the same shape: their status is reused (a
+    NodeInfo is immutable, so "same object" is "same node state"). Memoised statuses live
+    ``DIAGNOSIS_MEMO_SECONDS`` so that time-dependent ones (heartbeats) stay honest."""
+
+    def __init__(self, explainers: set[str]) -> None:
+        self._explainers = explainers
+        self._memos: OrderedDict[
+            tuple[Any, ...], tuple[float, dict[str, tuple[NodeInfo, Status]]]] = OrderedDict()
+
+    def diagnose(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                 statuses: dict[str, Status], filters: Sequence[Any]) -> Diagnosis:
+        diagnosis = Diagnosis(len(snapshot), statuses)
+        open_ = snapshot.mask()
+        for name in statuses:
+            pos = snapshot.positions.get(name)
+            if pos is not None:
+                open_[pos] = False
+        fallback, remaining = self._explain(state, pod, snapshot, diagnosis, filters=filters,
+                                            remaining=np.flatnonzero(open_).astype(np.int64))
+        # Nodes no bulk answer settled go through the whole filter chain one by one (the
+        # plugins they already passed pass them again).
+        leftover = [*fallback, *remaining]
+        if leftover:
+            self._filter_each(state, pod, snapshot, statuses, filters=filters,
+                              positions=leftover)
+        return diagnosis
+
+    def _explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                 diagnosis: Diagnosis, *, filters: Sequence[Any],
+                 remaining: np.ndarray[Any, np.dtype[np.int64]]) -> tuple[list[int], list[int]]:
+        """Bulk answers, filter by filter while each can give one: (positions to filter
+        one by one, positions every explaining filter passed)."""
+        fallback: list[int] = []
+        for plugin in filters:
+            if not len(remaining) or plugin.name not in self._explainers:
+                break
+            answer = plugin.explain(state, pod, snapshot, remaining)
+            if answer is None:
+                break
+            codes, table = answer
+            for code, count in enumerate(np.bincount(codes[codes >= 0],
+                                                     minlength=len(table)).tolist()):
+                if count:
+                    diagnosis.groups.append((table[code].with_plugin(plugin.name), count))
+            fallback.extend(remaining[codes == -2].tolist())
+            remaining = remaining[codes == -1]
+        return fallback, remaining.tolist()
+
+    def _filter_each(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                     statuses: dict[str, Status], *, filters: Sequence[Any],
+                     positions: list[int]) -> None:
+        memo = self._memo(pod, state.now, filters)
+        for pos in positions:
+            info = snapshot.nodes[pos]
+            if info is None:
+                continue
+            name = info.name
+            if memo is not None:
+                hit = memo.get(name)
+                if hit is not None and hit[0] is info:
+                    statuses[name] = hit[1]
+                    continue
+            status = run_filters(state, pod, info, filters)
+            if status.code is Code.SUCCESS:
+                status = error("node was not evaluated")
+            statuses[name] = status
+            if memo is not None:
+                memo[name] = (info, status)
+
+    def _memo(self, pod: PodInfo, now: float,
+              filters: Sequence[Any]) -> dict[str, tuple[NodeInfo, Status]] | None:
+        if not all(getattr(f, "diagnosis_memo", True) for f in filters):
+            return None
+        key = (pod.shape, tuple(f.name for f in filters))
+        entry = self._memos.get(key)
+        if entry is None or now - entry[0] > DIAGNOSIS_MEMO_SECONDS or now < entry[0]:
+            entry = (now, {})
+        self._memos[key] = entry
+        self._memos.move_to_end(key)
+        while len(self._memos) > DIAGNOSIS_MEMO_SHAPES:
+            self._memos.popitem(last=False)
+        return entry[1]

@@ -1,0 +1,199 @@
+"""One scheduling attempt and one binding cycle, as kube-scheduler's ``schedule_one``.
+
+The scheduling cycle runs in the loop's thread: snapshot, the framework's algorithm,
+Reserve (the vGPU plugin claims the pod's GPU slices through the handle), then the cache
+assumes the pod with its claim on the chosen node, then Permit. A pod Permit holds waits
+in the :mod:`.waiting` room; any other goes to binding, inline or on the pool. A failure
+at any step undoes the steps before it and sends the pod back to the queue with the
+reason; every outcome is reported to the listeners as a :class:`Decision`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from scheduler.framework.interfaces import ClusterEvent, CycleState
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.status import Code, Status
+from scheduler.host.queue import QueuedPod
+from scheduler.host.summary import summarize
+from scheduler.host.waiting import DELETED, Waiting
+from vgpu import logs
+from vgpu.errors import ClusterError
+
+if TYPE_CHECKING:
+    from scheduler.host.scheduler import Scheduler
+
+_log = logs.get("vgpu.scheduler")
+
+COMPONENT = "vgpu-scheduler"
+#: ``rejected_by`` of a pod whose own spec is the problem: only a change to it can help.
+POD_SPEC = "<pod spec>"
+
+Outcome = Literal["scheduled", "waiting", "unschedulable", "error", "bound", "bind-failed",
+                  "bind-conflict"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One scheduling attempt, as listeners (metrics, the simulator) see it."""
+
+    pod: str
+    node: str | None
+    outcome: Outcome
+    message: str = ""
+    #: Wall-clock and CPU time (of the scheduling thread) the attempt took.
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.thread_time()
+
+
+def _since(started: tuple[float, float]) -> tuple[float, float]:
+    return time.perf_counter() - started[0], time.thread_time() - started[1]
+
+
+class Cycle:
+    """The attempt, binding and settling steps over the scheduler's parts."""
+
+    def __init__(self, sched: Scheduler) -> None:
+        self._s = sched
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def _emit(self, pod: str, node: str | None, outcome: Outcome, message: str,
+              started: tuple[float, float]) -> None:
+        decision = Decision(pod, node, outcome, message, *_since(started))
+        for listener in self._s.listeners:
+            listener(decision)
+
+    def _event(self, pod: PodInfo, kind: Literal["Normal", "Warning"], reason: str,
+               message: str) -> None:
+        cluster = self._s.cluster
+        if cluster is None:
+            return
+        try:
+            cluster.record_event(pod.pod, kind, reason, message, COMPONENT)
+        except ClusterError as exc:
+            _log.warning("could not record event", pod=pod.key, error=str(exc))
+
+    def _fail(self, qp: QueuedPod, started: tuple[float, float], *, message: str,
+              rejected_by: set[str], unschedulable: bool, node: str | None = None) -> None:
+        self._event(qp.info, "Warning", "FailedScheduling", message)
+        self._s.queue.requeue(qp, unschedulable=unschedulable, rejected_by=rejected_by,
+                              message=message)
+        self._emit(qp.key, node, "unschedulable" if unschedulable else "error", message,
+                   started)
+
+    # -- the scheduling cycle --------------------------------------------------------------
+
+    def attempt(self, qp: QueuedPod) -> None:
+        started = _clocks()
+        s = self._s
+        info = qp.info
+        if info.error is not None:
+            self._fail(qp, started, message=f"pod cannot be scheduled: {info.error}",
+                       rejected_by={POD_SPEC}, unschedulable=True)
+            return
+        s.cache.update_snapshot(s.snapshot)
+        try:
+            result = s.framework.schedule(info, s.snapshot, s.now())
+        except Exception as exc:
+            _log.exception("scheduling failed", pod=info.key)
+            self._fail(qp, started, message=f"internal error: {exc}", rejected_by=set(),
+                       unschedulable=False)
+            return
+        if result.node is None:
+            diagnosis = result.diagnosis
+            message = summarize(diagnosis) if diagnosis is not None else result.status.message
+            self._fail(qp, started, message=message,
+                       rejected_by=diagnosis.rejecting_plugins if diagnosis else set(),
+                       unschedulable=result.status.code is not Code.ERROR)
+            return
+        self._reserve_and_permit(qp, result.state, result.node, started)
+
+    def _reserve_and_permit(self, qp: QueuedPod, state: CycleState, node: str,
+                            started: tuple[float, float]) -> None:
+        s = self._s
+        info = qp.info
+        status = s.framework.reserve(state, info, node)
+        # What Reserve claimed counts in the cache before anything else is decided.
+        claim = s.take_claim(info.key)
+        if not status.ok:
+            self._fail(qp, started, message=f"reserving on {node} failed: {status.message}",
+                       rejected_by={status.plugin}, unschedulable=status.rejected, node=node)
+            return
+        s.cache.assume(info, node, claim)
+        status, waiting_for = s.framework.permit(state, info, node)
+        if status.code is Code.WAIT:
+            s.waiting.hold(Waiting(qp, state, node, waiting_for))
+            s.queue.done(info.key)
+            self._emit(info.key, node, "waiting", ", ".join(sorted(waiting_for)), started)
+            return
+        if not status.ok:
+            self._undo(info, state, node)
+            self._fail(qp, started, message=f"permit on {node} refused: {status.message}",
+                       rejected_by={status.plugin}, unschedulable=status.rejected, node=node)
+            return
+        s.queue.done(info.key)
+        self._emit(info.key, node, "scheduled", "", started)
+        self._submit_bind(qp, state, node)
+
+    def _forget(self, info: PodInfo) -> None:
+        rec = self._s.cache.forget(info.key)
+        if rec is not None:
+            self._s.wake(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
+
+    def _undo(self, info: PodInfo, state: CycleState, node: str) -> None:
+        self._s.framework.unreserve(state, info, node)
+        self._forget(info)
+
+    # -- the binding cycle -----------------------------------------------------------------
+
+    def _submit_bind(self, qp: QueuedPod, state: CycleState, node: str) -> None:
+        self._s.binder.submit(lambda: self.bind(qp, state, node))
+
+    def bind(self, qp: QueuedPod, state: CycleState, node: str) -> None:
+        started = _clocks()
+        s = self._s
+        info = qp.info
+        status: Status = s.framework.bind(state, info, node)
+        if status.ok:
+            s.cache.finish_binding(info.key, s.now())
+            self._event(info, "Normal", "Scheduled", f"Successfully assigned {info.key} to {node}")
+            self._emit(info.key, node, "bound", "", started)
+            return
+        self._undo(info, state, node)
+        if status.code is Code.CONFLICT:
+            # Already bound (by another replica, or by an earlier try of ours whose answer
+            # was lost), or being deleted: not a failure. The watch shows what is true and
+            # the cache counts that; nothing to retry.
+            _log.info("pod already bound or going away", pod=info.key, node=node,
+                      detail=status.message)
+            self._emit(info.key, node, "bind-conflict", status.message, started)
+            return
+        _log.warning("binding failed", pod=info.key, node=node, error=status.message)
+        message = f"binding rejected: {status.message}"
+        self._event(info, "Warning", "FailedScheduling", message)
+        if s.still_pending(info.key):
+            s.queue.readd_failed(qp, message)
+        self._emit(info.key, node, "bind-failed", message, started)
+
+    def settle_waiting(self) -> None:
+        """Bind the Permit-held pods that were allowed; undo the rejected ones."""
+        s = self._s
+        for settled in s.waiting.settle():
+            waiting = settled.waiting
+            if settled.allowed:
+                self._submit_bind(waiting.qp, waiting.state, waiting.node)
+                continue
+            self._undo(waiting.qp.info, waiting.state, waiting.node)
+            if settled.reason != DELETED:
+                self._event(waiting.qp.info, "Warning", "FailedScheduling",
+                            f"permit on {waiting.node} rejected: {settled.reason}")
+                if s.still_pending(waiting.qp.key):
+                    s.queue.readd_failed(waiting.qp, settled.reason)

@@ -1,0 +1,92 @@
+"""Informer events into the cache and the queue, as kube-scheduler's event handlers.
+
+A bound pod (ours or anyone's) counts in the cache; a pending pod of ours goes to the
+queue; a change that frees room or adds a node becomes a :class:`ClusterEvent` that wakes
+the parked pods it could help. Pod events are also passed on to plugins that asked
+(``Handle.on_pod_event``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from scheduler.framework import podinfo
+from scheduler.framework.interfaces import ClusterEvent
+from scheduler.host.waiting import DELETED
+from vgpu.cluster.port import Obj
+from vgpu.pods import is_terminated, pod_key
+
+if TYPE_CHECKING:
+    from scheduler.host.scheduler import Scheduler
+
+PodHandler = Callable[[Obj | None, Obj | None], None]
+
+
+def same_for_scheduling(old: Obj, new: Obj) -> bool:
+    """Whether a pending pod's update changes nothing the scheduler reads."""
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    return bool(old.get("spec") == new.get("spec")
+                and om.get("annotations") == nm.get("annotations")
+                and om.get("labels") == nm.get("labels"))
+
+
+class Handlers:
+    def __init__(self, sched: Scheduler) -> None:
+        self._s = sched
+        self.pod_handlers: list[PodHandler] = []
+
+    def on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        """``(None, new)`` add, ``(old, new)`` update, ``(old, None)`` delete."""
+        if new is None:
+            if old is not None:
+                self._pod_deleted(old)
+        else:
+            self._pod_changed(old, new)
+        for handler in self.pod_handlers:
+            handler(old, new)
+
+    def _pod_deleted(self, pod: Obj) -> None:
+        s = self._s
+        key = pod_key(pod)
+        s.queue.delete(key)
+        s.waiting.reject(key, DELETED)
+        rec = s.cache.remove_pod(key)
+        if rec is not None:
+            s.wake(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment, obj=pod))
+
+    def _pod_changed(self, old: Obj | None, new: Obj) -> None:
+        s = self._s
+        key = pod_key(new)
+        spec = new.get("spec") or {}
+        if spec.get("nodeName"):
+            s.queue.delete(key)
+            before, after = s.cache.set_pod(new)
+            if before is not None and after is None:
+                s.wake(ClusterEvent("pod", "delete", before.node, freed=before.assignment,
+                                    obj=new))
+            return
+        if spec.get("schedulerName") != s.config.scheduler_name:
+            return
+        if is_terminated(new) or (new.get("metadata") or {}).get("deletionTimestamp"):
+            s.queue.delete(key)
+            return
+        if key in s.waiting:
+            return
+        rec = s.cache.pod(key)
+        if rec is not None and rec.assumed:
+            return  # being bound by us; the watch will show it bound
+        if old is not None and same_for_scheduling(old, new):
+            return
+        s.queue.add(podinfo.parse(new, s.config))
+
+    def on_node(self, old: Obj | None, new: Obj | None) -> None:
+        s = self._s
+        if new is None:
+            if old is None:
+                return
+            name = str((old.get("metadata") or {}).get("name", ""))
+            s.cache.remove_node(name)
+            s.waiting.reject_node(name, f"node {name} was deleted")
+            return
+        s.wake(s.cache.set_node(new, s.now()))

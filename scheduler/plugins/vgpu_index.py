@@ -1,0 +1,241 @@
+"""The vGPU plugin's per-node index: snapshot columns of GPU facts, and the bulk
+explanation of why nodes do not fit.
+
+PreFilter compares a pod's request with these columns (usable GPUs, largest free compute,
+largest free memory and memory percentage per GPU slot, heartbeat, GPU models) to keep
+only nodes that could fit: necessary conditions only, so the exact Filter never misses a
+node that can. When no node fits, :meth:`GpuIndex.explain` gives Filter's answer for many
+nodes at once from the raw per-GPU columns (:mod:`scheduler.placement.vectorfit`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.snapshot import Column, Snapshot
+from scheduler.framework.status import Code, Status
+from scheduler.placement import place as pl
+from scheduler.placement import policies
+from scheduler.placement import vectorfit as vf
+from vgpu import heartbeat
+from vgpu.annotations import GpuSelector
+from vgpu.devices import largest_percent, memory_capacity, takes_tasks
+from vgpu.requests import ContainerRequest
+
+NO_INVENTORY = "no vGPU inventory"
+BAD_INVENTORY = "unreadable GPU inventory"
+NO_HEARTBEAT = "no GPU heartbeat"
+STALE = "GPU heartbeat expired"
+
+GPU_CORES = "vgpu.gpu_free_cores"
+GPU_MEMORY = "vgpu.gpu_free_memory"
+GPU_PERCENT = "vgpu.gpu_fit_percent"
+#: GPUs per node kept one by one in the index; a node with more is indexed by its best
+#: GPU in every slot, which keeps the mask a superset.
+WIDTH = 8
+# Raw per-GPU state, for explaining failures without a Python loop over every GPU.
+RAW = "vgpu.gpu_raw"
+RAW_FIELDS = ("present", "healthy", "tasks", "split", "memory_used", "capacity",
+              "cores_used", "cores", "model_bits")
+DEVICES = "vgpu.devices"
+INVENTORY = "vgpu.inventory"
+HEARTBEAT = "vgpu.heartbeat"
+MODELS = "vgpu.models"
+
+Codes = npt.NDArray[np.int64]
+
+
+def heartbeat_reason(beat: float | None, now: float, expiry: float) -> str | None:
+    """Why a node's heartbeat keeps it from taking GPU pods; None when it is fresh."""
+    if beat is None:
+        return NO_HEARTBEAT
+    if not heartbeat.fresh(beat, now, expiry):
+        return STALE
+    return None
+
+
+class GpuIndex:
+    """The columns and their bulk reading, for one memory scaling."""
+
+    def __init__(self, scaling: float) -> None:
+        self._scaling = scaling
+        # One bit per GPU model seen, so a type selector is one AND over a column.
+        self._model_bits: dict[str, int] = {}
+        self._per_gpu_memo: tuple[NodeInfo, tuple[list[int], list[int], list[int]]] | None = None
+        self._raw_memo: tuple[NodeInfo, list[list[int]]] | None = None
+        self._statuses: dict[tuple[Code, tuple[str, ...]], Status] = {}
+
+    # -- columns ---------------------------------------------------------------------------
+
+    def columns(self) -> Sequence[Column]:
+        return (
+            Column(GPU_CORES, np.int32, lambda n: self._per_gpu(n)[0], -1, WIDTH),
+            Column(GPU_MEMORY, np.int64, lambda n: self._per_gpu(n)[1], -1, WIDTH),
+            Column(GPU_PERCENT, np.int32, lambda n: self._per_gpu(n)[2], -1, WIDTH),
+            Column(HEARTBEAT, np.float64,
+                   lambda n: -math.inf if n.static.heartbeat is None else n.static.heartbeat,
+                   -math.inf),
+            Column(policies.MEMORY_USED, np.int64, lambda n: n.gpu_memory_used, 0),
+            Column(policies.MEMORY_TOTAL, np.int64, lambda n: n.gpu_memory_total, 0),
+            Column(policies.CORES_USED, np.int64, lambda n: n.gpu_cores_used, 0),
+            Column(policies.CORES_TOTAL, np.int64, lambda n: n.gpu_cores_total, 0),
+            Column(policies.CAPACITY, np.int64, self.capacity, 0),
+            Column(MODELS, np.int64, self._models, 0),
+            Column(RAW, np.int64, self._raw, 0, (len(RAW_FIELDS), WIDTH)),
+            Column(DEVICES, np.int64, lambda n: len(n.devices), 0),
+            Column(INVENTORY, np.int8,
+                   lambda n: 0 if n.devices else 2 if n.static.inventory_error else 1, 1),
+        )
+
+    def capacity(self, node: NodeInfo) -> int:
+        """Schedulable memory of the node's first healthy GPU."""
+        for d in node.devices:
+            if d.healthy:
+                return memory_capacity(d, self._scaling)
+        return 0
+
+    def _models(self, node: NodeInfo) -> int:
+        bits = 0
+        for d in node.devices:
+            bits |= self._model_bit(d.model)
+        return bits
+
+    def _model_bit(self, model: str) -> int:
+        bit = self._model_bits.get(model)
+        if bit is None:
+            # Past 62 models every new one shares the last bit: masks stay supersets.
+            bit = self._model_bits[model] = 1 << min(len(self._model_bits), 62)
+        return bit
+
+    def allowed_models(self, selector: GpuSelector) -> int | None:
+        """The model bits a type selector allows; None when it restricts no model."""
+        if not (selector.use_types or selector.nouse_types):
+            return None
+        allowed = 0
+        for model, bit in self._model_bits.items():
+            if selector.type_allowed(model):
+                allowed |= bit
+        return allowed
+
+    def _per_gpu(self, node: NodeInfo) -> tuple[list[int], list[int], list[int]]:
+        """Per GPU slot: free cores, free MiB and the largest percentage that fits; -1 for
+        a GPU that takes no task whatever the request (unhealthy, no slot, all compute
+        claimed) and for absent slots. Memoised per NodeInfo: three columns ask."""
+        memo = self._per_gpu_memo
+        if memo is not None and memo[0] is node:
+            return memo[1]
+        cores, memory, percent = [-1] * WIDTH, [-1] * WIDTH, [-1] * WIDTH
+        if len(node.devices) > WIDTH:
+            if node.usable:
+                cores = [node.max_free_cores] * WIDTH
+                memory = [node.max_free_memory] * WIDTH
+                percent = [node.max_fit_percent] * WIDTH
+        else:
+            for i, (d, u) in enumerate(zip(node.devices, node.usages, strict=True)):
+                if not takes_tasks(d, u):
+                    continue
+                cap = memory_capacity(d, self._scaling)
+                free = cap - u.memory_mib
+                cores[i] = d.cores - u.cores
+                memory[i] = free
+                pct = largest_percent(free, cap)
+                percent[i] = -1 if pct is None else pct
+        result = (cores, memory, percent)
+        self._per_gpu_memo = (node, result)
+        return result
+
+    def _raw(self, node: NodeInfo) -> list[list[int]]:
+        """Per field of ``RAW_FIELDS``, one value per GPU slot (memoised per NodeInfo)."""
+        memo = self._raw_memo
+        if memo is not None and memo[0] is node:
+            return memo[1]
+        rows = [[0] * WIDTH for _ in RAW_FIELDS]
+        if len(node.devices) <= WIDTH:
+            for i, (d, u) in enumerate(zip(node.devices, node.usages, strict=True)):
+                values = (1, int(d.healthy), u.tasks, d.split, u.memory_mib,
+                          memory_capacity(d, self._scaling), u.cores, d.cores,
+                          self._model_bit(d.model))
+                for row, value in zip(rows, values, strict=True):
+                    row[i] = value
+        self._raw_memo = (node, rows)
+        return rows
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def status(self, code: Code, *reasons: str) -> Status:
+        """One Status object per distinct answer: the summary counts nodes by object."""
+        key = (code, reasons)
+        status = self._statuses.get(key)
+        if status is None:
+            status = self._statuses[key] = Status(code, reasons)
+        return status
+
+    def explain(self, snapshot: Snapshot, positions: npt.NDArray[np.int64], *, now: float,
+                expiry: float, request: ContainerRequest,
+                selector: GpuSelector) -> tuple[Codes, list[Status]]:
+        """Filter's answer for one container alone at ``positions``: per position an index
+        into the returned statuses, -1 for "fits", -2 for "ask Filter"."""
+        table: list[Status] = []
+        index: dict[Status, int] = {}
+
+        def code_of(status: Status) -> int:
+            if status not in index:
+                index[status] = len(table)
+                table.append(status)
+            return index[status]
+
+        out = np.full(len(positions), -1, dtype=np.int64)
+        devices = snapshot.column(DEVICES)[positions]
+        out[devices > WIDTH] = -2
+        self._explain_node(snapshot, positions, now=now, expiry=expiry, request=request,
+                           out=out, code_of=code_of)
+        open_ = out == -1
+        if open_.any():
+            out[open_] = self._explain_gpus(snapshot, positions[open_], request, selector,
+                                            code_of)
+        return out, table
+
+    def _explain_node(self, snapshot: Snapshot, positions: npt.NDArray[np.int64], *,
+                      now: float, expiry: float, request: ContainerRequest, out: Codes,
+                      code_of: Callable[[Status], int]) -> None:
+        """The reasons that concern the node as a whole: inventory, heartbeat, GPU count."""
+        inventory = snapshot.column(INVENTORY)[positions]
+        out[inventory == 1] = code_of(self.status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                                  NO_INVENTORY))
+        out[inventory == 2] = code_of(self.status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                                  BAD_INVENTORY))
+        beats = snapshot.column(HEARTBEAT)[positions]
+        open_ = out == -1
+        out[open_ & (beats == -math.inf)] = code_of(self.status(Code.UNSCHEDULABLE,
+                                                                NO_HEARTBEAT))
+        stale = (beats != -math.inf) & ~(beats >= heartbeat.oldest_fresh(now, expiry))
+        out[open_ & stale] = code_of(self.status(Code.UNSCHEDULABLE, STALE))
+        devices = snapshot.column(DEVICES)[positions]
+        out[(out == -1) & (devices < request.count)] = code_of(
+            self.status(Code.UNSCHEDULABLE, pl.TOO_FEW_GPUS))
+
+    def _explain_gpus(self, snapshot: Snapshot, rows: npt.NDArray[np.int64],
+                      request: ContainerRequest, selector: GpuSelector,
+                      code_of: Callable[[Status], int]) -> Codes:
+        """The per-GPU reasons of nodes whose every node-level fact allows the pod."""
+        block = snapshot.column(RAW)[rows]
+        raw = [block[:, k, :] for k in range(len(RAW_FIELDS))]
+        raw[0] = raw[0].astype(np.bool_)
+        raw[1] = raw[1].astype(np.bool_)
+        codes = vf.classify(vf.GpuColumns(*raw), cores=request.cores,
+                            memory_mib=request.memory_mib,
+                            memory_percent=request.memory_percent,
+                            allowed_models=self.allowed_models(selector))
+        fitting, masks = vf.node_reasons(codes)
+        result = np.full(len(rows), -1, dtype=np.int64)
+        failing = fitting < request.count
+        for mask in np.unique(masks[failing]).tolist():
+            reasons = vf.reasons_of(mask) or (pl.TOO_FEW_GPUS,)
+            result[failing & (masks == mask)] = code_of(self.status(Code.UNSCHEDULABLE,
+                                                                    *reasons))
+        return result

@@ -1,0 +1,92 @@
+"""What a pod says, read the same way by every component.
+
+Pods arrive as plain dicts in API shape, possibly malformed; these accessors never raise.
+Each is the one definition of its fact: the pod's key, whether it has ended, its
+``vgpu.io/bind-phase``, and its containers in the order the kubelet starts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vgpu.annotations import BIND_PHASE
+
+#: Phases of pods that have ended: they hold no node or GPU resources any more.
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's annotations; empty when it has none (or a malformed ``metadata``)."""
+    annotations = _meta(obj).get("annotations")
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    """``namespace/name``; a pod without a namespace is in ``default``, as the API server
+    would have put it."""
+    meta = _meta(pod)
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
+def node_name(pod: Mapping[str, Any]) -> str | None:
+    """The node the pod is bound to, or None while it is pending."""
+    name = _spec(pod).get("nodeName")
+    return str(name) if name else None
+
+
+def is_terminated(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod has ended (phase Succeeded or Failed)."""
+    status = pod.get("status")
+    return isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES
+
+
+def bind_phase(pod: Mapping[str, Any]) -> str | None:
+    """``vgpu.io/bind-phase``: allocating, success, failed, or None when unset."""
+    phase = annotations_of(pod).get(BIND_PHASE)
+    return str(phase) if phase is not None else None
+
+
+@dataclass(frozen=True)
+class ContainerRef:
+    """One container of a pod spec, where it sits and what it is."""
+
+    #: ``"initContainers"`` or ``"containers"``: the spec list it is in.
+    key: str
+    position: int
+    container: Any
+    init: bool
+
+    @property
+    def name(self) -> str | None:
+        name = self.container.get("name") if isinstance(self.container, Mapping) else None
+        return name if isinstance(name, str) and name else None
+
+
+def containers(pod: Mapping[str, Any]) -> Iterator[ContainerRef]:
+    """Every container of the pod in start order: init containers first, then the app
+    containers, each list in spec order. Entries that are not lists are skipped (a
+    validating reader reports them itself)."""
+    spec = _spec(pod)
+    for key, init in (("initContainers", True), ("containers", False)):
+        items = spec.get(key)
+        if not isinstance(items, list):
+            continue
+        for position, container in enumerate(items):
+            yield ContainerRef(key, position, container, init)
+
+
+def container_names(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names of the pod's containers in start order."""
+    return tuple(ref.name for ref in containers(pod) if ref.name is not None)
