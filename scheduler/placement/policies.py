@@ -24,8 +24,9 @@ from scheduler.placement.place import GpuRanker, Placement
 
 
 def used_share(c: Candidate) -> float:
-    """How full the GPU is: the mean of its memory share and its compute share."""
-    memory = c.usage.memory_mib / (c.device.memory_mib or 1)
+    """How full the GPU is: the mean of its memory share (of the schedulable, scaled
+    memory) and its compute share."""
+    memory = c.usage.memory_mib / (c.capacity_mib or 1)
     return (memory + c.usage.cores / (c.device.cores or 1)) / 2
 
 

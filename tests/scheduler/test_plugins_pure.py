@@ -251,6 +251,25 @@ def test_gpu_policies(policy: str, usages: list[Usage], expected: list[int]) -> 
     assert chosen(result) == {"c": expected}
 
 
+@pytest.mark.parametrize(("policy", "scaling", "expected"), [
+    # GPU 0 has 80 % of its physical memory and no compute claimed; GPU 1 has no memory
+    # and 60 % of its compute. Measured against physical memory GPU 0 is fuller (0.4 vs
+    # 0.3); with memory scaled 2x it holds 40 % of what can be handed out, and GPU 1 is
+    # the fuller one (0.3 vs 0.2). Binpack and spread measure against scaled memory.
+    ("binpack", 1.0, [0]),
+    ("binpack", 2.0, [1]),
+    ("spread", 1.0, [1]),
+    ("spread", 2.0, [0]),
+])
+def test_binpack_and_spread_measure_memory_against_scaled_capacity(
+        policy: str, scaling: float, expected: list[int]) -> None:
+    devices = [gpu(0), gpu(1)]
+    usages = [Usage(16384 * 8 // 10, 0, 1), Usage(0, 60, 1)]
+    result = placement.place(devices, usages, pod_request(creq(mem=100, cores=10)), scaling,
+                             policies.GPU_POLICIES[policy])
+    assert chosen(result) == {"c": expected}
+
+
 def test_multi_gpu_container_uses_distinct_gpus_and_containers_see_each_other() -> None:
     devices = [gpu(i) for i in range(3)]
     request = pod_request(creq(count=2, mem=10000, name="a"), creq(count=2, mem=10000, name="b"))
