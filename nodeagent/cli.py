@@ -11,8 +11,9 @@ from types import FrameType
 
 from nodeagent.agent import NodeAgent, Options
 from nodeagent.discovery import Discovery
-from vgpu import config_cli, logs
+from vgpu import logs
 from vgpu.cluster.port import ClusterPort
+from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 
 

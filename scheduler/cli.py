@@ -10,8 +10,9 @@ import threading
 from typing import Any
 
 from scheduler.service import Options, Service, default_identity
-from vgpu import config_cli, logs
+from vgpu import logs
 from vgpu.config import Config
+from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import KubeCluster, connect
 from vgpu.kube.leader import ElectionConfig, KubeLeaseStore

@@ -33,7 +33,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("simulate", "replay a workload trace through the scheduler, no cluster needed",
                "scheduler.simulate.cli"),
     Subcommand("inspect", "show GPU allocation per node and GPU", "vgpu.inspect_cli"),
-    Subcommand("config", "validate a config file or print the defaults", "vgpu.config_cli"),
+    Subcommand("config", "validate a config file or print the defaults", "vgpu.config.cli"),
 )
 
 

@@ -6,8 +6,9 @@ import argparse
 import datetime as dt
 import sys
 
-from vgpu import config, config_cli, inspect
+from vgpu import config, inspect
 from vgpu.cluster.port import ClusterPort
+from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube import adapter
 

@@ -7,7 +7,8 @@ import asyncio
 import signal
 import threading
 
-from vgpu import config_cli, logs
+from vgpu import logs
+from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import connect
 from webhook.gpus import GpuView
