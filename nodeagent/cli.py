@@ -16,6 +16,10 @@ from vgpu.cluster.port import ClusterPort
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 
+#: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
+#: the module, so it stays a plain one-line literal.
+HELP = "run the node agent (kubelet device plugin)"
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-name", default=os.environ.get("NODE_NAME"),

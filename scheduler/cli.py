@@ -17,6 +17,10 @@ from vgpu.errors import ConfigError
 from vgpu.kube.adapter import KubeCluster, connect
 from vgpu.kube.leader import ElectionConfig, KubeLeaseStore
 
+#: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
+#: the module, so it stays a plain one-line literal.
+HELP = "run the vgpu scheduler"
+
 _log = logs.get("vgpu.scheduler")
 
 DEFAULT_LEASE = "vgpu-scheduler"

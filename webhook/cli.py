@@ -16,6 +16,10 @@ from webhook.server import WebhookServer
 from webhook.tls import CertReloader
 from webhook.watch import no_cluster, watch_nodes
 
+#: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
+#: the module, so it stays a plain one-line literal.
+HELP = "run the mutating admission webhook"
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cert-file", required=True, metavar="FILE",
