@@ -1,6 +1,6 @@
 """Scheduler throughput, decision latency and memory on the openb node sets.
 
-    python bench/scheduler.py [--runs 3] [--cpu N] [--pods N] [--nodes-to-score N]
+    python bench/scheduling.py [--runs 3] [--cpu N] [--pods N] [--nodes-to-score N]
 
 For each node set (the 1,213 GPU nodes of the Alibaba openb trace, and a synthetic
 1,000 nodes × 8 GPUs) the pods of ``openb_pod_list_default.csv`` are created in trace

@@ -24,7 +24,7 @@ request much less so. ``stages`` gives best-of-N microseconds of the pure stages
 
 Prints one JSON object on the last line. Usage::
 
-    python bench/webhook.py [--duration 5] [--server-cpu 0] [--rate 500] [--client raw]
+    python bench/admission.py [--duration 5] [--server-cpu 0] [--rate 500] [--client raw]
 """
 
 from __future__ import annotations
