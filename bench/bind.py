@@ -37,91 +37,32 @@ import argparse
 import concurrent.futures
 import contextlib
 import json
-import multiprocessing
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from _support import ROOT, cpu_seconds
+
 sys.path.insert(0, str(ROOT))
 
-import yaml  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+# After the line above: it imports the test helpers.
+from _bind_cluster import NAMESPACE, Agents, Scheduler, check, cluster
 
-import vgpu.annotations as ann  # noqa: E402
-from tests.controlplane.cluster import ControlPlane, free_port  # noqa: E402
-from tests.support.fakeagent import FakeAgents  # noqa: E402
-from vgpu import builders, codecs  # noqa: E402
-from vgpu.cluster.port import Obj, Selector  # noqa: E402
-from vgpu.errors import ConflictError  # noqa: E402
-from vgpu.kube.adapter import KubeCluster, connect  # noqa: E402
-from vgpu.usage import tally  # noqa: E402
-
-NAMESPACE = "bench"
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its reaped children, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / TICKS
+from vgpu import builders
+from vgpu.cluster.port import Obj
+from vgpu.kube.adapter import connect
 
 
 def self_cpu() -> float:
     t = os.times()
     return t.user + t.system
-
-
-def agents_main(kubeconfig: str, namespace: str, expected: int,  # noqa: PLR0917
-                workers: int, ready: Any, done: Any, stop: Any, results: Any) -> None:
-    """The node agents' part, in a process of its own so that the creating threads here
-    do not hold up its watch (one interpreter lock per process)."""
-    kube = connect(kubeconfig, qps=0, pool_size=workers + 4)
-    assert kube is not None
-    seen: dict[str, float] = {}
-    lock = threading.Lock()
-
-    def on_bound(pod: Obj, when: float) -> None:
-        with lock:
-            seen.setdefault(pod["metadata"]["name"], when)
-            if len(seen) >= expected:
-                done.set()
-
-    with FakeAgents(kube, namespace, workers=workers, on_bound=on_bound) as agents:
-        ready.set()
-        stop.wait()
-        with lock:
-            results.put((dict(seen), agents.marked, list(agents.errors)))
-
-
-class Agents:
-    def __init__(self, kubeconfig: str, namespace: str, expected: int, workers: int) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.ready, self.done, self.stop = ctx.Event(), ctx.Event(), ctx.Event()
-        self.results: Any = ctx.Queue()
-        self.proc = ctx.Process(target=agents_main, daemon=True,
-                                args=(kubeconfig, namespace, expected, workers, self.ready,
-                                      self.done, self.stop, self.results))
-        self.proc.start()
-        assert self.proc.pid is not None
-        self.pid: int = self.proc.pid
-        if not self.ready.wait(60):
-            raise SystemExit("the agents' process did not start")
-
-    def finish(self) -> tuple[dict[str, float], int, list[str]]:
-        self.stop.set()
-        result: tuple[dict[str, float], int, list[str]] = self.results.get(timeout=60)
-        self.proc.join(10)
-        return result
 
 
 def workload(count: int, namespace: str, seed: int = 7) -> list[Obj]:
@@ -148,97 +89,6 @@ def parallel(threads: int, fn: Any, items: list[Any]) -> None:
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         for _ in pool.map(fn, items):
             pass
-
-
-@contextlib.contextmanager
-def cluster(kubeconfig: str | None) -> Iterator[tuple[str, list[int], str]]:
-    """(kubeconfig, [etcd pid, apiserver pid] when started here, a fresh namespace)."""
-    if not kubeconfig:
-        with ControlPlane() as cp:
-            cp.ensure_namespace(NAMESPACE)
-            yield str(cp.kubeconfig), cp.pids, NAMESPACE
-        return
-    kube = connect(kubeconfig, qps=0)
-    assert kube is not None
-    namespace = f"{NAMESPACE}-{os.getpid()}-{int(time.time())}"
-    kube.request_json("POST", "/api/v1/namespaces", "create namespace",
-                      body={"metadata": {"name": namespace}})
-    with contextlib.suppress(ConflictError):  # (a controller-manager may have made it)
-        kube.request_json("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
-                          "create service account", body={"metadata": {"name": "default"}})
-    yield kubeconfig, [], namespace
-    # Pods first, at once (no kubelet would confirm a graceful delete), then the nodes.
-    for pod in kube.list("pods", Selector(namespace=namespace)).items:
-        kube.request_json("DELETE", f"/api/v1/namespaces/{namespace}/pods/"
-                          f"{pod['metadata']['name']}", "delete pod",
-                          query=[("gracePeriodSeconds", "0")])
-    for node in kube.list("nodes").items:
-        if node["metadata"]["name"].startswith(f"{namespace}-"):
-            kube.delete("nodes", node["metadata"]["name"])
-    kube.request_json("DELETE", f"/api/v1/namespaces/{namespace}", "delete namespace")
-
-
-class Scheduler:
-    def __init__(self, kubeconfig: str, workdir: Path, config: dict[str, Any]) -> None:
-        self.port = free_port()
-        cfg = workdir / "config.yaml"
-        cfg.write_text(yaml.safe_dump(config))
-        self.log = workdir / "scheduler.log"
-        env = {**os.environ, "VGPU_LOG_LEVEL": "warning"}
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "vgpu.cli", "scheduler", "--kubeconfig", kubeconfig,
-                 "--config", str(cfg), "--metrics-port", str(self.port),
-                 "--address", "127.0.0.1"], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                env=env)
-
-    def ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"scheduler exited:\n{self.log.read_text()[-3000:]}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.port}/readyz", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-            time.sleep(0.1)
-        raise SystemExit("scheduler not ready in time")
-
-    def metrics(self) -> dict[str, float]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as r:
-            text = r.read().decode()
-        out: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                key = s.name + "".join(f"{{{k}={v}}}" for k, v in sorted(s.labels.items())
-                                       if k not in ("le",))
-                if "le" in s.labels or "uuid" in s.labels:
-                    continue
-                out[key] = s.value
-        return out
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def check(kube: KubeCluster, namespace: str, pods: int) -> None:
-    """Every pod bound once with an assignment on its node; no GPU over-committed."""
-    items = kube.list("pods", Selector(namespace=namespace)).items
-    assignments = []
-    for pod in items:
-        node = pod["spec"].get("nodeName")
-        assert node, pod["metadata"]["name"]
-        a = codecs.decode_assignment(pod["metadata"]["annotations"][ann.ASSIGNMENT])
-        assert a.node == node
-        assignments.append(a)
-    assert len(assignments) == pods
-    for uuid, usage in tally(assignments).items():
-        assert usage.memory_mib <= 40960 and usage.cores <= 100 and usage.tasks <= 10, uuid
 
 
 def trace(sched: Scheduler, sent: dict[str, float], done: Any) -> None:
@@ -281,7 +131,7 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
             sched.ready()
             pids = {"kube-apiserver": cp_pids[1], "etcd": cp_pids[0]} if cp_pids else {}
             pids.update(scheduler=sched.proc.pid, agents=agents.pid)
-            before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            before = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             before["bench"] = self_cpu()
             load = os.getloadavg()[0]
             interval = 1.0 / args.rate if args.rate else 0.0
@@ -305,7 +155,7 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
             if not agents.done.wait(args.timeout):
                 raise SystemExit(f"not every pod bound in {args.timeout:g} s\n"
                                  f"{sched.log.read_text()[-3000:]}")
-            after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            after = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             after["bench"] = self_cpu()
             metrics = sched.metrics()
         finally:

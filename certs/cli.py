@@ -18,6 +18,10 @@ from certs.reconcile import Outcome, Settings, reconcile_retrying
 from certs.store import DirStore, SecretStore, WebhookStore
 from vgpu.errors import ConfigError, NotFoundError
 
+#: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
+#: the module, so it stays a plain one-line literal.
+HELP = "create or renew the webhook's certificates"
+
 DEFAULT_NAMESPACE = "vgpu-system"
 DEFAULT_SERVICE = "vgpu-webhook"
 DEFAULT_SECRET = "vgpu-webhook-tls"

@@ -11,9 +11,14 @@ from types import FrameType
 
 from nodeagent.agent import NodeAgent, Options
 from nodeagent.discovery import Discovery
-from vgpu import config_cli, logs
+from vgpu import logs
 from vgpu.cluster.port import ClusterPort
+from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
+
+#: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
+#: the module, so it stays a plain one-line literal.
+HELP = "run the node agent (kubelet device plugin)"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -10,11 +10,16 @@ import threading
 from typing import Any
 
 from scheduler.host.service import Options, Service, default_identity
-from vgpu import config_cli, logs
+from vgpu import logs
 from vgpu.config import Config
+from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import KubeCluster, connect
 from vgpu.kube.leader import ElectionConfig, KubeLeaseStore
+
+#: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
+#: the module, so it stays a plain one-line literal.
+HELP = "run the vgpu scheduler"
 
 _log = logs.get("vgpu.scheduler")
 

@@ -6,10 +6,15 @@ import argparse
 import datetime as dt
 import sys
 
-from vgpu import config, config_cli, inspect
+from vgpu import config, inspect
 from vgpu.cluster.port import ClusterPort
+from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube import adapter
+
+#: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
+#: the module, so it stays a plain one-line literal.
+HELP = "show GPU allocation per node and GPU"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

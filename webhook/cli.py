@@ -7,13 +7,18 @@ import asyncio
 import signal
 import threading
 
-from vgpu import config_cli, logs
+from vgpu import logs
+from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import connect
 from webhook.gpus import GpuView
 from webhook.server import WebhookServer
 from webhook.tls import CertReloader
 from webhook.watch import no_cluster, watch_nodes
+
+#: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
+#: the module, so it stays a plain one-line literal.
+HELP = "run the mutating admission webhook"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -20,6 +20,10 @@ from scheduler.simulate.replay import RunResult, peak_rss_mib, replay
 from scheduler.simulate.trace import TraceNode, TracePod, load_nodes, load_pods
 from vgpu.errors import ConfigError
 
+#: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
+#: the module, so it stays a plain one-line literal.
+HELP = "replay a workload trace through the scheduler, no cluster needed"
+
 DEFAULT_SEED = 42
 DEFAULT_PLOT = "vgpu-simulate.svg"
 PAPER_INFLATE = 1.3

@@ -332,10 +332,8 @@ def _commands() -> list[tuple[str, list[str]]]:
 def test_every_pod_runs_a_vgpu_command_line_that_parses(where: str, args: list[str]) -> None:
     from vgpu import cli
 
-    command = next(c for c in cli.SUBCOMMANDS if c.name == args[0])
-    if command.module is None:
-        pytest.skip(f"`vgpu {command.name}` is not in this tree yet; its flags are unchecked")
+    command = next(c for c in cli.subcommands() if c.name == args[0])
     # $(VAR) is the kubelet's substitution from the container's env.
     expanded = [re.sub(r"\$\(\w+\)", "vgpu-system", a) for a in args]
     parsed = cli.build_parser(expanded).parse_args(expanded)
-    assert parsed._subcommand is command
+    assert parsed._subcommand == command

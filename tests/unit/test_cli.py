@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vgpu import __version__, config
-from vgpu.cli import SUBCOMMANDS, main
+from vgpu import __version__, cli, config
+from vgpu.cli import Subcommand, main, subcommands
 from vgpu.config import Config
 
 EXPECTED_SUBCOMMANDS = ("webhook", "scheduler", "nodeagent", "certs", "simulate", "inspect",
@@ -31,7 +32,26 @@ def test_help_lists_every_subcommand() -> None:
     assert done.returncode == 0, done.stderr
     for name in EXPECTED_SUBCOMMANDS:
         assert f"    {name}" in done.stdout, f"{name} missing from --help"
-    assert {c.name for c in SUBCOMMANDS} == set(EXPECTED_SUBCOMMANDS)
+    assert {c.name for c in subcommands()} == set(EXPECTED_SUBCOMMANDS)
+
+
+def test_help_imports_no_subcommand() -> None:
+    # Listing the commands reads their help from source; importing them would pull in
+    # aiohttp, grpc, numpy and the kubernetes client on every `vgpu --help`.
+    heavy = [c.target for c in subcommands()] + ["aiohttp", "grpc", "numpy", "kubernetes"]
+    code = ("import json, sys\nfrom vgpu.cli import main\ntry:\n    main(['--help'])\n"
+            "except SystemExit:\n    pass\nprint(json.dumps(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    imported = json.loads(done.stdout.splitlines()[-1])
+    assert [m for m in heavy if m in imported] == []
+
+
+def test_listed_help_is_each_modules_help() -> None:
+    for cmd in subcommands():
+        module = importlib.import_module(cmd.target)
+        assert cmd.summary() == module.HELP, cmd.name
+        assert module.HELP and "\n" not in module.HELP
 
 
 def test_version() -> None:
@@ -77,18 +97,38 @@ def test_config_validate_applies_the_environment(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-NOT_BUILT = [c.name for c in SUBCOMMANDS if c.module is None]
+@pytest.fixture
+def broken_distribution(tmp_path: Path) -> dict[str, str]:
+    """The environment of a process that also sees an installed distribution whose
+    ``vgpu.commands`` entry point names a module that is not there."""
+    info = tmp_path / "vgpu_broken-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vgpu-broken\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[vgpu.commands]\nbroken = vgpu_no_such.cli\n")
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path),
+                                                         os.environ.get("PYTHONPATH")]))}
 
 
-def test_a_subcommand_not_built_says_so() -> None:
-    if not NOT_BUILT:
-        pytest.skip("every subcommand is built")
-    name = NOT_BUILT[0]
-    done = vgpu(name)
+def test_a_subcommand_that_cannot_be_imported_says_so(
+        broken_distribution: dict[str, str]) -> None:
+    name = "broken"
+    done = vgpu(name, env=broken_distribution)
     assert done.returncode == 2
     assert "not available" in done.stderr
     assert f"vgpu {name}" in done.stderr
+    assert "vgpu_no_such.cli" in done.stderr
     assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_help_lists_a_broken_subcommand_and_every_other(
+        broken_distribution: dict[str, str]) -> None:
+    done = vgpu("--help", env=broken_distribution)
+    assert done.returncode == 0, done.stderr
+    assert "    broken    (not available" in done.stdout
+    for name in EXPECTED_SUBCOMMANDS:
+        assert f"    {name}" in done.stdout, f"{name} missing from --help"
+    assert vgpu("config", "defaults", env=broken_distribution).returncode == 0
 
 
 # In-process from here on: the same main(), without a process start per case.
@@ -100,16 +140,40 @@ def _keep_logging_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("vgpu.logs.setup", lambda *a, **k: None)
 
 
-@pytest.mark.parametrize("name", NOT_BUILT or ["-"], ids=NOT_BUILT or ["none-left"])
-def test_not_built_subcommand_with_options_still_says_not_available(
-        name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    if name == "-":
-        pytest.skip("every subcommand is built")
-    # Options of the future subcommand must not turn into "unrecognized arguments".
-    assert main([name, "--config", "x.yaml", "extra"]) == 2
+def _also_installed(monkeypatch: pytest.MonkeyPatch, *extra: Subcommand) -> None:
+    installed = subcommands()
+    monkeypatch.setattr(cli, "subcommands", lambda: (*installed, *extra))
+
+
+@pytest.mark.parametrize("target", ["vgpu_no_such.cli", "vgpu.errors"],
+                         ids=["missing-module", "not-a-command"])
+def test_unavailable_subcommand_with_options_still_says_not_available(
+        target: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _also_installed(monkeypatch, Subcommand("broken", target))
+    # Options of the command must not turn into "unrecognized arguments".
+    assert main(["broken", "--config", "x.yaml", "extra"]) == 2
     err = capsys.readouterr().err
     assert "not available" in err
     assert "unrecognized" not in err
+    assert err.startswith("vgpu broken: error: ") and err.count("\n") == 1
+
+
+def test_no_installed_subcommands_says_how_to_install(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "subcommands", tuple)
+    with pytest.raises(SystemExit) as caught:
+        main(["scheduler"])
+    assert caught.value.code == 2
+    assert "pip install" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", EXPECTED_SUBCOMMANDS)
+def test_every_subcommand_has_help(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([name, "--help"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: vgpu {name} ")
 
 
 def test_no_subcommand_prints_help(capsys: pytest.CaptureFixture[str]) -> None:

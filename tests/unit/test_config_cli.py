@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vgpu import config_cli
+from vgpu.config import cli as config_cli
 
 
 def test_config_option_defaults_to_vgpu_config_and_loads_with_overrides(

@@ -1,60 +1,16 @@
-"""Benchmark ``vgpu webhook``: admissions per second and latency over TLS, server on one core.
-
-Starts the real command (``python -m vgpu.cli webhook``) pinned to one CPU, with a fresh
-CA and serving certificate, and drives ``/mutate`` over TLS from the other CPUs:
-
-- closed loop, 16 and 64 concurrent clients (one keep-alive connection each):
-  throughput and p50/p99 latency;
-- open loop, 500 requests/s offered (requests start on schedule whether or not earlier
-  ones finished, on a pool of 64 keep-alive connections; latency counts from the
-  scheduled start, so a stall is not hidden): p50/p99.
-
-The load generator is a minimal HTTP/1.1 client on asyncio's TLS (``--client raw``, the
-default) because aiohttp's client costs more CPU per request than the server and the
-client has one core on a two-core machine; ``--client aiohttp`` uses aiohttp's client.
-
-Every request is a realistic Deployment pod (about 6 KB of AdmissionReview JSON, three
-containers, one asking for ``nvidia.com/gpumem`` and cores without a count), so each
-answer is a real mutation: schedulerName and ``nvidia.com/gpu: 1``. The server runs with
-its default logging (JSON, info level) into a file.
-
-Besides requests/s and latency, each phase reports the server's CPU time per request
-(from /proc): on a shared machine requests/s depends on what else runs, CPU time per
-request much less so. ``stages`` gives best-of-N microseconds of the pure stages.
-
-Prints one JSON object on the last line. Usage::
-
-    python bench/webhook.py [--duration 5] [--server-cpu 0] [--rate 500] [--client raw]
-"""
+"""The load side of ``bench/admission.py``: the AdmissionReview every request carries,
+the clients that send it, and the closed- and open-loop drivers."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
-import socket
 import ssl
-import subprocess
-import sys
-import tempfile
 import time
-import timeit
-import urllib.request
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-# The bench runs from the repository: the test CA helper and the webhook's own modules.
-from tests.webhook import certs  # noqa: E402
-from vgpu.config import Config  # noqa: E402
-from webhook.gpus import ClusterGpus  # noqa: E402
-from webhook.mutate import decide  # noqa: E402
-from webhook.review import answer, parse  # noqa: E402
+from _support import percentile
 
 
 def realistic_pod() -> dict[str, Any]:
@@ -134,31 +90,6 @@ def review_body() -> bytes:
             "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
         },
     }).encode()
-
-
-def stage_costs(body: bytes) -> dict[str, float]:
-    """Best-of-N microseconds of each pure stage of one admission, in this process."""
-    config, gpus = Config(), ClusterGpus()
-    review = parse(body)
-    decision = decide(review.request, config, gpus)
-    stages = {"parse_us": lambda: parse(body),
-              "decide_us": lambda: decide(review.request, config, gpus),
-              "answer_us": lambda: answer(review.uid, decision)}
-    return {name: round(min(timeit.repeat(stage, number=200, repeat=15)) / 200 * 1e6, 1)
-            for name, stage in stages.items()}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
 
 def summary(latencies: list[float], errors: int, seconds: float) -> dict[str, float]:
     return {
@@ -321,110 +252,3 @@ async def open_loop(client: Any, rate: float, seconds: float,
     result = summary(latencies, errors, elapsed)
     result["offered_rps"] = rate
     return result
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def measured(pid: int, run: Any) -> dict[str, Any]:
-    """Run one load phase and add the server's CPU time per request.
-
-    On a shared machine requests/s depends on what else runs; CPU time per request says
-    what the server itself costs, and 1 / that is what one whole core would serve.
-    """
-    before = cpu_seconds(pid)
-    result: dict[str, Any] = asyncio.run(run)
-    used = cpu_seconds(pid) - before
-    result["server_cpu_s"] = round(used, 2)
-    if result["requests"]:
-        per = used / result["requests"]
-        result["server_cpu_us_per_request"] = round(per * 1e6, 1)
-        result["one_core_capacity_rps"] = round(1 / per) if per else None
-    return result
-
-
-def wait_ready(port: int, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the webhook exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("the webhook did not become ready")
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--duration", type=float, default=5.0, help="seconds per run")
-    parser.add_argument("--server-cpu", type=int, default=0, help="CPU the server is pinned to")
-    parser.add_argument("--rate", type=float, default=500.0, help="open-loop offered rate")
-    parser.add_argument("--client", choices=("raw", "aiohttp"), default="raw",
-                        help="load generator: a minimal HTTP/1.1 protocol (default; cheap "
-                             "enough that the server is what is measured) or aiohttp's client")
-    args = parser.parse_args()
-
-    cpus = sorted(os.sched_getaffinity(0))
-    client_cpus = set(cpus) - {args.server_cpu} or set(cpus)
-    with tempfile.TemporaryDirectory(prefix="vgpu-bench-") as tmp_name:
-        tmp = Path(tmp_name)
-        ca = certs.authority()
-        ca_file = ca.write(tmp / "ca.crt")
-        certs.serving(ca, tmp / "tls.crt", tmp / "tls.key")
-        port, metrics_port = free_port(), free_port()
-        log_file = (tmp / "webhook.log").open("wb")
-        server_cpu = args.server_cpu
-        process = subprocess.Popen(
-            [sys.executable, "-m", "vgpu.cli", "webhook", "--cert-file", str(tmp / "tls.crt"),
-             "--key-file", str(tmp / "tls.key"), "--port", str(port),
-             "--metrics-port", str(metrics_port), "--address", "127.0.0.1"],
-            cwd=ROOT, stdout=log_file, stderr=log_file,
-            env={**os.environ, "KUBERNETES_SERVICE_HOST": "", "KUBECONFIG": "",
-                 "HOME": tmp_name, "VGPU_LOG_FORMAT": "json"})
-        # One core for the server (threads it starts later inherit it).
-        os.sched_setaffinity(process.pid, {server_cpu})
-        try:
-            wait_ready(metrics_port, process)
-            os.sched_setaffinity(0, client_cpus)
-            tls = ssl.create_default_context(cafile=str(ca_file))
-            body = review_body()
-            make = RawClient if args.client == "raw" else AiohttpClient
-            result: dict[str, Any] = {
-                "bench": "webhook", "client": args.client, "body_bytes": len(body),
-                "server_cpu": server_cpu,
-                "client_cpus": sorted(client_cpus), "duration_s": args.duration,
-                "loadavg_before": round(os.getloadavg()[0], 2),
-                "stages": stage_costs(body),
-            }
-            for concurrency in (16, 64):
-                result[f"closed_c{concurrency}"] = measured(
-                    process.pid, closed_loop(make(port, body, tls), concurrency, args.duration))
-                print(f"closed loop c={concurrency}: {result[f'closed_c{concurrency}']}",
-                      file=sys.stderr)
-            result["open_loop"] = measured(
-                process.pid, open_loop(make(port, body, tls), args.rate, args.duration))
-            print(f"open loop {args.rate}/s: {result['open_loop']}", file=sys.stderr)
-            result["rps_max"] = max(result["closed_c16"]["rps"], result["closed_c64"]["rps"])
-            result["targets"] = {
-                "rps_ge_3000": result["rps_max"] >= 3000,
-                "open_loop_p99_le_10ms": result["open_loop"]["p99_ms"] <= 10.0,
-            }
-            result["loadavg_after"] = round(os.getloadavg()[0], 2)
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-            log_file.close()
-    print(json.dumps(result))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

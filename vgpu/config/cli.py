@@ -10,6 +10,10 @@ import sys
 
 from vgpu import config
 
+#: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
+#: the module, so it stays a plain one-line literal.
+HELP = "validate a config file or print the defaults"
+
 #: What ``--config`` means to the components (the ``vgpu inspect`` help says more).
 CONFIG_HELP = "vgpu config file (default: $VGPU_CONFIG; VGPU_* variables override it)"
 

@@ -1,6 +1,6 @@
 """Scheduler throughput, decision latency and memory on the openb node sets.
 
-    python bench/scheduler.py [--runs 3] [--cpu N] [--pods N] [--nodes-to-score N]
+    python bench/scheduling.py [--runs 3] [--cpu N] [--pods N] [--nodes-to-score N]
 
 For each node set (the 1,213 GPU nodes of the Alibaba openb trace, and a synthetic
 1,000 nodes × 8 GPUs) the pods of ``openb_pod_list_default.csv`` are created in trace
@@ -38,13 +38,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from _support import ROOT, percentile
+
 sys.path.insert(0, str(ROOT))
 
-from scheduler.host.scheduler import Decision, Scheduler  # noqa: E402
-from vgpu import builders  # noqa: E402
-from vgpu.cluster.memory import MemoryCluster  # noqa: E402
-from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig  # noqa: E402
+from scheduler.host.scheduler import Decision, Scheduler
+from vgpu import builders
+from vgpu.cluster.memory import MemoryCluster
+from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig
 
 TRACES = Path(os.environ.get("VGPU_TRACES", ROOT.parent / "shared" / "traces" / "openb"))
 NODES_CSV = TRACES / "openb_node_list_gpu_node.csv"
@@ -106,11 +107,6 @@ def make(nodes: list[dict[str, Any]], nodes_to_score: int) -> tuple[Scheduler, M
     scheduler = Scheduler(config, cluster, clock=clock)
     scheduler.pump()
     return scheduler, cluster
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def run_set(name: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],

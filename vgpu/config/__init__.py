@@ -1,0 +1,40 @@
+"""The one typed configuration of vgpu.
+
+Every knob of DESIGN §2 plus the per-component settings, as frozen dataclasses. A file
+(YAML or JSON) uses camelCase keys as HAMi's config does (``deviceSplitCount``); an
+environment variable ``VGPU_<SNAKE_CASE>`` overrides a top-level key and
+``VGPU_<SECTION>__<SNAKE_CASE>`` a key of a section (``VGPU_SCHEDULER__PERMIT_TIMEOUT_SECONDS``).
+Every wrong key or value is rejected with a message naming the key, the value and what is
+allowed; nothing is silently ignored.
+
+:mod:`~vgpu.config.sections` declares the settings, :mod:`~vgpu.config.loading` reads them
+from files and the environment, and :mod:`~vgpu.config.cli` is ``vgpu config`` and the
+``--config`` option every command takes. Callers import from this package.
+"""
+
+from __future__ import annotations
+
+from vgpu.config.loading import camel, describe, from_mapping, load, parse_text, to_mapping
+from vgpu.config.sections import (
+    DEFAULT_SCHEDULER_PLUGINS,
+    Config,
+    NodeAgentConfig,
+    ResourceNames,
+    SchedulerConfig,
+    WebhookConfig,
+)
+
+__all__ = [
+    "DEFAULT_SCHEDULER_PLUGINS",
+    "Config",
+    "NodeAgentConfig",
+    "ResourceNames",
+    "SchedulerConfig",
+    "WebhookConfig",
+    "camel",
+    "describe",
+    "from_mapping",
+    "load",
+    "parse_text",
+    "to_mapping",
+]

@@ -1,0 +1,191 @@
+"""The settings, as frozen dataclasses.
+
+Each field carries its default, its bounds or choices and a one-line doc in its metadata;
+:mod:`vgpu.config.loading` checks values against them and ``vgpu config defaults --explain``
+prints the docs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vgpu import policy
+from vgpu.errors import ConfigError
+
+
+def _knob(default: Any, doc: str, *, lo: float | None = None, hi: float | None = None,
+          choices: tuple[str, ...] | None = None) -> Any:
+    return field(default=default, metadata={"doc": doc, "lo": lo, "hi": hi, "choices": choices})
+
+
+def _section(factory: Any, doc: str) -> Any:
+    return field(default_factory=factory, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class ResourceNames:
+    """The extended-resource names users write in ``resources.limits``."""
+
+    gpu: str = _knob("nvidia.com/gpu", "number of vGPUs; each on a distinct physical GPU")
+    gpumem: str = _knob("nvidia.com/gpumem", "device memory per vGPU, MiB")
+    gpumem_percentage: str = _knob(
+        "nvidia.com/gpumem-percentage", "device memory per vGPU, percent of the chosen GPU"
+    )
+    gpucores: str = _knob("nvidia.com/gpucores", "compute share per vGPU, percent")
+    priority: str = _knob("nvidia.com/priority", "task priority for the in-container limiter")
+
+    def all(self) -> tuple[str, str, str, str, str]:
+        return (self.gpu, self.gpumem, self.gpumem_percentage, self.gpucores, self.priority)
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    port: int = _knob(9443, "HTTPS port of /mutate", lo=1, hi=65535)
+    metrics_port: int = _knob(9395, "plain-HTTP port of /healthz, /readyz and /metrics",
+                              lo=1, hi=65535)
+    cert_reload_seconds: float = _knob(
+        10.0, "how often the certificate and key files are checked for a change", lo=0.1,
+        hi=3600)
+
+
+#: The scheduler's default profile: plugins in the order their extension points run.
+DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
+    "PrioritySort", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
+    "NodeResourcesFit", "VGPU", "AllocationGate", "VGPUBinder",
+)
+
+
+def _plugin_name_ok(name: str) -> bool:
+    return name.isascii() and name.replace("_", "").replace("-", "").isalnum()
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    permit_timeout_seconds: float = _knob(
+        30.0, "how long a node's gate waits for the in-flight pod to be allocated", lo=0.1
+    )
+    assume_ttl_seconds: float = _knob(
+        120.0, "how long a bound placement stays assumed until the watch confirms it", lo=1
+    )
+    plugins: tuple[str, ...] = _knob(
+        DEFAULT_SCHEDULER_PLUGINS,
+        "plugins of the profile, in the order their extension points run (names from the "
+        "scheduler's registry)",
+    )
+    score_weights: tuple[str, ...] = _knob(
+        (), "score weights as Name=weight (default 1 for every score plugin in plugins)"
+    )
+    nodes_to_score: int = _knob(
+        64, "feasible nodes to find and score per pod (percentageOfNodesToScore in absolute "
+        "numbers); 0 = every feasible node", lo=0,
+    )
+    pod_initial_backoff_seconds: float = _knob(1.0, "backoff after a pod's first failed attempt",
+                                               lo=0)
+    pod_max_backoff_seconds: float = _knob(10.0, "backoff cap; it doubles per failed attempt",
+                                           lo=0)
+    pod_max_unschedulable_seconds: float = _knob(
+        300.0, "an unschedulable pod no cluster event woke is retried after this long", lo=1
+    )
+    bind_workers: int = _knob(
+        16, "threads that run bindings in the threaded scheduler; 0 = bind in the scheduling "
+        "thread", lo=0, hi=256,
+    )
+    api_qps: float = _knob(
+        500.0, "client-side limit on the scheduler's API requests per second (bindings, "
+        "lists, watches); 0 = no limit", lo=0,
+    )
+    api_burst: int = _knob(1000, "requests allowed above apiQps in a burst", lo=1)
+    event_qps: float = _knob(
+        50.0, "client-side limit on Events written per second (a connection of their own, so "
+        "that events never delay bindings); 0 = no limit", lo=0,
+    )
+    event_burst: int = _knob(100, "Events allowed above eventQps in a burst", lo=1)
+    event_repeat_seconds: float = _knob(
+        10.0, "a pod's event of the same reason goes out again at the earliest after this "
+        "long; the same message again after twice as long each time", lo=0,
+    )
+    event_repeat_max_seconds: float = _knob(
+        600.0, "the longest spacing between repeats of the same event of a pod", lo=0,
+    )
+
+    def __post_init__(self) -> None:
+        if not self.plugins:
+            raise ConfigError("scheduler.plugins: empty; name at least a queue sort, a filter "
+                              "and a binder")
+        seen: set[str] = set()
+        for name in self.plugins:
+            if not _plugin_name_ok(name):
+                raise ConfigError(f"scheduler.plugins: {name!r} is not a plugin name")
+            if name in seen:
+                raise ConfigError(f"scheduler.plugins: {name!r} is listed twice")
+            seen.add(name)
+        self.weights()
+        if self.pod_max_backoff_seconds < self.pod_initial_backoff_seconds:
+            raise ConfigError(
+                f"scheduler.podMaxBackoffSeconds: {self.pod_max_backoff_seconds!r} is below "
+                f"podInitialBackoffSeconds ({self.pod_initial_backoff_seconds!r})")
+
+    def weights(self) -> dict[str, int]:
+        """``score_weights`` as a mapping; every name must be one of ``plugins``."""
+        out: dict[str, int] = {}
+        for entry in self.score_weights:
+            name, sep, raw = entry.partition("=")
+            name = name.strip()
+            try:
+                weight = int(raw.strip()) if sep else -1
+            except ValueError:
+                weight = -1
+            if weight < 0 or weight > 1000:
+                raise ConfigError(f"scheduler.scoreWeights: {entry!r} is not Name=weight with a "
+                                  "weight from 0 to 1000")
+            if name not in self.plugins:
+                raise ConfigError(f"scheduler.scoreWeights: {name!r} is not in scheduler.plugins")
+            out[name] = weight
+        return out
+    metrics_port: int = _knob(9396, "plain-HTTP port of /healthz, /readyz and /metrics",
+                              lo=1, hi=65535)
+
+
+@dataclass(frozen=True)
+class NodeAgentConfig:
+    resource_name: str = _knob("", "resource advertised to the kubelet; empty = resourceNames.gpu")
+    device_plugin_dir: str = _knob("/var/lib/kubelet/device-plugins",
+                                   "kubelet device-plugin folder")
+    heartbeat_seconds: float = _knob(30.0, "how often the inventory heartbeat is written", lo=1)
+    metrics_port: int = _knob(9394, "plain-HTTP port of /healthz and /metrics", lo=1, hi=65535)
+    hami_core_path: str = _knob("", "host path of HAMi-core's libvgpu.so; empty = not mounted")
+    shared_cache_dir: str = _knob("/tmp/vgpu", "folder holding each container's shared cache file")
+    health_quiet_seconds: float = _knob(
+        60.0, "how long a GPU must stay free of faults before it is healthy again", lo=0
+    )
+    allocate_wait_seconds: float = _knob(
+        5.0, "how long Allocate waits for the in-flight pod to reach the local pod watch",
+        lo=0, hi=60
+    )
+
+
+@dataclass(frozen=True)
+class Config:
+    """Cluster-wide settings. Defaults match HAMi's so existing pods behave the same."""
+
+    resource_names: ResourceNames = _section(ResourceNames, "resource names users write")
+    device_split_count: int = _knob(10, "tasks per physical GPU", lo=1, hi=1024)
+    device_memory_scaling: float = _knob(
+        1.0, "device memory multiplier; above 1 oversubscribes memory", lo=0.01, hi=100
+    )
+    default_mem: int = _knob(0, "MiB per vGPU when a container gives none; 0 = whole GPU", lo=0)
+    default_cores: int = _knob(0, "compute percent per vGPU when a container gives none",
+                               lo=0, hi=100)
+    disable_core_limit: bool = _knob(False, "do not hand a compute limit to containers")
+    scheduler_name: str = _knob("vgpu-scheduler", "spec.schedulerName of GPU pods")
+    default_gpu_policy: str = _knob(policy.DEFAULT_GPU_POLICY, "GPU choice policy",
+                                    choices=policy.GPU_POLICIES)
+    default_node_policy: str = _knob(policy.DEFAULT_NODE_POLICY, "node ranking policy",
+                                     choices=policy.NODE_POLICIES)
+    node_heartbeat_expiry_seconds: float = _knob(
+        180.0, "a node whose inventory heartbeat is older is not scheduled onto", lo=1
+    )
+    webhook: WebhookConfig = _section(WebhookConfig, "admission webhook")
+    scheduler: SchedulerConfig = _section(SchedulerConfig, "scheduler")
+    nodeagent: NodeAgentConfig = _section(NodeAgentConfig, "node agent")
