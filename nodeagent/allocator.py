@@ -89,9 +89,8 @@ class Allocator:
     def _report(self, pod: Obj, phase: str, reason: str | None = None) -> None:
         """Queue the pod's ``bind-phase`` patch (none without a cluster)."""
         if self._phases is not None:
-            meta = pod.get("metadata") or {}
-            self._phases.submit(PhaseUpdate(str(meta.get("namespace") or "default"),
-                                            str(meta.get("name")), phase, reason))
+            namespace, name = pod_key(pod).split("/", 1)
+            self._phases.submit(PhaseUpdate(namespace, name, phase, reason))
 
     def _assignment(self, pod: Obj) -> Assignment:
         raw = annotations_of(pod).get(ASSIGNMENT)

@@ -15,7 +15,7 @@ from scheduler.framework import podinfo
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.host.waiting import DELETED
 from vgpu.cluster.port import Obj
-from vgpu.pods import is_terminated, pod_key
+from vgpu.pods import is_terminated, node_name, pod_key
 
 if TYPE_CHECKING:
     from scheduler.host.scheduler import Scheduler
@@ -59,7 +59,7 @@ class Handlers:
         s = self._s
         key = pod_key(new)
         spec = new.get("spec") or {}
-        if spec.get("nodeName"):
+        if node_name(new) is not None:
             s.queue.delete(key)
             before, after = s.cache.set_pod(new)
             if before is not None and after is None:

@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 from scheduler.host.scheduler import Decision, Scheduler
 from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY
-from vgpu.pods import pod_key
+from vgpu.pods import node_name, pod_key
 
 MIB = 1024 * 1024
 _GPU_LABELS = ["node", "uuid", "index", "model"]
@@ -158,7 +158,7 @@ class Metrics:
                 with self._lock:
                     self._starts.pop(pod_key(old), None)
             return
-        if (new.get("spec") or {}).get("nodeName"):
+        if node_name(new) is not None:
             # The watch may show the binding before the binding call has returned.
             if self._starts:
                 self._bound_now(pod_key(new))

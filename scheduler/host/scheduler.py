@@ -41,6 +41,7 @@ from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
 from vgpu.errors import ClusterError
+from vgpu.pods import node_name
 
 __all__ = ["COMPONENT", "Decision", "Scheduler"]
 
@@ -155,8 +156,7 @@ class Scheduler:
         pod = self._informers[1].get(key)
         if pod is None:
             return False
-        return not ((pod.get("spec") or {}).get("nodeName")
-                    or (pod.get("metadata") or {}).get("deletionTimestamp"))
+        return not (node_name(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"))
 
     # -- stepping --------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from scheduler.framework.status import SUCCESS, Status
 from scheduler.placement import shares
 from scheduler.placement.shapes import MILLI, Shape
 from vgpu.cluster.port import Obj
+from vgpu.pods import node_name, pod_key
 
 QUARTER = 25  # framework.MaxNodeScore / 4
 MAX_SPEC_MILLI = 8000  # the artifact's MaxSpecGpu: an 8-GPU node
@@ -78,9 +79,8 @@ class GpuClustering:
         obj = new if new is not None else old
         if obj is None:
             return
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        node = ((new or {}).get("spec") or {}).get("nodeName")
+        key = pod_key(obj)
+        node = node_name(new) if new is not None else None
         if key in self._pods and (new is None or not node):
             was_node, was_kind = self._pods.pop(key)
             self._kinds[was_node][was_kind] -= 1
