@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.annotations import PodChoices, parse_pod_choices
-from vgpu.config import Config
+from vgpu.config import Config, ResourceNames
 from vgpu.errors import QuantityError, RequestError
 from vgpu.pods import containers
 from vgpu.quantity import parse_whole
@@ -113,26 +113,9 @@ def names_gpu_resource(pod: Mapping[str, Any], config: Config) -> bool:
     return False
 
 
-def parse_container(container: Mapping[str, Any], config: Config, *, init: bool = False,
-                    where: str | None = None) -> ContainerRequest | None:
-    """Parse one container; ``None`` when it names no vgpu resource."""
-    name = container.get("name")
-    if not isinstance(name, str) or not name:
-        raise RequestError(f"{where or 'container'}: every container needs a name")
-    where = where or f"container {name!r}"
-    limits, requests = _resources(container, where)
-    rn = config.resource_names
-    count = _value(limits, requests, rn.gpu, where)
-    memory = _value(limits, requests, rn.gpumem, where)
-    percent = _value(limits, requests, rn.gpumem_percentage, where)
-    cores = _value(limits, requests, rn.gpucores, where)
-    priority = _value(limits, requests, rn.priority, where)
-    if count is None and memory is None and percent is None and cores is None and priority is None:
-        return None
-
-    count_defaulted = count is None
-    if count is None:
-        count = 1
+def _check(where: str, rn: ResourceNames, *, count: int, memory: int | None,
+           percent: int | None, cores: int | None, priority: int | None) -> None:
+    """Refuse values outside what the resources mean, naming the container and resource."""
     if count < 1:
         raise RequestError(f"{where}: {rn.gpu} is {count}; ask for at least 1 GPU")
     if memory is not None and percent is not None:
@@ -151,6 +134,24 @@ def parse_container(container: Mapping[str, Any], config: Config, *, init: bool 
         raise RequestError(
             f"{where}: {rn.priority} is {priority}; use 0 (high) or 1 (low)"
         )
+
+
+def parse_container(container: Mapping[str, Any], config: Config, *, init: bool = False,
+                    where: str | None = None) -> ContainerRequest | None:
+    """Parse one container; ``None`` when it names no vgpu resource."""
+    name = container.get("name")
+    if not isinstance(name, str) or not name:
+        raise RequestError(f"{where or 'container'}: every container needs a name")
+    where = where or f"container {name!r}"
+    limits, requests = _resources(container, where)
+    rn = config.resource_names
+    count, memory, percent, cores, priority = (
+        _value(limits, requests, resource, where)
+        for resource in (rn.gpu, rn.gpumem, rn.gpumem_percentage, rn.gpucores, rn.priority))
+    if count is None and memory is None and percent is None and cores is None and priority is None:
+        return None
+    _check(where, rn, count=1 if count is None else count, memory=memory, percent=percent,
+           cores=cores, priority=priority)
     if memory is None and percent is None:
         if config.default_mem > 0:
             memory = config.default_mem
@@ -158,13 +159,13 @@ def parse_container(container: Mapping[str, Any], config: Config, *, init: bool 
             percent = 100
     return ContainerRequest(
         name=name,
-        count=count,
+        count=1 if count is None else count,
         memory_mib=memory,
         memory_percent=percent,
         cores=config.default_cores if cores is None else cores,
         priority=priority,
         init=init,
-        count_defaulted=count_defaulted,
+        count_defaulted=count is None,
     )
 
 

@@ -155,6 +155,31 @@ def _load(args: argparse.Namespace) -> tuple[list[TraceNode], list[TracePod], st
     return nodes, bundled.pods(variant), variant
 
 
+def _write_json(target: str, workload: str, results: list[RunResult],
+                summary: list[dict[str, Any]]) -> None:
+    doc: dict[str, Any]
+    if len(results) == 1:
+        doc = results[0].to_json()
+    else:
+        doc = {"workload": workload, "runs": [r.to_json() for r in results], "mean": summary}
+    text = json.dumps(doc, indent=1)
+    if target == "-":
+        print(text)
+    else:
+        Path(target).write_text(text + "\n", encoding="utf-8")
+
+
+def _plot(target: str | None, workload: str, summary: list[dict[str, Any]],
+          paper: dict[str, published.Published] | None) -> None:
+    series = [plot.Series(s["policy"], [tuple(p) for p in s["curve"]]) for s in summary]
+    if paper and "fgd" in paper:
+        series.append(plot.Series("paper: FGD (mean of 10 seeds)",
+                                  list(paper["fgd"].curve), dashed=True))
+    out = plot.write(target or DEFAULT_PLOT, series,
+                     f"GPU allocation vs arrived demand ({workload})")
+    print(f"plot: {out}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list_policies:
         for p in sim_policies.POLICIES.values():
@@ -186,24 +211,8 @@ def run(args: argparse.Namespace) -> int:
         print("paper (FGD artifact, means of seeds 42-51): " + ", ".join(
             f"{name} {result.mean:.2f}" for name, result in paper.items()))
     if args.json:
-        doc: dict[str, Any]
-        if len(results) == 1:
-            doc = results[0].to_json()
-        else:
-            doc = {"workload": workload, "runs": [r.to_json() for r in results],
-                   "mean": summary}
-        text = json.dumps(doc, indent=1)
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).write_text(text + "\n", encoding="utf-8")
+        _write_json(args.json, workload, results, summary)
     if not args.no_plot:
-        series = [plot.Series(s["policy"], [tuple(p) for p in s["curve"]]) for s in summary]
-        if paper and "fgd" in paper:
-            series.append(plot.Series("paper: FGD (mean of 10 seeds)",
-                                      list(paper["fgd"].curve), dashed=True))
-        out = plot.write(args.plot or DEFAULT_PLOT, series,
-                         f"GPU allocation vs arrived demand ({workload})")
-        print(f"plot: {out}")
+        _plot(args.plot, workload, summary, paper)
     print(f"peak memory: {peak_rss_mib():.0f} MiB", file=sys.stderr)
     return 0
