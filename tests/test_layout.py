@@ -2,8 +2,9 @@
 
 - No module over 300 lines, generated protobuf code aside: a module that grows past that
   is doing more than one job.
-- No function of the scheduler's host (the framework runner and everything that drives it)
-  above cyclomatic complexity 20, measured as radon measures it.
+- No function above cyclomatic complexity 20, measured as radon measures it, in the
+  product's packages (the scheduler's host, the framework runner and everything that
+  drives it, was the first place this mattered; the rule now holds everywhere).
 
 The import contracts (the core imports no component, components never import each other,
 Kubernetes I/O only in the cluster adapter, the host never imports the simulator) are in
@@ -21,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 GENERATED = re.compile(r"_pb2(_grpc)?\.pyi?$")
 MAX_LINES = 300
 MAX_COMPLEXITY = 20
-#: The host: what drives the plugins (kube-scheduler's framework runtime and scheduler).
-HOST = ("scheduler/framework", "scheduler/host")
+#: The product's packages (the benches and tests are scripts around them).
+PRODUCT = ("vgpu/", "webhook/", "scheduler/", "nodeagent/", "certs/")
 
 
 def python_files() -> list[Path]:
@@ -38,16 +39,16 @@ def test_no_module_is_over_300_lines() -> None:
     assert not long, f"modules over {MAX_LINES} lines: {long}"
 
 
-def test_no_host_function_is_over_complexity_20() -> None:
+def test_no_product_function_is_over_complexity_20() -> None:
     complex_ = {}
     for path in python_files():
         relative = path.relative_to(ROOT).as_posix()
-        if not relative.startswith(HOST):
+        if not relative.startswith(PRODUCT):
             continue
         for block in cc_visit(path.read_text(encoding="utf-8")):
             if block.complexity > MAX_COMPLEXITY:
                 complex_[f"{relative}:{block.fullname}"] = block.complexity
-    assert not complex_, f"host functions above complexity {MAX_COMPLEXITY}: {complex_}"
+    assert not complex_, f"functions above complexity {MAX_COMPLEXITY}: {complex_}"
 
 
 def test_the_rules_see_the_code() -> None:
