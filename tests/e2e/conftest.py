@@ -16,7 +16,7 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.cluster import ControlPlane, ensure_binaries
 from tests.e2e.harness import FullStack
 
 E2E_DIR = Path(__file__).resolve().parent
@@ -37,6 +37,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def control_plane() -> Iterator[ControlPlane]:
     with ControlPlane() as cp:
         yield cp
+
+
+@pytest.fixture(scope="module")
+def kubectl_path() -> Path:
+    return ensure_binaries().kubectl
 
 
 @pytest.fixture
