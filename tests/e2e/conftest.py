@@ -3,21 +3,31 @@
 The control plane starts once per session. If its binaries cannot be built or
 it does not come up, every e2e test errors: a skipped e2e suite would pass CI
 while proving nothing.
+
+The ``test_scheduler_kube*`` modules' fixtures are here too: ``kube`` (an adapter on the
+control plane), ``scheduler_name`` (one per test), ``nodes`` (GPU nodes labelled for the
+test, deleted after it) and ``launch`` (`vgpu scheduler` processes, killed after it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import kubernetes.client
 import pytest
 
-from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.cluster import ControlPlane, ensure_binaries
 from tests.e2e.harness import FullStack
+from tests.e2e.scheduler_kube_support import TEST_LABEL, SchedulerProcess
+from vgpu import builders
+from vgpu.kube import adapter
 
 E2E_DIR = Path(__file__).resolve().parent
 
@@ -37,6 +47,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def control_plane() -> Iterator[ControlPlane]:
     with ControlPlane() as cp:
         yield cp
+
+
+@pytest.fixture(scope="module")
+def kubectl_path() -> Path:
+    return ensure_binaries().kubectl
 
 
 @pytest.fixture
@@ -72,3 +87,53 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         for value in getattr(item, "funcargs", {}).values():
             if isinstance(value, FullStack):
                 report.sections.append(("vgpu components", value.logs()))
+
+
+@pytest.fixture
+def kube(control_plane: ControlPlane) -> adapter.KubeCluster:
+    cluster = adapter.connect(str(control_plane.kubeconfig), qps=0, pool_size=32)
+    assert cluster is not None
+    return cluster
+
+
+@pytest.fixture
+def scheduler_name(namespace: str) -> str:
+    return f"vgpu-{namespace}"[:63]
+
+
+@pytest.fixture
+def nodes(kube: adapter.KubeCluster, namespace: str) -> Iterator[Callable[..., str]]:
+    """``nodes(gpus, **kw)`` creates a GPU node with a fresh heartbeat, labelled for this
+    test; all are deleted at the end of the test."""
+    created: list[str] = []
+
+    def make(gpus: int = 2, *, heartbeat: float | None = None, **kw: Any) -> str:
+        name = f"n-{uuid.uuid4().hex[:8]}"
+        kube.create("nodes", builders.node(name, builders.devices(name, gpus, **kw),
+                                        heartbeat=time.time() if heartbeat is None
+                                        else heartbeat, labels={TEST_LABEL: namespace}))
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        with contextlib.suppress(Exception):
+            kube.delete("nodes", name)
+
+
+@pytest.fixture
+def launch(control_plane: ControlPlane, tmp_path: Path,
+           scheduler_name: str) -> Iterator[Callable[..., SchedulerProcess]]:
+    running: list[SchedulerProcess] = []
+
+    def start(*args: str, config: dict[str, Any] | None = None,
+              tag: str | None = None) -> SchedulerProcess:
+        proc = SchedulerProcess(control_plane, tmp_path, scheduler_name, *args, config=config,
+                                tag=tag or f"sched-{len(running)}")
+        running.append(proc)
+        return proc
+
+    yield start
+    for proc in running:
+        with contextlib.suppress(AssertionError):
+            proc.stop(signal.SIGKILL)

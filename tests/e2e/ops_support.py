@@ -1,7 +1,14 @@
-"""Helpers for the install-and-operate end-to-end tests (issue 6)."""
+"""Helpers for the install-and-operate end-to-end tests (issue 6).
+
+The ``vgpu`` command as an operator runs it, a ServiceAccount's kubeconfig, and the
+manifests rendered by kubectl's kustomize (once per folder, shared by
+``test_ops_render`` and ``test_ops_install``).
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +21,8 @@ from tests.controlplane.cluster import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
+OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
+Obj = dict[str, Any]
 
 
 def vgpu(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -42,3 +51,15 @@ def service_account_kubeconfig(cp: ControlPlane, namespace: str, account: str,
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return path
+
+
+def kustomize(kubectl: Path, folder: str) -> list[Obj]:
+    return copy.deepcopy(_kustomize(kubectl, folder))
+
+
+@functools.cache
+def _kustomize(kubectl: Path, folder: str) -> list[Obj]:
+    proc = subprocess.run([str(kubectl), "kustomize", str(MANIFESTS / folder)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, f"kubectl kustomize {folder}:\n{proc.stderr}"
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]

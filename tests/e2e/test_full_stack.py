@@ -11,7 +11,8 @@ The simulated cluster (tests/e2e/harness.py), one per module:
 * ``t4``: one Tesla T4 (15360 MiB).
 
 Each test has its own namespace and deletes its pods at the end (the kubelet stand-in
-finishes the graceful deletions), so every test starts on idle GPUs.
+finishes the graceful deletions), so every test starts on idle GPUs. The pod builders and
+readers are in ``full_stack_support``.
 """
 
 from __future__ import annotations
@@ -19,16 +20,23 @@ from __future__ import annotations
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.controlplane.cluster import ControlPlane
+from tests.e2e.full_stack_support import (
+    assignment_of,
+    failed_scheduling,
+    gpu_container,
+    gpu_pod,
+    limits_of,
+    node_named,
+)
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, allocated, bind_phase, wait_until
-from vgpu.annotations import ASSIGNMENT, GPUMEM_PERCENTAGE, NOUSE_GPUTYPE, USE_GPUTYPE
+from vgpu.annotations import GPUMEM_PERCENTAGE, NOUSE_GPUTYPE, USE_GPUTYPE
 from vgpu.cluster.port import Obj
-from vgpu.codecs import Assignment, decode_assignment
 from vgpu.errors import ClusterError
 
 V100 = Gpu("Tesla V100-SXM2-32GB", 32768)
@@ -49,41 +57,6 @@ def ns(stack: FullStack, request: pytest.FixtureRequest) -> Iterator[str]:
     name = stack.namespace(f"{slug}-{uuid.uuid4().hex[:6]}")
     yield name
     stack.clear(name)
-
-
-def node_named(stack: FullStack, prefix: str) -> NodeSpec:
-    (spec,) = [s for s in stack.node_specs if s.name.startswith(f"{prefix}-")]
-    return spec
-
-
-def gpu_container(name: str = "main", **limits: str | int) -> dict[str, Any]:
-    return {"name": name, "image": "nvidia/cuda:12.2.0-base-ubuntu22.04",
-            "command": ["sleep", "infinity"],
-            "resources": {"limits": {f"nvidia.com/{k.replace('_', '-')}": str(v)
-                                     for k, v in limits.items()}}}
-
-
-def gpu_pod(name: str, *containers: dict[str, Any],
-            annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if annotations:
-        meta["annotations"] = dict(annotations)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"containers": list(containers) or [gpu_container(gpu=1)]}}
-
-
-def assignment_of(pod: Obj) -> Assignment:
-    return decode_assignment(pod["metadata"]["annotations"][ASSIGNMENT])
-
-
-def limits_of(pod: Obj, container: str = "main") -> dict[str, str]:
-    (c,) = [c for c in pod["spec"]["containers"] if c["name"] == container]
-    return dict(c["resources"]["limits"])
-
-
-def failed_scheduling(stack: FullStack, namespace: str, name: str) -> list[str]:
-    return [e["message"] for e in stack.events(namespace, name)
-            if e.get("reason") == "FailedScheduling"]
 
 
 # -- one pod at a time ---------------------------------------------------------------------

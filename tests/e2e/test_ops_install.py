@@ -10,12 +10,12 @@ batch/v1 CronJob (GA in 1.21) and the webhook's matchConditions (1.27). The inst
 overlays are checked by a server-side dry run after the same three changes, made here
 on the rendered objects (``for_1_20``), plus stand-in CRDs for the Prometheus
 Operator's PodMonitor; a test pins that those are the only things 1.20 lacks.
+Rendering alone, without a control plane, is ``test_ops_render``.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,90 +26,21 @@ import kubernetes.dynamic
 import pytest
 import yaml
 
-from tests.controlplane.cluster import ControlPlane, ensure_binaries
-from tests.e2e.ops_support import MANIFESTS, service_account_kubeconfig, vgpu
-
-OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
-RENDERABLE = ["base", "base/core", "dashboards", *(f"overlays/{o}" for o in OVERLAYS)]
-Obj = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def kubectl_path() -> Path:
-    return ensure_binaries().kubectl
-
-
-def kustomize(kubectl: Path, folder: str) -> list[Obj]:
-    return copy.deepcopy(_kustomize(kubectl, folder))
-
-
-@functools.cache
-def _kustomize(kubectl: Path, folder: str) -> list[Obj]:
-    proc = subprocess.run([str(kubectl), "kustomize", str(MANIFESTS / folder)],
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, f"kubectl kustomize {folder}:\n{proc.stderr}"
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+from tests.controlplane.cluster import ControlPlane
+from tests.e2e.ops_support import (
+    MANIFESTS,
+    OVERLAYS,
+    Obj,
+    kustomize,
+    service_account_kubeconfig,
+    vgpu,
+)
 
 
 @pytest.fixture(scope="module")
 def cp() -> Iterator[ControlPlane]:
     with ControlPlane() as plane:
         yield plane
-
-
-def named(objs: list[Obj], kind: str, name: str) -> Obj:
-    hits = [o for o in objs if o["kind"] == kind and o["metadata"]["name"].startswith(name)]
-    assert len(hits) == 1, (kind, name)
-    return hits[0]
-
-
-# --- rendering ----------------------------------------------------------------------------
-
-@pytest.mark.parametrize("folder", RENDERABLE)
-def test_kubectl_kustomize_renders(kubectl_path: Path, folder: str) -> None:
-    objs = kustomize(kubectl_path, folder)
-    assert objs
-    config_maps = {o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"}
-    for o in objs:
-        if o["kind"] not in ("Namespace", "MutatingWebhookConfiguration") and \
-                not o["kind"].startswith("Cluster"):
-            assert o["metadata"].get("namespace") in (None, "vgpu-system"), o["metadata"]
-        spec = o.get("spec", {})
-        template = spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get(
-            "template")
-        if not template:
-            continue
-        pod = template["spec"]
-        for c in pod.get("initContainers", []) + pod["containers"]:
-            # The images transformer reached every container, init containers included.
-            assert c["image"] == "vgpu:0.1.0", (o["metadata"]["name"], c["name"])
-        for v in pod.get("volumes", []):
-            # Every generated ConfigMap is referred to by its hashed name.
-            if "configMap" in v:
-                assert v["configMap"]["name"] in config_maps, v
-
-
-def test_overlays_change_what_they_say(kubectl_path: Path) -> None:
-    def agent(folder: str) -> Obj:
-        return named(kustomize(kubectl_path, folder), "DaemonSet", "vgpu-nodeagent")
-
-    fake = agent("overlays/fake-gpus")["spec"]["template"]["spec"]
-    assert fake["containers"][0]["args"] == ["nodeagent",
-                                             "--fake-devices=/run/vgpu-fake/devices.yaml"]
-    assert fake["initContainers"][0]["name"] == "fake-devices"
-    hami = agent("overlays/hami-core")["spec"]["template"]["spec"]
-    env = {e["name"]: e.get("value") for e in hami["containers"][0]["env"]}
-    assert env["VGPU_NODEAGENT__HAMI_CORE_PATH"] == "/usr/local/vgpu/libvgpu.so"
-    assert {"hami-core", "vgpu-cache", "device-plugins"} <= {v["name"] for v in hami["volumes"]}
-    monitoring = kustomize(kubectl_path, "overlays/prometheus-operator")
-    assert sorted(o["metadata"]["name"] for o in monitoring if o["kind"] == "PodMonitor") == [
-        "vgpu-nodeagent", "vgpu-scheduler", "vgpu-webhook"]
-    dashboards = named(monitoring, "ConfigMap", "vgpu-dashboards")
-    assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
-    assert sorted(dashboards["data"]) == ["vgpu-cluster.json", "vgpu-gpus.json"]
-    old = kustomize(kubectl_path, "overlays/k8s-1.20")
-    hook = named(old, "MutatingWebhookConfiguration", "vgpu-webhook")["webhooks"][0]
-    assert "matchConditions" not in hook and hook["failurePolicy"] == "Ignore"
 
 
 # --- applying -----------------------------------------------------------------------------
@@ -218,6 +149,8 @@ def server_side_dry_run(cp: ControlPlane, objs: list[Obj]) -> list[str]:
 
 @pytest.mark.parametrize("folder", ["base", *(f"overlays/{o}" for o in OVERLAYS
                                               if o != "k8s-1.20")])
+
+
 def test_base_and_overlays_dry_run_on_1_20(cp: ControlPlane, prepared: None,
                                           kubectl_path: Path, folder: str) -> None:
     objs = for_1_20(kustomize(kubectl_path, folder))

@@ -1,4 +1,8 @@
-"""Fixtures: a node agent on the fake backend, a memory cluster and a kubelet stand-in."""
+"""Fixtures: a node agent on the fake backend, a memory cluster and a kubelet stand-in.
+
+Also what the agent tests read back: a pod's bind phase, and the environment an
+Allocate answer gives a container.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ import pytest
 from nodeagent.agent import NodeAgent, Options
 from nodeagent.discovery import Discovery
 from nodeagent.fake import FakeDiscovery
+from nodeagent.proto import api_pb2
 from tests.support.kubelet import KubeletStandIn, device_plugin_dir
+from vgpu.annotations import BIND_PHASE, BIND_REASON
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
 
@@ -105,3 +111,17 @@ def make_env() -> Iterator[Callable[..., Env]]:
         agent.stop()
         kubelet.stop()
         ctx.__exit__(None, None, None)
+
+
+def phase(env: Env, name: str) -> tuple[str | None, str | None]:
+    annotations = env.cluster.get("pods", name, "default")["metadata"].get("annotations", {})
+    return annotations.get(BIND_PHASE), annotations.get(BIND_REASON)
+
+
+def wait_phase(env: Env, name: str, expected: str) -> str | None:
+    wait_until(lambda: phase(env, name)[0] == expected, what=f"{name} phase {expected}")
+    return phase(env, name)[1]
+
+
+def envs(response: api_pb2.ContainerAllocateResponse) -> dict[str, str]:
+    return dict(response.envs)

@@ -1,6 +1,6 @@
 """The scheduler service on the in-memory cluster: probes, metrics over HTTP, leadership.
 
-The same service runs against the real API server in tests/e2e/test_scheduler_kube.py;
+The same service runs against the real API server in tests/e2e/test_scheduler_kube*.py;
 here the loops are bounded by short leases and timeouts so the whole file takes seconds.
 """
 

@@ -1,4 +1,10 @@
-"""The device model and the fit arithmetic every placement decision rests on."""
+"""The device model: whether a slice fits a GPU, and why not.
+
+The fit arithmetic every placement decision rests on: ``fit``, ``fit_request``,
+``selectable``, ``takes_tasks`` and ``check_possible``, with the property that accepted
+slices never exceed a GPU. How much memory a request means on a GPU is in
+``test_device_memory``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.devices_support import A100, SCALINGS, SICK, T4, req
 from vgpu.annotations import GpuSelector
 from vgpu.devices import (
     EMPTY,
@@ -15,28 +22,12 @@ from vgpu.devices import (
     check_possible,
     fit,
     fit_request,
-    largest_percent,
     memory_capacity,
-    percent_of,
-    resolve_memory,
     selectable,
-    share_of,
-    slice_mib,
     takes_tasks,
 )
 from vgpu.errors import RequestError
 from vgpu.requests import ContainerRequest
-
-A100 = Device(uuid="GPU-a100", index=0, model="NVIDIA A100-SXM4-40GB", memory_mib=40960)
-T4 = Device(uuid="GPU-t4", index=1, model="Tesla T4", memory_mib=15360, split=4)
-SICK = Device(uuid="GPU-sick", index=2, model="Tesla T4", memory_mib=15360, healthy=False)
-
-
-def req(count: int = 1, *, mib: int | None = None, pct: int | None = None,
-        cores: int = 0, name: str = "main") -> ContainerRequest:
-    return ContainerRequest(name=name, count=count, memory_mib=mib, memory_percent=pct,
-                            cores=cores)
-
 
 FIT: list[tuple[str, Device, Usage, int, int, float, FitReason | None]] = [
     ("idle-small-slice", A100, EMPTY, 1000, 10, 1.0, None),
@@ -97,6 +88,8 @@ FIT_REQUEST: list[tuple[str, ContainerRequest, GpuSelector, Usage, FitReason | N
 
 @pytest.mark.parametrize(("request_", "selector", "usage", "expected"),
                          [f[1:] for f in FIT_REQUEST], ids=[f[0] for f in FIT_REQUEST])
+
+
 def test_fit_request(request_: ContainerRequest, selector: GpuSelector, usage: Usage,
                      expected: FitReason | None) -> None:
     assert fit_request(A100, usage, request_, selector, 1.0) is expected
@@ -119,51 +112,10 @@ SELECTABLE: list[tuple[str, GpuSelector, FitReason | None]] = [
 
 @pytest.mark.parametrize(("selector", "expected"), [s[1:] for s in SELECTABLE],
                          ids=[s[0] for s in SELECTABLE])
+
+
 def test_selectable(selector: GpuSelector, expected: FitReason | None) -> None:
     assert selectable(A100, selector) is expected
-
-
-CAPACITY: list[tuple[str, int, float, int]] = [
-    ("identity", 40960, 1.0, 40960),
-    ("double", 40960, 2.0, 81920),
-    ("half", 15360, 0.5, 7680),
-    ("floor-of-fraction", 15, 0.5, 7),
-    # Decimal scalings whose binary product falls just under the whole number: the
-    # operator wrote 2.05 and 0.29, and means 31488 and 29.
-    ("t4-2.05", 15360, 2.05, 31488),
-    ("small-0.29", 100, 0.29, 29),
-    ("v100-1.1", 32768, 1.1, 36044),
-]
-
-
-@pytest.mark.parametrize(("memory", "scaling", "expected"), [c[1:] for c in CAPACITY],
-                         ids=[c[0] for c in CAPACITY])
-def test_memory_capacity(memory: int, scaling: float, expected: int) -> None:
-    assert memory_capacity(Device("u", 0, "m", memory), scaling) == expected
-
-
-RESOLVE: list[tuple[str, ContainerRequest, Device, float, int]] = [
-    ("mib-unchanged", req(mib=3000), A100, 1.0, 3000),
-    ("mib-unchanged-by-scaling", req(mib=3000), A100, 2.0, 3000),
-    ("percent-50", req(pct=50), A100, 1.0, 20480),
-    ("percent-100-is-capacity", req(pct=100), T4, 1.0, 15360),
-    ("percent-of-scaled-size", req(pct=50), A100, 2.0, 40960),
-    ("percent-floors", req(pct=33), Device("u", 0, "m", 100), 1.0, 33),
-    ("percent-floors-odd", req(pct=50), Device("u", 0, "m", 15), 1.0, 7),
-    ("neither-means-whole-gpu", req(), T4, 1.0, 15360),
-]
-
-
-@pytest.mark.parametrize(("request_", "device", "scaling", "expected"),
-                         [r[1:] for r in RESOLVE], ids=[r[0] for r in RESOLVE])
-def test_resolve_memory(request_: ContainerRequest, device: Device, scaling: float,
-                        expected: int) -> None:
-    assert resolve_memory(request_, device, scaling) == expected
-
-
-@pytest.mark.parametrize(("percent", "expected"), [(1, 409), (25, 10240), (100, 40960)])
-def test_percent_of(percent: int, expected: int) -> None:
-    assert percent_of(percent, A100, 1.0) == expected
 
 
 def test_usage_add_and_remove() -> None:
@@ -210,12 +162,6 @@ def test_check_possible_counts_memory_scaling() -> None:
         _check(req(1, mib=81921), [A100], 1, scaling=2.0)
 
 
-# --- properties ------------------------------------------------------------------------------
-
-SCALINGS = st.sampled_from([0.5, 1.0, 1.1, 1.15, 1.5, 2.0, 2.05, 3.0]) | st.floats(
-    min_value=0.01, max_value=100, allow_nan=False, allow_infinity=False)
-
-
 @st.composite
 def device_and_slices(draw: st.DrawFn) -> tuple[Device, float, list[tuple[int, int]]]:
     device = Device(
@@ -253,29 +199,6 @@ def test_accepted_slices_never_exceed_capacity(
             exclusive = True
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 200_000), st.integers(1, 200_000), st.integers(1, 100),
-       st.integers(1, 100), SCALINGS)
-def test_percentage_resolution_is_monotone(m1: int, m2: int, p1: int, p2: int,
-                                           scaling: float) -> None:
-    small, large = sorted((m1, m2))
-    low, high = sorted((p1, p2))
-    d_small, d_large = Device("a", 0, "m", small), Device("b", 1, "m", large)
-    assert percent_of(low, d_small, scaling) <= percent_of(high, d_small, scaling)
-    assert percent_of(low, d_small, scaling) <= percent_of(low, d_large, scaling)
-    assert memory_capacity(d_small, scaling) <= memory_capacity(d_large, scaling)
-    assert percent_of(100, d_small, scaling) == memory_capacity(d_small, scaling)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 200_000), st.integers(2, 16), SCALINGS)
-def test_two_half_slices_fit_an_empty_gpu(memory: int, split: int, scaling: float) -> None:
-    device = Device("GPU-h", 0, "m", memory, split=split)
-    half = resolve_memory(req(pct=50), device, scaling)
-    assert fit(device, EMPTY, half, 0, scaling) is None
-    assert fit(device, EMPTY.add(half, 0), half, 0, scaling) is None
-
-
 @pytest.mark.parametrize(("device", "usage", "expected"), [
     (A100, EMPTY, True),
     (A100, Usage(1000, 60, 3), True),
@@ -284,6 +207,8 @@ def test_two_half_slices_fit_an_empty_gpu(memory: int, split: int, scaling: floa
     (A100, Usage(1000, 100, 1), False),  # compute fully claimed
     (A100, Usage(0, 0, 9), True),  # zero-core tasks leave compute free
 ])
+
+
 def test_takes_tasks(device: Device, usage: Usage, expected: bool) -> None:
     assert takes_tasks(device, usage) is expected
 
@@ -295,46 +220,3 @@ def test_takes_tasks_is_fits_usage_only_part(tasks: int, used: int, cores: int,
     usage = Usage(0, used, tasks)
     if not takes_tasks(T4, usage):
         assert fit(T4, usage, memory, cores, 1.0) is not None
-
-
-@pytest.mark.parametrize(("free", "capacity", "expected"), [
-    (40960, 40960, 100),
-    (20480, 40960, 50),
-    (20479, 40960, 49),
-    (0, 40960, 0),
-    (-1, 40960, None),
-    (100, 0, None),
-])
-def test_largest_percent(free: int, capacity: int, expected: int | None) -> None:
-    assert largest_percent(free, capacity) == expected
-
-
-@given(st.integers(1, 200_000), st.integers(0, 200_000))
-def test_largest_percent_is_the_largest_that_fits(capacity: int, free: int) -> None:
-    free = min(free, capacity)
-    device = Device(uuid="g", index=0, model="m", memory_mib=capacity)
-    p = largest_percent(free, capacity)
-    assert p is not None and percent_of(p, device, 1.0) <= free
-    assert p == 100 or percent_of(p + 1, device, 1.0) > free
-
-
-@pytest.mark.parametrize(("mem", "pct", "capacity", "expected"), [
-    (3000, None, 40960, 3000),   # absolute: the capacity does not matter
-    (None, 50, 40960, 20480),
-    (None, 33, 100, 33),
-    (None, 1, 99, 0),            # floor: a percentage never rounds up past the capacity
-    (None, None, 40960, 40960),  # neither given: the whole GPU
-])
-def test_slice_mib(mem: int | None, pct: int | None, capacity: int, expected: int) -> None:
-    request = ContainerRequest("c", 1, mem, pct, 0)
-    assert slice_mib(request, capacity) == expected
-
-
-def test_slice_mib_of_a_column_is_slice_mib_of_each_value() -> None:
-    import numpy as np
-
-    capacities = np.asarray([0, 99, 15360, 40960], dtype=np.int64)
-    for request in (ContainerRequest("c", 1, None, 37, 0), ContainerRequest("c", 1, 500, None, 0)):
-        column = slice_mib(request, capacities) + np.zeros(len(capacities), dtype=np.int64)
-        assert column.tolist() == [slice_mib(request, int(c)) for c in capacities]
-        assert share_of(capacities, 37).tolist() == [share_of(int(c), 37) for c in capacities]

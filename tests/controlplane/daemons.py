@@ -1,0 +1,104 @@
+"""etcd and kube-apiserver: their command lines and the probes that say they are up.
+
+The flags are the ones the whole e2e suite expects (``tests/controlplane/README.md``
+explains each); :class:`tests.controlplane.cluster.ControlPlane` starts the processes
+and adds a test's own apiserver flags after these.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+# Inside --service-cluster-ip-range; the apiserver's own Service IP goes into
+# its serving certificate, as for a real cluster.
+SERVICE_CIDR = "10.0.0.0/24"
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+SA_ISSUER = "https://kubernetes.default.svc"
+
+
+def etcd_args(etcd: Path, data_dir: Path, client_url: str, peer_url: str) -> list[str]:
+    """A single-member etcd serving ``client_url``, its data in ``data_dir``."""
+    return [
+        str(etcd),
+        "--name=vgpu-e2e",
+        f"--data-dir={data_dir}",
+        f"--listen-client-urls={client_url}",
+        f"--advertise-client-urls={client_url}",
+        f"--listen-peer-urls={peer_url}",
+        f"--initial-advertise-peer-urls={peer_url}",
+        f"--initial-cluster=vgpu-e2e={peer_url}",
+        "--initial-cluster-state=new",
+        "--logger=zap",
+        "--log-outputs=stderr",
+        "--log-level=warn",
+    ]
+
+
+def apiserver_args(kube_apiserver: Path, wd: Path, etcd_url: str, port: int,
+                   extra: Sequence[str] = ()) -> list[str]:
+    """kube-apiserver on loopback ``port``, its PKI files in ``wd``, then ``extra``."""
+    return [
+        str(kube_apiserver),
+        f"--etcd-servers={etcd_url}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={port}",
+        "--insecure-port=0",
+        f"--tls-cert-file={wd / 'apiserver.crt'}",
+        f"--tls-private-key-file={wd / 'apiserver.key'}",
+        f"--client-ca-file={wd / 'ca.crt'}",
+        "--authorization-mode=RBAC",
+        f"--service-account-issuer={SA_ISSUER}",
+        f"--service-account-key-file={wd / 'sa.pub'}",
+        f"--service-account-signing-key-file={wd / 'sa.key'}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        # Projected, bound tokens: a pod then needs only its ServiceAccount
+        # to exist, not a token Secret that no controller-manager would make.
+        "--feature-gates=BoundServiceAccountTokenVolume=true",
+        # Without a node lifecycle controller every new Node would keep the
+        # not-ready taint this plugin adds.
+        "--disable-admission-plugins=TaintNodesByCondition",
+        # No kube-proxy or endpoints to keep; the reconciler would only
+        # write the loopback address into the kubernetes Service.
+        "--endpoint-reconciler-type=none",
+        # The webhook must see (and deny) privileged vGPU pods; without this
+        # the apiserver refuses them before admission.
+        "--allow-privileged=true",
+        "--profiling=false",
+        *extra,
+    ]
+
+
+def etcd_healthy(etcd_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{etcd_url}/health", timeout=2) as resp:
+            return bool(json.load(resp).get("health") == "true")
+    except (OSError, ValueError):
+        return False
+
+
+def etcd_post(etcd_url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A request to etcd's JSON gateway (there is no etcdctl in Debian's etcd-server)."""
+    req = urllib.request.Request(
+        f"{etcd_url}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        answer: dict[str, Any] = json.load(resp)
+        return answer
+
+
+def apiserver_ready(server: str, tls: ssl.SSLContext) -> bool:
+    try:
+        with urllib.request.urlopen(f"{server}/readyz", timeout=2, context=tls) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False

@@ -1,0 +1,70 @@
+"""`kubectl kustomize` of every manifest folder, with the kustomize kubectl 1.20 embeds.
+
+No control plane needed: every folder renders, every object lands in vgpu-system, the
+images transformer reaches every container, generated ConfigMaps are referred to by their
+hashed names, and each overlay changes what it says it does. Applying them is
+``test_ops_install``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.ops_support import OVERLAYS, Obj, kustomize
+
+RENDERABLE = ["base", "base/core", "dashboards", *(f"overlays/{o}" for o in OVERLAYS)]
+
+
+def named(objs: list[Obj], kind: str, name: str) -> Obj:
+    hits = [o for o in objs if o["kind"] == kind and o["metadata"]["name"].startswith(name)]
+    assert len(hits) == 1, (kind, name)
+    return hits[0]
+
+
+@pytest.mark.parametrize("folder", RENDERABLE)
+def test_kubectl_kustomize_renders(kubectl_path: Path, folder: str) -> None:
+    objs = kustomize(kubectl_path, folder)
+    assert objs
+    config_maps = {o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"}
+    for o in objs:
+        if o["kind"] not in ("Namespace", "MutatingWebhookConfiguration") and \
+                not o["kind"].startswith("Cluster"):
+            assert o["metadata"].get("namespace") in (None, "vgpu-system"), o["metadata"]
+        spec = o.get("spec", {})
+        template = spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get(
+            "template")
+        if not template:
+            continue
+        pod = template["spec"]
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            # The images transformer reached every container, init containers included.
+            assert c["image"] == "vgpu:0.1.0", (o["metadata"]["name"], c["name"])
+        for v in pod.get("volumes", []):
+            # Every generated ConfigMap is referred to by its hashed name.
+            if "configMap" in v:
+                assert v["configMap"]["name"] in config_maps, v
+
+
+def test_overlays_change_what_they_say(kubectl_path: Path) -> None:
+    def agent(folder: str) -> Obj:
+        return named(kustomize(kubectl_path, folder), "DaemonSet", "vgpu-nodeagent")
+
+    fake = agent("overlays/fake-gpus")["spec"]["template"]["spec"]
+    assert fake["containers"][0]["args"] == ["nodeagent",
+                                             "--fake-devices=/run/vgpu-fake/devices.yaml"]
+    assert fake["initContainers"][0]["name"] == "fake-devices"
+    hami = agent("overlays/hami-core")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in hami["containers"][0]["env"]}
+    assert env["VGPU_NODEAGENT__HAMI_CORE_PATH"] == "/usr/local/vgpu/libvgpu.so"
+    assert {"hami-core", "vgpu-cache", "device-plugins"} <= {v["name"] for v in hami["volumes"]}
+    monitoring = kustomize(kubectl_path, "overlays/prometheus-operator")
+    assert sorted(o["metadata"]["name"] for o in monitoring if o["kind"] == "PodMonitor") == [
+        "vgpu-nodeagent", "vgpu-scheduler", "vgpu-webhook"]
+    dashboards = named(monitoring, "ConfigMap", "vgpu-dashboards")
+    assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert sorted(dashboards["data"]) == ["vgpu-cluster.json", "vgpu-gpus.json"]
+    old = kustomize(kubectl_path, "overlays/k8s-1.20")
+    hook = named(old, "MutatingWebhookConfiguration", "vgpu-webhook")["webhooks"][0]
+    assert "matchConditions" not in hook and hook["failurePolicy"] == "Ignore"

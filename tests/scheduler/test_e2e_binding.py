@@ -1,0 +1,138 @@
+"""The whole scheduler on the in-memory cluster: binding, the permit gate, restarts.
+
+One GPU pod in flight per node: the gate that holds the next pod until the agent
+reports (or the timeout passes), a restart that rebuilds it from annotations, and
+bindings that fail or lose a race. Separate from ``test_e2e``, which covers where pods
+land and what is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import vgpu.annotations as ann
+from scheduler.host.scheduler import Scheduler
+from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
+from vgpu import builders
+from vgpu.cluster.memory import MemoryCluster
+from vgpu.config import Config
+from vgpu.errors import ClusterError
+
+
+def test_permit_gate_holds_a_nodes_second_gpu_pod_until_success() -> None:
+    sched, cluster, clock = setup([gpu_node("n1", 4)])
+    for name in ("first", "second", "third"):
+        cluster.create("pods", builders.pod(name, [builders.container(gpumem=1000, cores=10)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "first") == "n1"
+    assert node_of(cluster, "second") is None and node_of(cluster, "third") is None
+    assert sched.waiting_pods() == {"default/second": "n1", "default/third": "n1"}
+    # the waiting pods hold their reservation: three slices on the node
+    info = sched.cache.node_info("n1")
+    assert info is not None and sum(u.tasks for u in info.usages) == 3
+
+    allocated(cluster, "first")
+    sched.run_until_idle()
+    assert node_of(cluster, "second") == "n1" and node_of(cluster, "third") is None
+
+    allocated(cluster, "second", ann.PHASE_FAILED)
+    sched.run_until_idle()
+    assert node_of(cluster, "third") == "n1"
+
+    # a gate held by a pod that never reports opens after permitTimeoutSeconds
+    cluster.create("pods", builders.pod("fourth", [builders.container(gpumem=1000, cores=10)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "fourth") is None
+    clock.advance(Config().scheduler.permit_timeout_seconds)
+    sched.run_until_idle()
+    assert node_of(cluster, "fourth") == "n1"
+
+
+def test_deleting_the_in_flight_pod_opens_the_gate() -> None:
+    sched, cluster, _ = setup([gpu_node("n1", 2)])
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)]))
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=1000)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "b") is None
+    cluster.delete("pods", "a", "default")
+    sched.run_until_idle()
+    assert node_of(cluster, "b") == "n1"
+
+
+def test_other_nodes_are_not_held_up_by_a_gated_node() -> None:
+    config = Config(default_node_policy="spread")
+    sched, cluster, _ = setup([gpu_node("n1", 2), gpu_node("n2", 2)], config)
+    for name in ("a", "b", "c"):
+        cluster.create("pods", builders.pod(name, [builders.container(gpumem=1000)]))
+    sched.run_until_idle()
+    # spread: a → n1, b → n2 (both bound at once), c waits for one of them
+    assert {node_of(cluster, "a"), node_of(cluster, "b")} == {"n1", "n2"}
+    assert len(sched.waiting_pods()) == 1
+
+
+def test_restart_rebuilds_from_annotations() -> None:
+    cluster = MemoryCluster()
+    sched, cluster, clock = setup([gpu_node("n1", 1)], cluster=cluster)
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=10000)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "a") == "n1"
+    # a new scheduler process: no memory of the old one's decisions
+    fresh = Scheduler(Config(), cluster, clock=clock)
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=10000)]))
+    cluster.create("pods", builders.pod("c", [builders.container(gpumem=6000)]))
+    fresh.run_until_idle()
+    assert node_of(cluster, "b") is None  # 10000 + 10000 > 16384: no double booking
+    # c fits, but a is still allocating: the rebuilt gate holds c
+    assert fresh.waiting_pods() == {"default/c": "n1"}
+    allocated(cluster, "a")
+    fresh.run_until_idle()
+    assert node_of(cluster, "c") == "n1"
+
+
+class FlakyBind(MemoryCluster):
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 1
+
+    def bind(self, namespace: str, name: str, node: str,
+             annotations: Mapping[str, str]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise ClusterError("the API server said no (HTTP 500)")
+        super().bind(namespace, name, node, annotations)
+
+
+def test_failed_binding_forgets_and_retries() -> None:
+    sched, cluster, clock = setup([gpu_node("n1", 1)], cluster=FlakyBind())
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=16000)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "p") is None
+    info = sched.cache.node_info("n1")
+    assert info is not None and info.usages[0].tasks == 0  # the assumption was forgotten
+    assert "binding rejected" in cluster.events(name="p", reason="FailedScheduling")[0].message
+    clock.advance(1)
+    sched.run_until_idle()
+    assert node_of(cluster, "p") == "n1"
+
+
+class BoundMeanwhile(MemoryCluster):
+    """Another binder wins the race: its Binding lands just before ours (409)."""
+
+    def bind(self, namespace: str, name: str, node: str,
+             annotations: Mapping[str, str]) -> None:
+        if name == "p":
+            super().bind(namespace, name, "n2", {})
+        super().bind(namespace, name, node, annotations)
+
+
+def test_a_conflict_on_binding_is_not_retried_and_the_watch_tells_the_truth() -> None:
+    sched, cluster, _ = setup([gpu_node("n1", 1), gpu_node("n2", 1)], cluster=BoundMeanwhile())
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=16000)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "p") == "n2"
+    assert "p" not in {e.name for e in cluster.events(reason="FailedScheduling")}
+    assert "default/p" not in sched.queue
+    rec = sched.cache.pod("default/p")
+    assert rec is not None and rec.node == "n2" and not rec.assumed
+    n1 = sched.cache.node_info("n1")
+    assert n1 is not None and n1.usages[0].tasks == 0  # our assumption was forgotten

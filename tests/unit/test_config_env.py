@@ -1,0 +1,101 @@
+"""``VGPU_*`` environment overrides: typed like the file, winning over it, refused by name.
+
+Separate from ``test_config`` (files and defaults): the environment has its own naming
+(``__`` between a section and its key) and its own rejections.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vgpu import config
+from vgpu.errors import ConfigError
+
+ENV: list[tuple[str, dict[str, str], str, object]] = [
+    ("split-count", {"VGPU_DEVICE_SPLIT_COUNT": "5"}, "device_split_count", 5),
+    ("split-count-spaces", {"VGPU_DEVICE_SPLIT_COUNT": " 5 "}, "device_split_count", 5),
+    ("scaling", {"VGPU_DEVICE_MEMORY_SCALING": "1.5"}, "device_memory_scaling", 1.5),
+    ("scaling-int-text", {"VGPU_DEVICE_MEMORY_SCALING": "2"}, "device_memory_scaling", 2.0),
+    ("bool-true", {"VGPU_DISABLE_CORE_LIMIT": "true"}, "disable_core_limit", True),
+    ("bool-TRUE", {"VGPU_DISABLE_CORE_LIMIT": "TRUE"}, "disable_core_limit", True),
+    ("bool-1", {"VGPU_DISABLE_CORE_LIMIT": "1"}, "disable_core_limit", True),
+    ("bool-0", {"VGPU_DISABLE_CORE_LIMIT": "0"}, "disable_core_limit", False),
+    ("bool-false", {"VGPU_DISABLE_CORE_LIMIT": "false"}, "disable_core_limit", False),
+    ("string", {"VGPU_SCHEDULER_NAME": "my-sched"}, "scheduler_name", "my-sched"),
+    ("choice", {"VGPU_DEFAULT_NODE_POLICY": "spread"}, "default_node_policy", "spread"),
+    ("section", {"VGPU_SCHEDULER__PERMIT_TIMEOUT_SECONDS": "3"},
+     "scheduler.permit_timeout_seconds", 3.0),
+    ("resource-name", {"VGPU_RESOURCE_NAMES__GPUMEM": "example.com/vmem"},
+     "resource_names.gpumem", "example.com/vmem"),
+    ("nodeagent", {"VGPU_NODEAGENT__METRICS_PORT": "9999"}, "nodeagent.metrics_port", 9999),
+    ("config-file-variable-ignored", {"VGPU_CONFIG": "/etc/vgpu.yaml"},
+     "device_split_count", 10),
+    ("log-variables-ignored", {"VGPU_LOG_LEVEL": "debug", "VGPU_LOG_FORMAT": "json"},
+     "device_split_count", 10),
+    ("other-variables-ignored", {"PATH": "/bin", "HOME": "/root", "vgpu_lower": "x"},
+     "device_split_count", 10),
+]
+
+
+def _attr(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@pytest.mark.parametrize(("env", "attr", "expected"), [e[1:] for e in ENV],
+                         ids=[e[0] for e in ENV])
+
+
+def test_environment_overrides(env: dict[str, str], attr: str, expected: object) -> None:
+    got = _attr(config.load(None, env), attr)
+    assert got == expected
+    assert type(got) is type(expected)
+
+
+def test_environment_wins_over_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "vgpu.yaml"
+    path.write_text("deviceSplitCount: 4\nscheduler:\n  permitTimeoutSeconds: 9\n",
+                    encoding="utf-8")
+    c = config.load(str(path), {"VGPU_DEVICE_SPLIT_COUNT": "6"})
+    assert c.device_split_count == 6
+    assert c.scheduler.permit_timeout_seconds == 9.0
+
+
+BAD_ENV: list[tuple[str, dict[str, str], tuple[str, ...]]] = [
+    ("unknown-variable", {"VGPU_DEVICE_SPLITCOUNT": "5"},
+     ("$VGPU_DEVICE_SPLITCOUNT", "unknown")),
+    ("unknown-section-variable", {"VGPU_SCHEDULER__NOPE": "1"}, ("$VGPU_SCHEDULER__NOPE",)),
+    ("single-underscore-section", {"VGPU_SCHEDULER_PERMIT_TIMEOUT_SECONDS": "3"},
+     ("$VGPU_SCHEDULER_PERMIT_TIMEOUT_SECONDS",)),
+    ("section-itself", {"VGPU_SCHEDULER": "x"}, ("$VGPU_SCHEDULER",)),
+    ("not-an-int", {"VGPU_DEVICE_SPLIT_COUNT": "five"},
+     ("deviceSplitCount", "$VGPU_DEVICE_SPLIT_COUNT", "'five'", "an integer")),
+    ("empty-int", {"VGPU_DEVICE_SPLIT_COUNT": ""}, ("deviceSplitCount", "an integer")),
+    ("float-for-int", {"VGPU_DEFAULT_MEM": "1.5"}, ("defaultMem", "'1.5'")),
+    ("not-a-bool", {"VGPU_DISABLE_CORE_LIMIT": "maybe"},
+     ("disableCoreLimit", "'maybe'", "true or false")),
+    ("not-a-number", {"VGPU_SCHEDULER__PERMIT_TIMEOUT_SECONDS": "soon"},
+     ("scheduler.permitTimeoutSeconds", "$VGPU_SCHEDULER__PERMIT_TIMEOUT_SECONDS", "'soon'")),
+    ("out-of-range", {"VGPU_DEVICE_SPLIT_COUNT": "0"}, ("deviceSplitCount", "at least 1")),
+    ("nan", {"VGPU_DEVICE_MEMORY_SCALING": "nan"}, ("deviceMemoryScaling", "finite")),
+    ("inf", {"VGPU_NODE_HEARTBEAT_EXPIRY_SECONDS": "inf"},
+     ("nodeHeartbeatExpirySeconds", "finite")),
+    ("bad-choice", {"VGPU_DEFAULT_GPU_POLICY": "worst"},
+     ("defaultGpuPolicy", "'worst'", "lowest-task-count")),
+]
+
+
+@pytest.mark.parametrize(("env", "fragments"), [b[1:] for b in BAD_ENV],
+                         ids=[b[0] for b in BAD_ENV])
+
+
+def test_bad_environment_is_rejected(env: dict[str, str], fragments: tuple[str, ...]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config.load(None, env)
+    message = str(caught.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"

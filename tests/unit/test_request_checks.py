@@ -1,0 +1,116 @@
+"""What the webhook and the scheduler ask of a pod besides its parsed request.
+
+Which GPUs its annotations allow (the ``GpuSelector``), whether it names a GPU resource at
+all (``names_gpu_resource``, the webhook's cheap test that never raises) and which of its
+GPU containers are privileged. Separate from ``test_requests``, which pins the parsed
+per-container requests themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from tests.unit.requests_support import CORES, CUSTOM, DEFAULT, GPU, MEM, PRIO, ctr, json_like, pod
+from vgpu.requests import names_gpu_resource, parse_pod, privileged_gpu_containers
+
+# --- annotations select GPUs -------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("annotations", "model", "uuid", "allowed"),
+    [
+        ({"nvidia.com/use-gputype": "a100"}, "NVIDIA A100-SXM4-40GB", "GPU-1", True),
+        ({"nvidia.com/use-gputype": "A100"}, "nvidia a100-pcie", "GPU-1", True),
+        ({"nvidia.com/use-gputype": "A100,V100"}, "Tesla V100-SXM2-32GB", "GPU-1", True),
+        ({"nvidia.com/use-gputype": "A100,V100"}, "NVIDIA H100 80GB HBM3", "GPU-1", False),
+        ({"nvidia.com/nouse-gputype": "1080,2080"}, "GeForce GTX 1080 Ti", "GPU-1", False),
+        ({"nvidia.com/nouse-gputype": "1080,2080"}, "GeForce RTX 3090", "GPU-1", True),
+        ({"nvidia.com/nouse-gputype": "t4"}, "Tesla T4", "GPU-1", False),
+        ({"nvidia.com/use-gputype": "A100", "nvidia.com/nouse-gputype": "40GB"},
+         "NVIDIA A100-SXM4-40GB", "GPU-1", False),
+        ({"nvidia.com/use-gpuuuid": "GPU-1,GPU-2"}, "any", "GPU-2", True),
+        ({"nvidia.com/use-gpuuuid": "GPU-1"}, "any", "GPU-12", False),
+        ({"nvidia.com/use-gpuuuid": "gpu-1"}, "any", "GPU-1", False),
+        ({"nvidia.com/nouse-gpuuuid": "GPU-1"}, "any", "GPU-1", False),
+        ({"nvidia.com/nouse-gpuuuid": "GPU-1"}, "any", "GPU-10", True),
+        ({}, "anything", "GPU-x", True),
+    ],
+    ids=["use-type-lower-matches-upper", "use-type-upper-matches-lower", "use-type-list",
+         "use-type-list-miss", "nouse-type-substring", "nouse-type-miss", "nouse-type-case",
+         "use-and-nouse-type", "use-uuid-list", "use-uuid-exact-not-prefix",
+         "use-uuid-case-sensitive", "nouse-uuid", "nouse-uuid-exact", "unrestricted"],
+)
+
+
+def test_selector_from_annotations(annotations: dict[str, str], model: str, uuid: str,
+                                   allowed: bool) -> None:
+    selector = parse_pod(pod(ctr(limits={GPU: 1}), annotations=annotations), DEFAULT
+                         ).choices.selector
+    assert (selector.type_allowed(model) and selector.uuid_allowed(uuid)) is allowed
+    assert selector.unrestricted is (not annotations)
+
+
+# --- names_gpu_resource: the webhook's cheap test, never raises ------------------------------
+
+NAMES: list[tuple[str, Any, bool]] = [
+    ("gpu-in-limits", pod(ctr(limits={GPU: 1})), True),
+    ("gpumem-in-requests", pod(ctr(requests={MEM: 10})), True),
+    ("priority-only", pod(ctr(limits={PRIO: 1})), True),
+    ("init-container-only", pod(ctr("a"), init=(ctr("i", {CORES: 5}),)), True),
+    ("bad-quantity-still-names-it", pod(ctr(limits={GPU: "junk"})), True),
+    ("cpu-only", pod(ctr(limits={"cpu": "1", "memory": "1Gi"})), False),
+    ("other-vendor", pod(ctr(limits={"amd.com/gpu": 1})), False),
+    ("no-containers", {"spec": {}}, False),
+    ("none", None, False),
+    ("list", [], False),
+    ("string", "pod", False),
+    ("spec-list", {"spec": []}, False),
+    ("containers-string", {"spec": {"containers": "abc"}}, False),
+    ("container-string", {"spec": {"containers": ["abc", 1, None]}}, False),
+    ("resources-list", {"spec": {"containers": [{"resources": [GPU]}]}}, False),
+    ("limits-list", {"spec": {"containers": [{"resources": {"limits": [GPU]}}]}}, False),
+    ("limits-string", {"spec": {"containers": [{"resources": {"limits": GPU}}]}}, False),
+    ("odd-keys", {"spec": {"containers": [{"resources": {"limits": {1: 2, (3,): 4}}}]}},
+     False),
+    ("garbage-then-gpu",
+     {"spec": {"containers": ["x", {"resources": None}, {"resources": {"limits": {GPU: 1}}}]}},
+     True),
+]
+
+
+@pytest.mark.parametrize(("obj", "expected"), [n[1:] for n in NAMES], ids=[n[0] for n in NAMES])
+def test_names_gpu_resource(obj: Any, expected: bool) -> None:
+    assert names_gpu_resource(obj, DEFAULT) is expected
+
+
+def test_names_gpu_resource_uses_configured_names() -> None:
+    assert names_gpu_resource(pod(ctr(limits={"example.com/vcores": 1})), CUSTOM) is True
+    assert names_gpu_resource(pod(ctr(limits={GPU: 1})), CUSTOM) is False
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_like)
+def test_names_gpu_resource_never_raises(obj: Any) -> None:
+    assert names_gpu_resource(obj, DEFAULT) in (True, False)
+
+
+# --- privileged containers ---------------------------------------------------------------
+
+def test_privileged_gpu_containers() -> None:
+    privileged = {"securityContext": {"privileged": True}}
+    p = pod(
+        ctr("gpu-priv", {GPU: 1}, **privileged),
+        ctr("gpu-plain", {GPU: 1}),
+        ctr("gpu-unprivileged", {GPU: 1}, securityContext={"privileged": False}),
+        ctr("cpu-priv", {"cpu": "1"}, **privileged),
+        init=(ctr("init-priv", {MEM: 100}, **privileged),),
+    )
+    request = parse_pod(p, DEFAULT)
+    assert privileged_gpu_containers(p, request) == ["init-priv", "gpu-priv"]
+
+
+def test_privileged_gpu_containers_none() -> None:
+    p = pod(ctr("a", {GPU: 1}, securityContext=None), ctr("b", {GPU: 1}, securityContext="x"))
+    assert privileged_gpu_containers(p, parse_pod(p, DEFAULT)) == []
