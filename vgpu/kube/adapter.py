@@ -2,7 +2,9 @@
 
 Objects cross the port as the API's own JSON, which is what the components' decisions
 read; the ``kubernetes`` client's generated models are never built, because parsing into
-models and back costs more than the decisions themselves.
+models and back costs more than the decisions themselves. Every path, and the
+``apiVersion``/``kind`` of every object written, comes from the port's resource table
+(:mod:`vgpu.cluster.resources`); only ``pods/binding`` and events are spelt out here.
 
 :func:`connect` picks one of the two transports of :mod:`vgpu.kube.transport`: the
 service account's in a pod, which never imports ``kubernetes``, else the kubeconfig's.
@@ -22,6 +24,7 @@ from urllib.parse import quote
 import urllib3
 
 from vgpu.cluster.port import ALL, Kind, ListResult, Obj, Selector, WatchEvent
+from vgpu.cluster.resources import DEFAULT_NAMESPACE, Resource, check_selector, resource
 from vgpu.errors import (
     ClusterError,
     ConfigError,
@@ -45,19 +48,28 @@ __all__ = ["ClientTransport", "InClusterTransport", "KubeCluster", "Transport", 
 _MERGE_PATCH = "application/merge-patch+json"
 
 
-def _path(kind: Kind, name: str | None = None, namespace: str | None = None,
+def _path(res: Resource, name: str | None = None, namespace: str | None = None,
           sub: str | None = None) -> str:
-    if kind == "nodes":
-        path = "/api/v1/nodes"
-    elif namespace:
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
-    else:
-        path = "/api/v1/pods"
+    """The REST path of a collection (no ``name``) or of one object.
+
+    A namespaced collection without a namespace is the all-namespaces one; a namespaced
+    object without one is in ``default``, as in the in-memory cluster; a cluster-scoped
+    resource ignores the namespace.
+    """
+    path = "/api/v1" if not res.group else f"/apis/{res.api_version}"
+    if res.namespaced and (namespace or name):
+        path += f"/namespaces/{quote(namespace or DEFAULT_NAMESPACE, safe='')}"
+    path += f"/{res.plural}"
     if name:
         path += f"/{quote(name, safe='')}"
     if sub:
         path += f"/{sub}"
     return path
+
+
+def _typed(res: Resource, obj: Obj) -> Obj:
+    """``obj`` with the ``apiVersion`` and ``kind`` the API server decodes a body by."""
+    return {"apiVersion": res.api_version, "kind": res.kind, **obj}
 
 
 def _query(selector: Selector) -> list[tuple[str, str]]:
@@ -103,8 +115,9 @@ class KubeCluster:
             raise ClusterError(f"{method} {path}: {exc}") from None
 
     def request_json(self, method: str, path: str, what: str, **kwargs: Any) -> Obj:
-        """One request for an API path outside the port (leases, secrets, webhook
-        configurations); errors are mapped as for the port's own calls."""
+        """One request for an API path outside the port; errors are mapped as for the
+        port's own calls. Product code goes through the port: this is for the tests and
+        benches that set up what the port does not serve (namespaces, RBAC, statuses)."""
         response = self._send(method, path, **kwargs)
         try:
             data: bytes = response.data
@@ -118,13 +131,15 @@ class KubeCluster:
     # -- the port --------------------------------------------------------------------------
 
     def list(self, kind: Kind, selector: Selector = ALL) -> ListResult:
+        res = resource(kind)
+        check_selector(res, selector)
         query = _query(selector)
         items: list[Obj] = []
         cont = ""
         # Page through large lists so a 10,000-pod cluster is not one giant response.
         while True:
             paging = [("limit", "2000"), *([("continue", cont)] if cont else [])]
-            page = self.request_json("GET", _path(kind, namespace=selector.namespace),
+            page = self.request_json("GET", _path(res, namespace=selector.namespace),
                                      f"list {kind}", query=[*query, *paging])
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
@@ -134,10 +149,18 @@ class KubeCluster:
 
     def watch(self, kind: Kind, resource_version: str, selector: Selector = ALL,
               timeout_seconds: float = 30.0) -> Iterator[WatchEvent]:
+        res = resource(kind)
+        # Checked here, not when the stream is first read, as in the in-memory cluster.
+        check_selector(res, selector)
+        return self._stream(res, resource_version, selector, timeout_seconds)
+
+    def _stream(self, res: Resource, resource_version: str, selector: Selector,
+                timeout_seconds: float) -> Iterator[WatchEvent]:
+        kind = res.plural
         query = [*_query(selector), ("watch", "true"), ("resourceVersion", resource_version),
                  ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", str(max(1, int(timeout_seconds))))]
-        raw = self._send("GET", _path(kind, namespace=selector.namespace), query=query,
+        raw = self._send("GET", _path(res, namespace=selector.namespace), query=query,
                          timeout=(10.0, timeout_seconds + 15))
         if raw.status >= 300:
             raise _error(raw.status, raw.data, f"watch {kind}")
@@ -161,24 +184,30 @@ class KubeCluster:
             raw.release_conn()
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
-        return self.request_json("GET", _path(kind, name, namespace), f"get {kind[:-1]} {name}")
+        res = resource(kind)
+        return self.request_json("GET", _path(res, name, namespace),
+                                 f"get {res.singular} {name}")
 
     def create(self, kind: Kind, obj: Obj) -> Obj:
+        res = resource(kind)
         namespace = (obj.get("metadata") or {}).get("namespace") or (
-            "default" if kind == "pods" else None)
-        body = dict(obj)
-        body.setdefault("apiVersion", "v1")
-        body.setdefault("kind", "Pod" if kind == "pods" else "Node")
-        return self.request_json("POST", _path(kind, namespace=namespace), f"create {kind[:-1]}",
-                          body=body)
+            DEFAULT_NAMESPACE if res.namespaced else None)
+        return self.request_json("POST", _path(res, namespace=namespace),
+                                 f"create {res.singular}", body=_typed(res, obj))
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
-        self.request_json("DELETE", _path(kind, name, namespace), f"delete {kind[:-1]} {name}")
+        res = resource(kind)
+        self.request_json("DELETE", _path(res, name, namespace), f"delete {res.singular} {name}")
 
     def replace(self, kind: Kind, obj: Obj) -> Obj:
+        res = resource(kind)
         meta = obj.get("metadata") or {}
-        return self.request_json("PUT", _path(kind, meta.get("name"), meta.get("namespace")),
-                          f"replace {kind[:-1]} {meta.get('name')}", body=obj)
+        name = meta.get("name")
+        if not name:
+            # Without a name the path would be the collection's, and a PUT there a 405.
+            raise InvalidError(f"replace {res.singular}: the object has no metadata.name")
+        return self.request_json("PUT", _path(res, name, meta.get("namespace")),
+                                 f"replace {res.singular} {name}", body=_typed(res, obj))
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
@@ -187,8 +216,10 @@ class KubeCluster:
         if resource_version:
             # A merge patch carrying resourceVersion is a conditional write: 409 if stale.
             metadata["resourceVersion"] = resource_version
-        return self.request_json("PATCH", _path(kind, name, namespace), f"patch {kind[:-1]} {name}",
-                          body={"metadata": metadata}, content_type=_MERGE_PATCH)
+        res = resource(kind)
+        return self.request_json("PATCH", _path(res, name, namespace),
+                                 f"patch {res.singular} {name}",
+                                 body={"metadata": metadata}, content_type=_MERGE_PATCH)
 
     def bind(self, namespace: str, name: str, node: str,
              annotations: Mapping[str, str]) -> None:
@@ -197,8 +228,8 @@ class KubeCluster:
             "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        self.request_json("POST", _path("pods", name, namespace, "binding"), f"bind pod {name}",
-                   body=body)
+        self.request_json("POST", _path(resource("pods"), name, namespace, "binding"),
+                          f"bind pod {name}", body=body)
 
     def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
                      message: str, component: str) -> None:
@@ -219,7 +250,7 @@ class KubeCluster:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         self.request_json("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
-                   "record event", body=event)
+                          "record event", body=event)
 
 
 def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,
