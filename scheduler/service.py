@@ -23,9 +23,9 @@ from scheduler.metrics import Metrics, State
 from scheduler.scheduler import Scheduler
 from scheduler.server import HealthServer
 from vgpu import logs
+from vgpu.cluster.leader import ElectionConfig, LeaderElector, LeaseStore
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
-from vgpu.kube.leader import ElectionConfig, LeaderElector, LeaseStore
 
 _log = logs.get("vgpu.scheduler.service")
 

@@ -23,10 +23,10 @@ import pytest
 
 from tests.controlplane.cluster import ControlPlane
 from vgpu.cluster.informer import Informer
+from vgpu.cluster.leader import ClusterLeaseStore, ElectionConfig, LeaderElector
 from vgpu.cluster.port import Obj, Selector
 from vgpu.errors import ClusterError, ConflictError, NotFoundError
 from vgpu.kube import adapter
-from vgpu.kube.leader import ElectionConfig, KubeLeaseStore, LeaderElector
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ def test_record_event(kube: adapter.KubeCluster, namespace: str) -> None:
 
 
 def test_leader_election_on_a_real_lease(kube: adapter.KubeCluster, namespace: str) -> None:
-    store = KubeLeaseStore(kube)
+    store = ClusterLeaseStore(kube)
     a = LeaderElector(store, ElectionConfig(namespace, "sched", "a", lease_duration=2))
     b = LeaderElector(store, ElectionConfig(namespace, "sched", "b", lease_duration=2))
     assert a.try_acquire_or_renew()
