@@ -75,16 +75,19 @@ def run(args: argparse.Namespace) -> int:
         secrets = DirStore(args.out_dir)
         where = args.out_dir
     else:
-        from certs.kube import SecretApi, WebhookApi  # noqa: PLC0415 (only for a cluster)
+        from certs.cluster import (  # noqa: PLC0415 (only for a cluster)
+            ClusterSecretStore,
+            ClusterWebhookStore,
+        )
         from vgpu.kube.adapter import connect  # noqa: PLC0415
 
         cluster = connect(args.kubeconfig)
         if cluster is None:
             raise ConfigError("no cluster configuration")
-        secrets = SecretApi(cluster, args.namespace, args.secret)
+        secrets = ClusterSecretStore(cluster, args.namespace, args.secret)
         where = f"secret {args.namespace}/{args.secret}"
         if args.webhook_config:
-            webhooks = WebhookApi(cluster, args.webhook_config)
+            webhooks = ClusterWebhookStore(cluster, args.webhook_config)
     deadline = time.monotonic() + args.wait
     while True:
         outcome = reconcile_retrying(secrets, webhooks, settings, dt.datetime.now(dt.UTC))

@@ -3,7 +3,7 @@
 One Secret and one webhook configuration, named when the store is made, so the cluster
 store needs rights on those two objects only (RBAC ``resourceNames``). The logic in
 :mod:`certs.reconcile` sees nothing but these interfaces, so it is tested without a
-cluster; :mod:`certs.kube` is the implementation over the API.
+cluster; :mod:`certs.cluster` is the implementation over the cluster port.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ class WebhookStore(Protocol):
 
     def write(self, changes: Sequence[tuple[int, WebhookBundle]]) -> None:
         """Set the bundles of the webhooks at these positions, failing (``ConflictError``)
-        when a position no longer holds the webhook of that name."""
+        when the configuration changed since :meth:`read`, and at the least when a
+        position no longer holds the webhook of that name."""
         ...
 
 

@@ -11,11 +11,11 @@ from typing import Any
 
 from scheduler.host.service import Options, Service, default_identity
 from vgpu import logs
+from vgpu.cluster.leader import ClusterLeaseStore, ElectionConfig
 from vgpu.config import Config
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import KubeCluster, connect
-from vgpu.kube.leader import ElectionConfig, KubeLeaseStore
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     # that neither a burst of events nor a burst of bindings can delay a renewal.
     cluster = _connect(args.kubeconfig, sc.api_qps, sc.api_burst, max(16, sc.bind_workers + 8))
     events = _connect(args.kubeconfig, sc.event_qps, sc.event_burst, 4)
-    leases = (KubeLeaseStore(_connect(args.kubeconfig, 0, 1, 2))
+    leases = (ClusterLeaseStore(_connect(args.kubeconfig, 0, 1, 2))
               if election is not None else None)
     service = Service(cfg, cluster, events=events, leases=leases,
                       options=Options(metrics_port=sc.metrics_port, address=args.address,

@@ -45,7 +45,8 @@ class ConflictError(ClusterError):
 
 
 class InvalidError(ClusterError):
-    """The API server refused the request's content (HTTP 422), e.g. a failed JSON-patch test."""
+    """The request's content is refused: by the API server (HTTP 422), or before sending
+    because it cannot apply (a namespace on a cluster-scoped resource, say)."""
 
 
 class GoneError(ClusterError):

@@ -23,9 +23,9 @@ from scheduler.host.metrics import Metrics, State
 from scheduler.host.scheduler import Scheduler
 from scheduler.host.server import HealthServer
 from vgpu import logs
+from vgpu.cluster.leader import ElectionConfig, LeaderElector, LeaseStore
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
-from vgpu.kube.leader import ElectionConfig, LeaderElector, LeaseStore
 
 _log = logs.get("vgpu.scheduler.service")
 

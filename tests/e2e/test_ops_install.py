@@ -194,7 +194,7 @@ CAN = {
         ("get", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
         ("update", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
         ("get", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
-        ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
+        ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
     ],
 }
 
@@ -224,6 +224,9 @@ CANNOT = {
                    ("create", "secrets", "-n", "team-a"),
                    ("delete", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
                    ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other"),
+                   ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other"),
+                   ("patch",
+                    "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
                    ("list", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
                    ("patch", "validatingwebhookconfigurations.admissionregistration.k8s.io")],
 }

@@ -17,13 +17,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from certs import pki
 from certs.reconcile import Settings, reconcile, reconcile_retrying
 from certs.store import DirStore, StoredSecret, WebhookBundle
+from tests.ops.certs_support import DAY, NAMES, NOW, SETTINGS, subject, subjects
 from vgpu import cli
 from vgpu.errors import ConflictError, NotFoundError
-
-NOW = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
-DAY = dt.timedelta(days=1)
-NAMES = pki.dns_names("vgpu-webhook", "vgpu-system")
-SETTINGS = Settings(NAMES, validity=365 * DAY, renew_before=30 * DAY)
 
 
 class MemorySecrets:
@@ -125,14 +121,6 @@ def test_plan(material: pki.Material | None, names: tuple[str, ...], now: dt.dat
         assert not plan.keep and any(reason in r for r in plan.renew), plan.renew
 
 
-def _subjects(pem: bytes) -> list[x509.Name]:
-    return [c.subject for c in x509.load_pem_x509_certificates(pem)] if pem else []
-
-
-def _subject(pem: bytes) -> x509.Name:
-    return x509.load_pem_x509_certificate(pem).subject
-
-
 def test_bundle_of_a_fresh_configuration_is_the_ca() -> None:
     assert pki.bundle(b"", FRESH.ca_crt, NOW) == FRESH.ca_crt
     assert pki.bundle(FRESH.ca_crt, FRESH.ca_crt, NOW) == FRESH.ca_crt
@@ -140,19 +128,19 @@ def test_bundle_of_a_fresh_configuration_is_the_ca() -> None:
 
 def test_rotation_keeps_the_ca_in_use_and_is_then_stable() -> None:
     rotated = pki.bundle(FRESH.ca_crt, OTHER.ca_crt, NOW, in_use=FRESH.ca_crt)
-    assert _subjects(rotated) == [_subject(OTHER.ca_crt), _subject(FRESH.ca_crt)]
+    assert subjects(rotated) == [subject(OTHER.ca_crt), subject(FRESH.ca_crt)]
     # The next run (the new CA now in use) leaves it byte for byte.
     assert pki.bundle(rotated, OTHER.ca_crt, NOW, in_use=OTHER.ca_crt) is rotated
     # Once the old CA expired it drops out.
     later = NOW + 366 * DAY
     newer = pki.issue(NAMES, later, 365 * DAY)
-    assert _subjects(pki.bundle(rotated, newer.ca_crt, later)) == [_subject(newer.ca_crt)]
+    assert subjects(pki.bundle(rotated, newer.ca_crt, later)) == [subject(newer.ca_crt)]
 
 
 def test_bundle_drops_garbage_and_is_bounded() -> None:
     assert pki.bundle(b"not pem", FRESH.ca_crt, NOW) == FRESH.ca_crt
     many = b"".join(pki.issue(NAMES, NOW + i * DAY, 365 * DAY).ca_crt for i in range(6))
-    assert len(_subjects(pki.bundle(many, FRESH.ca_crt, NOW + 10 * DAY, limit=4))) == 4
+    assert len(subjects(pki.bundle(many, FRESH.ca_crt, NOW + 10 * DAY, limit=4))) == 4
 
 
 # --- reconcile ---------------------------------------------------------------------------
@@ -180,8 +168,8 @@ def test_expiring_certificate_is_renewed_and_old_ca_stays_trusted() -> None:
     assert renewed.secret_written and "expires" in renewed.renewed[0]
     new = secrets.secret.data
     assert new["ca.crt"] != old["ca.crt"] and new["tls.key"] != old["tls.key"]
-    assert _subjects(hooks.webhooks[0].ca_bundle) == [_subject(new["ca.crt"]),
-                                                      _subject(old["ca.crt"])]
+    assert subjects(hooks.webhooks[0].ca_bundle) == [subject(new["ca.crt"]),
+                                                      subject(old["ca.crt"])]
     assert renewed.not_after == soon + 365 * DAY
     assert not reconcile(secrets, hooks, SETTINGS, soon).changed
 

@@ -58,7 +58,7 @@ EXPECTED_RIGHTS = {
         | _rights("vgpu-system", "", f"secrets/{certs_cli.DEFAULT_SECRET}", "get", "update")
         | _rights("cluster", "admissionregistration.k8s.io",
                   f"mutatingwebhookconfigurations/{certs_cli.DEFAULT_WEBHOOK_CONFIG}",
-                  "get", "patch")),
+                  "get", "update")),
 }
 
 

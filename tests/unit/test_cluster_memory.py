@@ -6,8 +6,9 @@ import pytest
 
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.memory import MemoryCluster
-from vgpu.cluster.port import Obj, Selector
-from vgpu.errors import ConflictError, GoneError, NotFoundError
+from vgpu.cluster.port import Kind, Obj, Selector
+from vgpu.cluster.resources import RESOURCES
+from vgpu.errors import ConflictError, GoneError, InvalidError, NotFoundError
 
 
 def pod(name: str, ns: str = "default", node: str | None = None) -> Obj:
@@ -134,3 +135,76 @@ def test_informer_thread_sees_changes_promptly() -> None:
         stop.set()
         thread.join(2)
     assert not thread.is_alive()
+
+
+# --- every resource of the table ---------------------------------------------------------
+
+@pytest.mark.parametrize("kind", sorted(RESOURCES))
+def test_every_resource_is_stored_listed_watched_and_written(kind: Kind) -> None:
+    c = MemoryCluster()
+    namespaced = RESOURCES[kind].namespaced
+    ns = "ns" if namespaced else None
+    start = c.resource_version
+    created = c.create(kind, {"metadata": {"name": "x", "namespace": ns}, "spec": {"a": 1}})
+    assert created["metadata"].get("namespace") == ns
+    assert c.get(kind, "x", ns)["spec"] == {"a": 1}
+    assert [o["metadata"]["name"] for o in c.list(kind).items] == ["x"]
+    stale = created["metadata"]["resourceVersion"]
+    replaced = c.replace(kind, {**created, "spec": {"a": 2}})
+    assert replaced["metadata"]["uid"] == created["metadata"]["uid"]
+    with pytest.raises(ConflictError, match="modified"):
+        c.replace(kind, {**created, "spec": {"a": 3}})
+    with pytest.raises(ConflictError, match="modified"):
+        c.patch_annotations(kind, "x", {"k": "v"}, ns, resource_version=stale)
+    c.patch_annotations(kind, "x", {"k": "v"}, ns)
+    c.delete(kind, "x", ns)
+    with pytest.raises(NotFoundError, match=f"{RESOURCES[kind].singular} .*x not found"):
+        c.get(kind, "x", ns)
+    events = [e.type for e in c.watch(kind, start, timeout_seconds=0)]
+    assert events == ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]
+    # Another kind's history is its own.
+    other: Kind = "nodes" if kind != "nodes" else "pods"
+    assert list(c.watch(other, start, timeout_seconds=0)) == []
+
+
+def test_namespaced_objects_default_and_cluster_scoped_have_none() -> None:
+    c = MemoryCluster()
+    lease = c.create("leases", {"metadata": {"name": "l"}})
+    assert lease["metadata"]["namespace"] == "default"
+    assert c.get("leases", "l")["metadata"]["name"] == "l"
+    sc = c.create("storageclasses", {"metadata": {"name": "fast", "namespace": "x"}})
+    assert "namespace" not in sc["metadata"]
+    assert c.get("storageclasses", "fast", "anything")["metadata"]["name"] == "fast"
+    # A replace that names no namespace is of the object in the default namespace.
+    c.replace("leases", {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}})
+    assert [o["spec"] for o in c.list("leases").items] == [{"holderIdentity": "a"}]
+
+
+def test_a_namespace_selects_namespaced_resources() -> None:
+    c = MemoryCluster()
+    for ns in ("a", "b"):
+        c.create("persistentvolumeclaims", {"metadata": {"name": "claim", "namespace": ns}})
+    listed = c.list("persistentvolumeclaims", Selector(namespace="b")).items
+    assert [o["metadata"]["namespace"] for o in listed] == ["b"]
+    watched = list(c.watch("persistentvolumeclaims", "0", Selector(namespace="a"),
+                           timeout_seconds=0))
+    assert [e.object["metadata"]["namespace"] for e in watched] == ["a"]
+
+
+@pytest.mark.parametrize(("kind", "selector", "message"), [
+    ("nodes", Selector(namespace="ns"), "cluster-scoped"),
+    ("csinodes", Selector(namespace="ns"), "cluster-scoped"),
+    ("persistentvolumeclaims", Selector(node_name="n1"), "pods only"),
+])
+def test_a_selector_that_cannot_apply_is_refused(kind: Kind, selector: Selector,
+                                                 message: str) -> None:
+    c = MemoryCluster()
+    with pytest.raises(InvalidError, match=message):
+        c.list(kind, selector)
+    with pytest.raises(InvalidError, match=message):
+        c.watch(kind, "0", selector)
+
+
+def test_replace_needs_a_name() -> None:
+    with pytest.raises(InvalidError, match=r"no metadata\.name"):
+        MemoryCluster().replace("secrets", {"metadata": {"namespace": "ns"}})

@@ -6,12 +6,13 @@ the components depend on: a cluster-wide resourceVersion, conditional writes tha
 with ``ConflictError``, ``pods/binding`` that sets ``nodeName`` and copies annotations in
 one write and refuses a bound pod, watches that resume from a resourceVersion and answer
 ``GoneError`` once it has been compacted away, and field-selector watches that report an
-object entering the selection as ADDED and leaving it as DELETED.
+object entering the selection as ADDED and leaving it as DELETED. It stores every
+resource of :mod:`vgpu.cluster.resources` alike; only pods get defaults (an empty spec,
+phase Pending) and a binding.
 """
 
 from __future__ import annotations
 
-import bisect
 import builtins
 import copy
 import datetime as dt
@@ -23,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from vgpu.cluster.history import History
 from vgpu.cluster.port import (
     ALL,
     EventType,
@@ -33,7 +35,14 @@ from vgpu.cluster.port import (
     WatchEvent,
     key_of,
 )
-from vgpu.errors import ConflictError, GoneError, NotFoundError
+from vgpu.cluster.resources import (
+    DEFAULT_NAMESPACE,
+    RESOURCES,
+    Resource,
+    check_selector,
+    resource,
+)
+from vgpu.errors import ConflictError, GoneError, InvalidError, NotFoundError
 
 
 @dataclass(frozen=True)
@@ -54,9 +63,8 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _matches(kind: Kind, obj: Obj, selector: Selector) -> bool:
-    if kind != "pods":
-        return True
+def _matches(obj: Obj, selector: Selector) -> bool:
+    # check_selector has refused the selections that cannot apply to the resource.
     meta = obj.get("metadata") or {}
     if selector.namespace is not None and meta.get("namespace") != selector.namespace:
         return False
@@ -65,27 +73,20 @@ def _matches(kind: Kind, obj: Obj, selector: Selector) -> bool:
     return True
 
 
+def _stale(res: Resource, obj: Obj, wanted: str) -> ConflictError:
+    return ConflictError(f"{res.singular} {key_of(obj)}: the object has been modified "
+                         f"(resourceVersion {wanted} is stale)")
+
+
 class MemoryCluster:
     """A thread-safe in-memory implementation of :class:`vgpu.cluster.port.ClusterPort`."""
 
     def __init__(self, history: int = 100_000, copy_objects: bool = True) -> None:
         self._lock = threading.Condition()
-        self._objects: dict[Kind, dict[str, Obj]] = {"pods": {}, "nodes": {}}
+        self._objects: dict[str, dict[str, Obj]] = {kind: {} for kind in RESOURCES}
         self._rv = itertools.count(1)
         self._last_rv = 0
-        # (rv, kind, type, old, new): old/new let a field-selector watch tell "entered" from
-        # "left" the selection.
-        # A list with a parallel list of versions, so a watch finds where to resume by
-        # bisection instead of scanning everything since the cluster began.
-        self._history: list[tuple[int, Kind, EventType, Obj | None, Obj | None]] = []
-        self._history_rvs: list[int] = []
-        self._history_max = history
-        self._compacted_to = 0
-        # The same entries per kind: a node watch must not scan every pod event since its
-        # last node event (a replay creates tens of thousands of pod events and no node).
-        self._kind_history: dict[Kind, list[tuple[int, Kind, EventType, Obj | None,
-                                                  Obj | None]]] = {"pods": [], "nodes": []}
-        self._kind_rvs: dict[Kind, list[int]] = {"pods": [], "nodes": []}
+        self._history = History(history)
         self._events: dict[tuple[str, str, str, str, str], RecordedEvent] = {}
         # The simulator turns copying off: it never mutates what it is given, and deep copies
         # of every object at every read dominate a 10,000-pod replay.
@@ -101,36 +102,30 @@ class MemoryCluster:
         return self._last_rv
 
     def _record(self, kind: Kind, etype: EventType, old: Obj | None, new: Obj | None) -> None:
-        rv = self._last_rv
-        entry = (rv, kind, etype, old, new)
-        self._history.append(entry)
-        self._history_rvs.append(rv)
-        self._kind_history[kind].append(entry)
-        self._kind_rvs[kind].append(rv)
-        if len(self._history) > self._history_max:
-            # Compact in chunks (amortised O(1) per write); a watcher older than the oldest
-            # kept event gets Gone, as from etcd compaction.
-            drop = max(1, len(self._history) - self._history_max + self._history_max // 4)
-            self._compacted_to = self._history_rvs[drop - 1]
-            del self._history[:drop]
-            del self._history_rvs[:drop]
-            for k, rvs in self._kind_rvs.items():
-                gone = bisect.bisect_right(rvs, self._compacted_to)
-                del rvs[:gone]
-                del self._kind_history[k][:gone]
+        self._history.append((self._last_rv, kind, etype, old, new))
         self._lock.notify_all()
 
-    def _key(self, kind: Kind, name: str, namespace: str | None) -> str:
-        if kind == "pods":
-            return f"{namespace or 'default'}/{name}"
-        return name
+    @staticmethod
+    def _key(res: Resource, name: str, namespace: str | None) -> str:
+        return f"{namespace or DEFAULT_NAMESPACE}/{name}" if res.namespaced else name
 
     def _get(self, kind: Kind, name: str, namespace: str | None) -> Obj:
-        obj = self._objects[kind].get(self._key(kind, name, namespace))
+        res = resource(kind)
+        key = self._key(res, name, namespace)
+        obj = self._objects[kind].get(key)
         if obj is None:
-            where = f"{namespace}/" if kind == "pods" else ""
-            raise NotFoundError(f"{kind[:-1]} {where}{name} not found")
+            raise NotFoundError(f"{res.singular} {key} not found")
         return obj
+
+    @staticmethod
+    def _place(res: Resource, meta: Obj, namespace: str | None) -> None:
+        """Give ``meta`` the namespace its key needs: the default for a namespaced object
+        that names none, none at all for a cluster-scoped one (as the API server clears
+        it), so that ``key_of`` and ``_key`` agree."""
+        if res.namespaced:
+            meta["namespace"] = namespace or DEFAULT_NAMESPACE
+        else:
+            meta.pop("namespace", None)
 
     def _store(self, kind: Kind, obj: Obj, etype: EventType, old: Obj | None) -> Obj:
         obj["metadata"]["resourceVersion"] = str(self._next_rv())
@@ -141,13 +136,19 @@ class MemoryCluster:
     # -- the port --------------------------------------------------------------------------
 
     def list(self, kind: Kind, selector: Selector = ALL) -> ListResult:
+        check_selector(resource(kind), selector)
         with self._lock:
             items = [self._copy(o) for o in self._objects[kind].values()
-                     if _matches(kind, o, selector)]
+                     if _matches(o, selector)]
             return ListResult(items=items, resource_version=str(self._last_rv))
 
     def watch(self, kind: Kind, resource_version: str, selector: Selector = ALL,
               timeout_seconds: float = 30.0) -> Iterator[WatchEvent]:
+        check_selector(resource(kind), selector)
+        return self._watch(kind, resource_version, selector, timeout_seconds)
+
+    def _watch(self, kind: Kind, resource_version: str, selector: Selector,
+               timeout_seconds: float) -> Iterator[WatchEvent]:
         try:
             since = int(resource_version or 0)
         except ValueError:
@@ -155,10 +156,7 @@ class MemoryCluster:
         deadline = time.monotonic() + timeout_seconds
         while True:
             with self._lock:
-                if since < self._compacted_to:
-                    raise GoneError(f"too old resource version: {since} ({self._compacted_to})")
-                start = bisect.bisect_right(self._kind_rvs[kind], since)
-                pending = self._kind_history[kind][start:]
+                pending = self._history.since(kind, since)
                 if not pending:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
@@ -168,15 +166,15 @@ class MemoryCluster:
                 out: list[WatchEvent] = []
                 for rv, _kind, etype, old, new in pending:
                     since = rv
-                    event = self._translate(kind, etype, old, new, selector)
+                    event = self._translate(etype, old, new, selector)
                     if event is not None:
                         out.append(event)
             yield from out
 
-    def _translate(self, kind: Kind, etype: EventType, old: Obj | None, new: Obj | None,
+    def _translate(self, etype: EventType, old: Obj | None, new: Obj | None,
                    selector: Selector) -> WatchEvent | None:
-        was = old is not None and _matches(kind, old, selector)
-        now = new is not None and _matches(kind, new, selector)
+        was = old is not None and _matches(old, selector)
+        now = new is not None and _matches(new, selector)
         if etype == "DELETED":
             return WatchEvent("DELETED", self._copy(old)) if was and old is not None else None
         if now and not was and new is not None:
@@ -192,17 +190,17 @@ class MemoryCluster:
             return self._copy(self._get(kind, name, namespace))
 
     def create(self, kind: Kind, obj: Obj) -> Obj:
+        res = resource(kind)
         new = copy.deepcopy(obj)
         meta = new.setdefault("metadata", {})
+        self._place(res, meta, meta.get("namespace"))
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
         with self._lock:
-            if kind == "pods":
-                meta.setdefault("namespace", "default")
-                if not meta.get("name") and meta.get("generateName"):
-                    meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
             if not meta.get("name"):
-                raise ConflictError(f"{kind[:-1]} needs metadata.name or generateName")
+                raise ConflictError(f"{res.singular} needs metadata.name or generateName")
             if key_of(new) in self._objects[kind]:
-                raise ConflictError(f"{kind[:-1]} {key_of(new)} already exists")
+                raise ConflictError(f"{res.singular} {key_of(new)} already exists")
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("creationTimestamp", _now())
             if kind == "pods":
@@ -222,15 +220,17 @@ class MemoryCluster:
             self._record(kind, "DELETED", gone, None)
 
     def replace(self, kind: Kind, obj: Obj) -> Obj:
+        res = resource(kind)
         new = copy.deepcopy(obj)
-        meta = new.get("metadata") or {}
+        meta = new.setdefault("metadata", {})
+        self._place(res, meta, meta.get("namespace"))
+        if not meta.get("name"):
+            raise InvalidError(f"replace {res.singular}: the object has no metadata.name")
         with self._lock:
             old = self._get(kind, meta.get("name", ""), meta.get("namespace"))
             wanted = meta.get("resourceVersion")
             if wanted and wanted != old["metadata"]["resourceVersion"]:
-                raise ConflictError(
-                    f"{kind[:-1]} {key_of(old)}: the object has been modified "
-                    f"(resourceVersion {wanted} is stale)")
+                raise _stale(res, old, wanted)
             meta["uid"] = old["metadata"].get("uid")
             meta["creationTimestamp"] = old["metadata"].get("creationTimestamp")
             return self._copy(self._store(kind, new, "MODIFIED", old))
@@ -241,9 +241,7 @@ class MemoryCluster:
         with self._lock:
             old = self._get(kind, name, namespace)
             if resource_version and resource_version != old["metadata"]["resourceVersion"]:
-                raise ConflictError(
-                    f"{kind[:-1]} {key_of(old)}: the object has been modified "
-                    f"(resourceVersion {resource_version} is stale)")
+                raise _stale(resource(kind), old, resource_version)
             new = copy.copy(old)
             new["metadata"] = meta = dict(old["metadata"])
             merged = dict(meta.get("annotations") or {})

@@ -2,9 +2,14 @@
 
 Objects cross it as plain dicts in the API's JSON shape (``metadata``, ``spec``,
 ``status``), so the same decision code reads a pod from the API server and from the
-in-memory cluster. Errors are the :mod:`vgpu.errors` cluster errors: ``NotFoundError``,
-``ConflictError`` (stale resourceVersion, already bound, already exists) and ``GoneError``
-(watch resourceVersion too old: re-list).
+in-memory cluster. Which resources it serves is :mod:`vgpu.cluster.resources`; a
+namespaced object given no namespace is in ``default``, and a namespace given for a
+cluster-scoped object is ignored.
+
+Errors are the :mod:`vgpu.errors` cluster errors: ``NotFoundError``, ``ConflictError``
+(stale resourceVersion, already bound, already exists), ``GoneError`` (watch
+resourceVersion too old: re-list) and ``InvalidError`` (content refused, or a selector
+that cannot apply to the resource).
 """
 
 from __future__ import annotations
@@ -14,7 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 Obj = dict[str, Any]
-Kind = Literal["pods", "nodes"]
+#: The plural of every resource the port serves; each has its row in
+#: :data:`vgpu.cluster.resources.RESOURCES`, which a unit test holds in step with this.
+Kind = Literal[
+    "pods", "nodes", "secrets", "leases", "mutatingwebhookconfigurations",
+    "persistentvolumes", "persistentvolumeclaims", "storageclasses", "csinodes",
+    "poddisruptionbudgets",
+]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 
@@ -33,7 +44,9 @@ class WatchEvent:
 @dataclass(frozen=True)
 class Selector:
     """Which objects a list or watch covers. ``node_name`` is the field selector
-    ``spec.nodeName=<node>`` the node agent uses; ``namespace`` limits pods to one."""
+    ``spec.nodeName=<node>`` the node agent uses (pods only); ``namespace`` limits a
+    namespaced resource to one namespace. Either on a resource it cannot apply to raises
+    ``InvalidError``."""
 
     namespace: str | None = None
     node_name: str | None = None

@@ -2,14 +2,12 @@
 
 Objects cross the port as the API's own JSON, which is what the components' decisions
 read; the ``kubernetes`` client's generated models are never built, because parsing into
-models and back costs more than the decisions themselves.
+models and back costs more than the decisions themselves. Every path, and the
+``apiVersion``/``kind`` of every object written, comes from the port's resource table
+(:mod:`vgpu.cluster.resources`); only ``pods/binding`` and events are spelt out here.
 
-Two transports carry the requests. In a pod (the deployed components) a small urllib3
-transport reads the service account's token and CA directly: importing the ``kubernetes``
-package loads thousands of model classes (about 19 MB), which the node agent, running on
-every GPU node, cannot afford. With a kubeconfig (an operator's laptop, the tests) the
-``kubernetes`` client's loader is used, so every auth method it knows (exec plugins, OIDC,
-client certificates) works.
+:func:`connect` picks one of the two transports of :mod:`vgpu.kube.transport`: the
+service account's in a pod, which never imports ``kubernetes``, else the kubeconfig's.
 """
 
 from __future__ import annotations
@@ -18,15 +16,15 @@ import contextlib
 import datetime as dt
 import json
 import os
-import time
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal, Protocol
-from urllib.parse import quote, urlencode
+from typing import Any, Literal
+from urllib.parse import quote
 
 import urllib3
 
 from vgpu.cluster.port import ALL, Kind, ListResult, Obj, Selector, WatchEvent
+from vgpu.cluster.resources import DEFAULT_NAMESPACE, Resource, check_selector, resource
 from vgpu.errors import (
     ClusterError,
     ConfigError,
@@ -36,23 +34,42 @@ from vgpu.errors import (
     NotFoundError,
 )
 from vgpu.kube.ratelimit import TokenBucket
+from vgpu.kube.transport import (
+    SERVICE_ACCOUNT_DIR,
+    ClientTransport,
+    InClusterTransport,
+    Timeout,
+    Transport,
+)
+
+# The transports are reached through this module too (tests build an in-cluster one).
+__all__ = ["ClientTransport", "InClusterTransport", "KubeCluster", "Transport", "connect"]
 
 _MERGE_PATCH = "application/merge-patch+json"
 
 
-def _path(kind: Kind, name: str | None = None, namespace: str | None = None,
+def _path(res: Resource, name: str | None = None, namespace: str | None = None,
           sub: str | None = None) -> str:
-    if kind == "nodes":
-        path = "/api/v1/nodes"
-    elif namespace:
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
-    else:
-        path = "/api/v1/pods"
+    """The REST path of a collection (no ``name``) or of one object.
+
+    A namespaced collection without a namespace is the all-namespaces one; a namespaced
+    object without one is in ``default``, as in the in-memory cluster; a cluster-scoped
+    resource ignores the namespace.
+    """
+    path = "/api/v1" if not res.group else f"/apis/{res.api_version}"
+    if res.namespaced and (namespace or name):
+        path += f"/namespaces/{quote(namespace or DEFAULT_NAMESPACE, safe='')}"
+    path += f"/{res.plural}"
     if name:
         path += f"/{quote(name, safe='')}"
     if sub:
         path += f"/{sub}"
     return path
+
+
+def _typed(res: Resource, obj: Obj) -> Obj:
+    """``obj`` with the ``apiVersion`` and ``kind`` the API server decodes a body by."""
+    return {"apiVersion": res.api_version, "kind": res.kind, **obj}
 
 
 def _query(selector: Selector) -> list[tuple[str, str]]:
@@ -77,75 +94,6 @@ def _error(status: int, body: bytes, what: str) -> ClusterError:
     return ClusterError(text)
 
 
-Timeout = float | tuple[float, float]
-
-
-class Transport(Protocol):
-    def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
-                content_type: str, timeout: Timeout) -> Any:
-        """Send one request; returns a urllib3 response whose body is not read yet."""
-        ...
-
-
-def _urllib3_timeout(timeout: Timeout) -> urllib3.Timeout:
-    if isinstance(timeout, tuple):
-        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
-    return urllib3.Timeout(total=timeout)
-
-
-class ClientTransport:
-    """Requests through a configured ``kubernetes.client.ApiClient`` (kubeconfig auth)."""
-
-    def __init__(self, api_client: Any) -> None:
-        self.api = api_client
-
-    def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
-                content_type: str, timeout: Timeout) -> Any:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        method, url, headers, body, _ = self.api.param_serialize(
-            method=method, resource_path=path, query_params=query,
-            header_params=headers, body=body, auth_settings=["BearerToken"])
-        return self.api.call_api(method, url, header_params=headers, body=body,
-                                 _request_timeout=timeout).response
-
-
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-
-class InClusterTransport:
-    """Requests with the pod's service account, without importing ``kubernetes``.
-
-    The token is re-read every minute: bound service-account tokens are rotated by the
-    kubelet and an old one stops working after an hour.
-    """
-
-    def __init__(self, host: str, port: str, account_dir: str = SERVICE_ACCOUNT_DIR,
-                 pool_size: int = 32) -> None:
-        self.base = f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}"
-        self._token_file = os.path.join(account_dir, "token")
-        self._token = ""
-        self._token_read = 0.0
-        self._pool = urllib3.PoolManager(maxsize=pool_size, cert_reqs="CERT_REQUIRED",
-                                         ca_certs=os.path.join(account_dir, "ca.crt"))
-
-    def _bearer(self) -> str:
-        now = time.monotonic()
-        if not self._token or now - self._token_read > 60:
-            with open(self._token_file, encoding="utf-8") as handle:
-                self._token = handle.read().strip()
-            self._token_read = now
-        return self._token
-
-    def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
-                content_type: str, timeout: Timeout) -> Any:
-        url = self.base + path + (f"?{urlencode(query)}" if query else "")
-        headers = {"Accept": "application/json", "Content-Type": content_type,
-                   "Authorization": f"Bearer {self._bearer()}"}
-        return self._pool.request(method, url, body=None if body is None else json.dumps(body),
-                                  headers=headers, timeout=_urllib3_timeout(timeout),
-                                  preload_content=False)
-
-
 class KubeCluster:
     def __init__(self, transport: Transport, qps: float = 200.0, burst: int = 400,
                  request_timeout: float = 30.0) -> None:
@@ -167,8 +115,9 @@ class KubeCluster:
             raise ClusterError(f"{method} {path}: {exc}") from None
 
     def request_json(self, method: str, path: str, what: str, **kwargs: Any) -> Obj:
-        """One request for an API path outside the port (leases, secrets, webhook
-        configurations); errors are mapped as for the port's own calls."""
+        """One request for an API path outside the port; errors are mapped as for the
+        port's own calls. Product code goes through the port: this is for the tests and
+        benches that set up what the port does not serve (namespaces, RBAC, statuses)."""
         response = self._send(method, path, **kwargs)
         try:
             data: bytes = response.data
@@ -182,13 +131,15 @@ class KubeCluster:
     # -- the port --------------------------------------------------------------------------
 
     def list(self, kind: Kind, selector: Selector = ALL) -> ListResult:
+        res = resource(kind)
+        check_selector(res, selector)
         query = _query(selector)
         items: list[Obj] = []
         cont = ""
         # Page through large lists so a 10,000-pod cluster is not one giant response.
         while True:
             paging = [("limit", "2000"), *([("continue", cont)] if cont else [])]
-            page = self.request_json("GET", _path(kind, namespace=selector.namespace),
+            page = self.request_json("GET", _path(res, namespace=selector.namespace),
                                      f"list {kind}", query=[*query, *paging])
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
@@ -198,10 +149,18 @@ class KubeCluster:
 
     def watch(self, kind: Kind, resource_version: str, selector: Selector = ALL,
               timeout_seconds: float = 30.0) -> Iterator[WatchEvent]:
+        res = resource(kind)
+        # Checked here, not when the stream is first read, as in the in-memory cluster.
+        check_selector(res, selector)
+        return self._stream(res, resource_version, selector, timeout_seconds)
+
+    def _stream(self, res: Resource, resource_version: str, selector: Selector,
+                timeout_seconds: float) -> Iterator[WatchEvent]:
+        kind = res.plural
         query = [*_query(selector), ("watch", "true"), ("resourceVersion", resource_version),
                  ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", str(max(1, int(timeout_seconds))))]
-        raw = self._send("GET", _path(kind, namespace=selector.namespace), query=query,
+        raw = self._send("GET", _path(res, namespace=selector.namespace), query=query,
                          timeout=(10.0, timeout_seconds + 15))
         if raw.status >= 300:
             raise _error(raw.status, raw.data, f"watch {kind}")
@@ -225,24 +184,30 @@ class KubeCluster:
             raw.release_conn()
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
-        return self.request_json("GET", _path(kind, name, namespace), f"get {kind[:-1]} {name}")
+        res = resource(kind)
+        return self.request_json("GET", _path(res, name, namespace),
+                                 f"get {res.singular} {name}")
 
     def create(self, kind: Kind, obj: Obj) -> Obj:
+        res = resource(kind)
         namespace = (obj.get("metadata") or {}).get("namespace") or (
-            "default" if kind == "pods" else None)
-        body = dict(obj)
-        body.setdefault("apiVersion", "v1")
-        body.setdefault("kind", "Pod" if kind == "pods" else "Node")
-        return self.request_json("POST", _path(kind, namespace=namespace), f"create {kind[:-1]}",
-                          body=body)
+            DEFAULT_NAMESPACE if res.namespaced else None)
+        return self.request_json("POST", _path(res, namespace=namespace),
+                                 f"create {res.singular}", body=_typed(res, obj))
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
-        self.request_json("DELETE", _path(kind, name, namespace), f"delete {kind[:-1]} {name}")
+        res = resource(kind)
+        self.request_json("DELETE", _path(res, name, namespace), f"delete {res.singular} {name}")
 
     def replace(self, kind: Kind, obj: Obj) -> Obj:
+        res = resource(kind)
         meta = obj.get("metadata") or {}
-        return self.request_json("PUT", _path(kind, meta.get("name"), meta.get("namespace")),
-                          f"replace {kind[:-1]} {meta.get('name')}", body=obj)
+        name = meta.get("name")
+        if not name:
+            # Without a name the path would be the collection's, and a PUT there a 405.
+            raise InvalidError(f"replace {res.singular}: the object has no metadata.name")
+        return self.request_json("PUT", _path(res, name, meta.get("namespace")),
+                                 f"replace {res.singular} {name}", body=_typed(res, obj))
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
@@ -251,8 +216,10 @@ class KubeCluster:
         if resource_version:
             # A merge patch carrying resourceVersion is a conditional write: 409 if stale.
             metadata["resourceVersion"] = resource_version
-        return self.request_json("PATCH", _path(kind, name, namespace), f"patch {kind[:-1]} {name}",
-                          body={"metadata": metadata}, content_type=_MERGE_PATCH)
+        res = resource(kind)
+        return self.request_json("PATCH", _path(res, name, namespace),
+                                 f"patch {res.singular} {name}",
+                                 body={"metadata": metadata}, content_type=_MERGE_PATCH)
 
     def bind(self, namespace: str, name: str, node: str,
              annotations: Mapping[str, str]) -> None:
@@ -261,8 +228,8 @@ class KubeCluster:
             "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        self.request_json("POST", _path("pods", name, namespace, "binding"), f"bind pod {name}",
-                   body=body)
+        self.request_json("POST", _path(resource("pods"), name, namespace, "binding"),
+                          f"bind pod {name}", body=body)
 
     def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
                      message: str, component: str) -> None:
@@ -283,7 +250,7 @@ class KubeCluster:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         self.request_json("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
-                   "record event", body=event)
+                          "record event", body=event)
 
 
 def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,

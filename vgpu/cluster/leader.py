@@ -6,6 +6,9 @@ conditional on the Lease's resourceVersion, so two candidates can never both win
 leader that fails to renew within ``renew_deadline`` steps down before anyone else can
 take over (renew_deadline < lease_duration), so there is never a moment with two leaders
 acting.
+
+The Lease is read and written through the cluster port, so an election runs the same on
+the API server and on the in-memory cluster.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import quote
 
 from vgpu import logs
+from vgpu.cluster.port import ClusterPort
 from vgpu.errors import ClusterError, ConflictError, NotFoundError
 
 _log = logs.get("vgpu.leader")
@@ -30,34 +33,31 @@ class LeaseStore(Protocol):
     def replace_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]: ...
 
 
-class KubeLeaseStore:
-    """Leases over :class:`vgpu.kube.adapter.KubeCluster`'s transport."""
+class ClusterLeaseStore:
+    """Leases through any :class:`vgpu.cluster.port.ClusterPort`.
 
-    def __init__(self, cluster: Any) -> None:
-        self._cluster = cluster
+    Give it a connection of its own on the API server (the scheduler does), so that no
+    burst of other requests can delay a renewal past the renew deadline.
+    """
 
-    @staticmethod
-    def _path(namespace: str, name: str | None = None) -> str:
-        path = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace, safe='')}/leases"
-        return f"{path}/{quote(name, safe='')}" if name else path
+    def __init__(self, port: ClusterPort) -> None:
+        self._port = port
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._cluster.request_json("GET", self._path(namespace, name),
-                                                     f"get lease {name}")
-        return result
+        return self._port.get("leases", name, namespace)
 
     def create_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
-        result: dict[str, Any] = self._cluster.request_json("POST", self._path(namespace),
-                                                     "create lease", body=body)
-        return result
+        return self._port.create("leases", _in(namespace, lease))
 
     def replace_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
-        name = lease["metadata"]["name"]
-        result: dict[str, Any] = self._cluster.request_json("PUT", self._path(namespace, name),
-                                                     f"update lease {name}", body=body)
-        return result
+        # The resourceVersion read stays in the metadata: a stale one is a ConflictError.
+        return self._port.replace("leases", _in(namespace, lease))
+
+
+def _in(namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+    """``lease`` in ``namespace``, whatever its metadata says (the store's namespace
+    argument is the one the elector's config names)."""
+    return {**lease, "metadata": {**(lease.get("metadata") or {}), "namespace": namespace}}
 
 
 def _fmt(when: dt.datetime) -> str:
