@@ -9,7 +9,9 @@ test checks the two agree).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from vgpu.cluster.port import Selector
 from vgpu.errors import InvalidError
@@ -35,7 +37,7 @@ class Resource:
         return self.kind.lower()
 
 
-RESOURCES: dict[str, Resource] = {r.plural: r for r in (
+RESOURCES: Mapping[str, Resource] = MappingProxyType({r.plural: r for r in (
     Resource("pods", "Pod", "v1", namespaced=True),
     Resource("nodes", "Node", "v1", namespaced=False),
     Resource("secrets", "Secret", "v1", namespaced=True),
@@ -47,7 +49,7 @@ RESOURCES: dict[str, Resource] = {r.plural: r for r in (
     Resource("storageclasses", "StorageClass", "storage.k8s.io/v1", namespaced=False),
     Resource("csinodes", "CSINode", "storage.k8s.io/v1", namespaced=False),
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", namespaced=True),
-)}
+)})
 
 #: Where a namespaced object that names no namespace goes, as with kubectl.
 DEFAULT_NAMESPACE = "default"
