@@ -13,17 +13,15 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from scheduler.framework.cycle import CycleState
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Code, Status, error
-
-if TYPE_CHECKING:
-    from scheduler.framework.interfaces import CycleState
 
 #: How long, and for how many pod shapes, per-node failure reasons are reused.
 DIAGNOSIS_MEMO_SECONDS = 5.0

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from scheduler.framework.interfaces import ClusterEvent, CycleState
+from scheduler.framework.cycle import ClusterEvent, CycleState
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.status import Code, Status
 from scheduler.host.queue import QueuedPod

@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.framework.interfaces import Clock, ClusterEvent
+from scheduler.framework.cycle import ClusterEvent
+from scheduler.framework.interfaces import Clock
 from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.status import Status
 
 
 @dataclass(eq=False)
@@ -46,13 +48,17 @@ class QueuedPod:
 
 
 SortKey = Callable[[PodInfo, int], tuple[Any, ...]]
+#: PreEnqueue: may the pod enter the active queue?
+Admit = Callable[[PodInfo], Status]
 Hint = Callable[[PodInfo, set[str], ClusterEvent], bool]
 
 
 class SchedulingQueue:
-    def __init__(self, sort_key: SortKey, clock: Clock, *, initial_backoff: float = 1.0,
-                 max_backoff: float = 10.0, max_unschedulable: float = 300.0) -> None:
+    def __init__(self, sort_key: SortKey, clock: Clock, *, admit: Admit | None = None,
+                 initial_backoff: float = 1.0, max_backoff: float = 10.0,
+                 max_unschedulable: float = 300.0) -> None:
         self._sort_key = sort_key
+        self._admit = admit
         self._clock = clock
         self._initial = initial_backoff
         self._max = max_backoff
@@ -64,6 +70,9 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, QueuedPod]] = []
         self._backoff_keys: dict[str, QueuedPod] = {}
         self._unschedulable: dict[str, QueuedPod] = {}
+        # Pods a PreEnqueue plugin keeps out (scheduling gates): never attempted until an
+        # update of the pod passes.
+        self._gated: dict[str, QueuedPod] = {}
         # Pods popped and not yet settled, and the cycle of the last event that moved pods:
         # a pod failing in a cycle that started before such an event is retried instead of
         # parked, so that an event landing mid-cycle is not lost.
@@ -88,7 +97,7 @@ class SchedulingQueue:
     def _detach(self, key: str) -> QueuedPod | None:
         """Take a pod out of wherever it waits (heaps are cleaned lazily)."""
         return (self._active_keys.pop(key, None) or self._backoff_keys.pop(key, None)
-                or self._unschedulable.pop(key, None))
+                or self._unschedulable.pop(key, None) or self._gated.pop(key, None))
 
     def add(self, info: PodInfo) -> None:
         """A new pending pod, or a changed one: it goes (back) to the active heap at once."""
@@ -101,6 +110,9 @@ class SchedulingQueue:
                 return
             qp = old or QueuedPod(info, self._clock())
             qp.info = info
+            if self._admit is not None and not self._admit(info).ok:
+                self._gated[info.key] = qp
+                return
             self._push_active(qp)
 
     def delete(self, key: str) -> None:
@@ -111,7 +123,8 @@ class SchedulingQueue:
     def __contains__(self, key: str) -> bool:
         with self._cond:
             return (key in self._active_keys or key in self._backoff_keys
-                    or key in self._unschedulable or key in self._in_flight)
+                    or key in self._unschedulable or key in self._in_flight
+                    or key in self._gated)
 
     # -- popping ---------------------------------------------------------------------------
 
@@ -245,6 +258,11 @@ class SchedulingQueue:
                     "unschedulable": len(self._unschedulable),
                     "in_flight": len(self._in_flight)}
 
+    def gated(self) -> int:
+        """Pods a PreEnqueue plugin keeps out of the queue (scheduling gates)."""
+        with self._cond:
+            return len(self._gated)
+
     def next_backoff(self) -> float | None:
         """When the earliest backed-off pod becomes active (for a stepping driver)."""
         with self._cond:
@@ -260,4 +278,5 @@ class SchedulingQueue:
     def get(self, key: str) -> QueuedPod | None:
         with self._cond:
             return (self._active_keys.get(key) or self._backoff_keys.get(key)
-                    or self._unschedulable.get(key) or self._in_flight.get(key))
+                    or self._unschedulable.get(key) or self._in_flight.get(key)
+                    or self._gated.get(key))

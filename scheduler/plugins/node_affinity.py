@@ -8,12 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.framework.interfaces import (
-    ClusterEvent,
-    CycleState,
-    Handle,
-    PreFilterResult,
-)
+from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from scheduler.framework.interfaces import Handle
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.objects import Requirement, SelectorTerm
 from scheduler.framework.podinfo import PodInfo

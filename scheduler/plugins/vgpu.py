@@ -19,13 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.interfaces import (
-    ClusterEvent,
-    CycleState,
-    GpuPolicy,
-    Handle,
-    PreFilterResult,
-)
+from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from scheduler.framework.interfaces import GpuPolicy, Handle
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
@@ -233,5 +228,5 @@ class VGPU:
     def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
         if event.resource == "pod":
             return event.action == "delete" and event.freed is not None
-        return event.action == "add" or bool(
-            event.changes & {"inventory", "heartbeat", "allocatable"})
+        return event.resource == "node" and (event.action == "add" or bool(
+            event.changes & {"inventory", "heartbeat", "allocatable"}))

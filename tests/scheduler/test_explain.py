@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vgpu.annotations as ann
-from scheduler.framework.interfaces import CycleState, Explainer
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.interfaces import Explainer
 from scheduler.framework.podinfo import parse
 from scheduler.framework.status import Code
 from scheduler.host.scheduler import Scheduler

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scheduler.framework import profile
-from scheduler.framework.interfaces import CycleState, PreFilterResult
+from scheduler.framework.cycle import CycleState, PreFilterResult
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo, parse
 from scheduler.framework.runtime import Framework

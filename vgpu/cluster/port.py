@@ -107,5 +107,15 @@ class ClusterPort(Protocol):
         pod in the same write. A pod already bound raises ``ConflictError``."""
         ...
 
+    def patch_status(self, kind: Kind, name: str, status: Mapping[str, Any],
+                     namespace: str | None = None) -> Obj:
+        """Merge-patch the ``status`` subresource (a pod's ``nominatedNodeName``)."""
+        ...
+
+    def evict(self, namespace: str, name: str) -> None:
+        """POST ``pods/eviction``: delete the pod unless a PodDisruptionBudget forbids it
+        now, which raises ``EvictionRefusedError``."""
+        ...
+
     def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
                      message: str, component: str) -> None: ...
