@@ -181,7 +181,9 @@ def test_default_profile_builds_every_registered_plugin() -> None:
     fw = profile.build(SchedulerConfig(), FakeHandle(), REGISTRY)
     assert [p.name for p in fw.plugins] == list(SchedulerConfig().plugins)
     assert fw.queue_sort.name == "PrioritySort"
-    assert [p.name for p, _, _ in fw.scorers] == ["VGPU"]
+    # kube-scheduler's scorers with its weights, beside the vGPU plugin's node policy.
+    assert [(p.name, w) for p, w, _ in fw.scorers] == [
+        ("TaintToleration", 3), ("NodeAffinity", 2), ("VGPU", 1)]
 
 
 @pytest.mark.parametrize(("plugins", "weights", "message"), [

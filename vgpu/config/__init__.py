@@ -17,6 +17,7 @@ from __future__ import annotations
 from vgpu.config.loading import camel, describe, from_mapping, load, parse_text, to_mapping
 from vgpu.config.sections import (
     DEFAULT_SCHEDULER_PLUGINS,
+    DEFAULT_SCORE_WEIGHTS,
     Config,
     NodeAgentConfig,
     ResourceNames,
@@ -26,6 +27,7 @@ from vgpu.config.sections import (
 
 __all__ = [
     "DEFAULT_SCHEDULER_PLUGINS",
+    "DEFAULT_SCORE_WEIGHTS",
     "Config",
     "NodeAgentConfig",
     "ResourceNames",

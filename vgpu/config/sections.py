@@ -51,9 +51,15 @@ class WebhookConfig:
 
 #: The scheduler's default profile: plugins in the order their extension points run.
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
-    "PrioritySort", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
-    "NodeResourcesFit", "VGPU", "AllocationGate", "VGPUBinder",
+    "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
+    "NodeAffinity", "NodePorts", "NodeResourcesFit", "VGPU", "AllocationGate", "VGPUBinder",
 )
+
+#: kube-scheduler's default score weights, for the plugins of the profile that the
+#: configuration gives no weight; every other score plugin weighs 1.
+DEFAULT_SCORE_WEIGHTS: dict[str, int] = {
+    "TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2, "InterPodAffinity": 2,
+}
 
 
 def _plugin_name_ok(name: str) -> bool:
@@ -74,7 +80,8 @@ class SchedulerConfig:
         "scheduler's registry)",
     )
     score_weights: tuple[str, ...] = _knob(
-        (), "score weights as Name=weight (default 1 for every score plugin in plugins)"
+        (), "score weights as Name=weight (default: kube-scheduler's, TaintToleration=3, "
+        "NodeAffinity=2, PodTopologySpread=2, InterPodAffinity=2; 1 for the others)"
     )
     nodes_to_score: int = _knob(
         64, "feasible nodes to find and score per pod (percentageOfNodesToScore in absolute "
@@ -127,8 +134,9 @@ class SchedulerConfig:
                 f"podInitialBackoffSeconds ({self.pod_initial_backoff_seconds!r})")
 
     def weights(self) -> dict[str, int]:
-        """``score_weights`` as a mapping; every name must be one of ``plugins``."""
-        out: dict[str, int] = {}
+        """``score_weights`` as a mapping over kube-scheduler's defaults for the plugins of
+        the profile; every name given must be one of ``plugins``."""
+        out = {name: w for name, w in DEFAULT_SCORE_WEIGHTS.items() if name in self.plugins}
         for entry in self.score_weights:
             name, sep, raw = entry.partition("=")
             name = name.strip()
