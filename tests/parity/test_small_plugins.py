@@ -14,7 +14,7 @@ from scheduler.plugins import node_name
 from scheduler.plugins.node_affinity import preferred_score
 from scheduler.plugins.taint_toleration import intolerable_preferences
 from tests.scheduler.helpers import FakeClock
-from vgpu import builders
+from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig
 
@@ -144,3 +144,24 @@ def test_the_default_profile_holds_gated_pods() -> None:
     cluster.replace("pods", obj)
     sched.run_until_idle()
     assert node_of(cluster, "p") == "n1"
+
+
+def test_a_sidecar_takes_its_gpu_slice_and_cpu_beside_the_app() -> None:
+    sched, cluster = cluster_of(gpu_node("n1", cpu="4"))
+    sidecar = {**builders.container("proxy", gpus=1, gpumem=500, cpu="1"),
+               "restartPolicy": "Always"}
+    pod = builders.pod("p", [builders.container("app", gpus=1, gpumem=1000, cpu="2")],
+                       init_containers=[sidecar])
+    cluster.create("pods", pod)
+    sched.run_until_idle()
+    annotations = cluster.get("pods", "p", "default")["metadata"]["annotations"]
+    assignment = codecs.decode_assignment(annotations["vgpu.io/assignment"])
+    assert {n: [g.memory_mib for g in gs] for n, gs in assignment.containers.items()} == {
+        "proxy": [500], "app": [1000]}
+    info = sched.cache.node_info("n1")
+    assert info is not None and info.requested_cpu == 3000  # 1 + 2, not max(1, 2)
+    # One more CPU fits; two more do not: the sidecar's CPU really counts.
+    for name, cpu in (("big", "2"), ("small", "1")):
+        cluster.create("pods", builders.pod(name, [builders.container(gpus=None, cpu=cpu)]))
+        sched.run_until_idle()
+    assert node_of(cluster, "small") == "n1" and node_of(cluster, "big") is None
