@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nodeagent import grants, virtual
+from nodeagent import grants, progress, virtual
 from nodeagent.allocator import Allocator
 from nodeagent.discovery import Discovery, GpuFacts
 from nodeagent.health import HealthTracker
@@ -74,8 +74,9 @@ class NodeAgent:
         self.informer: Informer | None = None
         self.phases: PhaseWriter | None = None
         if port is not None:
-            self.inflight = InFlight()
-            self.informer = Informer(port, "pods", self.inflight.on_pod,
+            self.inflight = InFlight(progress.ProgressFile(
+                progress.path_in(config.nodeagent.device_plugin_dir)))
+            self.informer = Informer(port, "pods", self._on_pod,
                                      Selector(node_name=self.node),
                                      watch_timeout=options.watch_timeout)
             self.phases = PhaseWriter(port)
@@ -91,6 +92,9 @@ class NodeAgent:
         self.server = PluginServer(self.service, config.nodeagent.device_plugin_dir,
                                    options.endpoint, self.resource_name)
         self.metrics_server: MetricsServer | None = None
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        self.allocator.on_pod(old, new)
 
     # -- views -----------------------------------------------------------------------------
 

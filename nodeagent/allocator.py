@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 
 from nodeagent import grants, matching, preferred
-from nodeagent.pods import InFlight, uid_of
+from nodeagent.pods import InFlight, is_allocating, uid_of
 from nodeagent.virtual import physical_uuid
 from nodeagent.writer import PhaseUpdate, PhaseWriter
 from vgpu import logs
@@ -101,6 +101,28 @@ class Allocator:
             raise CodecError(f"its assignment is for node {assignment.node!r}, "
                              f"not this node {self._node!r}")
         return assignment
+
+    # -- the pod watch ---------------------------------------------------------------------
+
+    def on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        """Pod informer handler: index the pod; and close a pod whose every container a
+        previous run of this agent served but that it did not live to mark (the kubelet
+        will not call again for it)."""
+        if self._inflight is None:
+            return
+        self._inflight.on_pod(old, new)
+        if new is None or not is_allocating(new):
+            return
+        done = self._inflight.done(new)
+        if not done:
+            return
+        try:
+            finished = matching.all_done(self._assignment(new), done)
+        except CodecError:
+            return
+        if finished and self._inflight.finish(new):
+            _log.info("allocated before a restart; marking it", pod=pod_key(new))
+            self._report(new, PHASE_SUCCESS)
 
     # -- Allocate --------------------------------------------------------------------------
 
