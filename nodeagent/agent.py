@@ -82,11 +82,12 @@ class NodeAgent:
             self.phases = PhaseWriter(port)
         self.publisher = InventoryPublisher(port, self.node,
                                             config.nodeagent.heartbeat_seconds)
-        self.allocator = Allocator(config, self.node, self.inflight, self.phases,
-                                   self._known_uuids,
-                                   wait_seconds=config.nodeagent.allocate_wait_seconds)
         self.metrics = Metrics(Sources(gpus=self._gpu_health, samples=discovery.samples,
                                        pods=self._pods, registered=self._registered))
+        self.allocator = Allocator(config, self.node, self.inflight, self.phases,
+                                   self._known_uuids,
+                                   wait_seconds=config.nodeagent.allocate_wait_seconds,
+                                   on_complete=self.metrics.observe_bind_to_allocate)
         self.service = DevicePluginService(self.devices, self.allocator, self._stop,
                                            observe=self.metrics.observe_allocate)
         self.server = PluginServer(self.service, config.nodeagent.device_plugin_dir,

@@ -94,8 +94,12 @@ class WebhookServer:
                 log.debug("pod mutated", **review.describe(), operations=len(decision.patch))
             return web.Response(body=answer(review.uid, decision), content_type=JSON)
         finally:
+            seconds = time.perf_counter() - started
             self.metrics.outcome[outcome].inc()
-            self.metrics.latency.observe(time.perf_counter() - started)
+            self.metrics.latency.observe(seconds)
+            if outcome not in ("skipped", "invalid"):
+                # A GPU pod's step; pods passed through untouched are no part of its path.
+                self.metrics.decision.observe(seconds)
 
     # -- operations port -------------------------------------------------------------------
 
