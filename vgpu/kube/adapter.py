@@ -13,16 +13,15 @@ service account's in a pod, which never imports ``kubernetes``, else the kubecon
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import os
-import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 from urllib.parse import quote
 
 import urllib3
 
+from vgpu.cluster.events import event_object
 from vgpu.cluster.port import ALL, Kind, ListResult, Obj, Selector, WatchEvent
 from vgpu.cluster.resources import DEFAULT_NAMESPACE, Resource, check_selector, resource
 from vgpu.errors import (
@@ -75,6 +74,8 @@ def _typed(res: Resource, obj: Obj) -> Obj:
 def _query(selector: Selector) -> list[tuple[str, str]]:
     if selector.node_name is not None:
         return [("fieldSelector", f"spec.nodeName={selector.node_name}")]
+    if selector.involved_name is not None:
+        return [("fieldSelector", f"involvedObject.name={selector.involved_name}")]
     return []
 
 
@@ -233,22 +234,8 @@ class KubeCluster:
 
     def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
                      message: str, component: str) -> None:
-        meta = obj.get("metadata") or {}
-        namespace = meta.get("namespace") or "default"
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:12]}",
-                         "namespace": namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": obj.get("kind") or "Pod",
-                               "name": meta.get("name"), "namespace": namespace,
-                               "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
-            "type": event_type, "reason": reason, "message": message[:1024],
-            "source": {"component": component}, "reportingComponent": component,
-            "reportingInstance": os.environ.get("HOSTNAME", component),
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
+        event = event_object(obj, event_type, reason, message, component)
+        namespace = event["metadata"]["namespace"]
         self.request_json("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
                           "record event", body=event)
 
