@@ -242,8 +242,7 @@ def test_enough_cases() -> None:
 
 
 def without_admission_record(pod: dict[str, Any]) -> tuple[str, ...]:
-    """Take ``vgpu.io/admission`` out of a patched pod (and an annotations map it alone
-    made); return its lines."""
+    """Take ``vgpu.io/admission`` out of a patched pod (and a map it alone made)."""
     meta = pod["metadata"]
     changes = decode_admission(meta["annotations"].pop(ADMISSION))
     if not meta["annotations"]:
