@@ -47,6 +47,8 @@ class Decision:
     #: Wall-clock and CPU time (of the scheduling thread) the attempt took.
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    #: How long the pod waited in the active queue before this attempt (attempts only).
+    queued: float = 0.0
 
 
 def _clocks() -> tuple[float, float]:
@@ -66,8 +68,8 @@ class Cycle:
     # -- reporting -------------------------------------------------------------------------
 
     def _emit(self, pod: str, node: str | None, outcome: Outcome, message: str,
-              started: tuple[float, float]) -> None:
-        decision = Decision(pod, node, outcome, message, *_since(started))
+              started: tuple[float, float], *, queued: float = 0.0) -> None:
+        decision = Decision(pod, node, outcome, message, *_since(started), queued=queued)
         for listener in self._s.listeners:
             listener(decision)
 
@@ -87,7 +89,7 @@ class Cycle:
         self._s.queue.requeue(qp, unschedulable=unschedulable, rejected_by=rejected_by,
                               message=message)
         self._emit(qp.key, node, "unschedulable" if unschedulable else "error", message,
-                   started)
+                   started, queued=qp.waited)
 
     # -- the scheduling cycle --------------------------------------------------------------
 
@@ -132,7 +134,8 @@ class Cycle:
         if status.code is Code.WAIT:
             s.waiting.hold(Waiting(qp, state, node, waiting_for))
             s.queue.done(info.key)
-            self._emit(info.key, node, "waiting", ", ".join(sorted(waiting_for)), started)
+            self._emit(info.key, node, "waiting", ", ".join(sorted(waiting_for)), started,
+                       queued=qp.waited)
             return
         if not status.ok:
             self._undo(info, state, node)
@@ -140,7 +143,7 @@ class Cycle:
                        rejected_by={status.plugin}, unschedulable=status.rejected, node=node)
             return
         s.queue.done(info.key)
-        self._emit(info.key, node, "scheduled", "", started)
+        self._emit(info.key, node, "scheduled", "", started, queued=qp.waited)
         self._submit_bind(qp, state, node)
 
     def _forget(self, info: PodInfo) -> None:

@@ -37,6 +37,10 @@ class QueuedPod:
     rejected_by: set[str] = field(default_factory=set)
     #: The last failure, for `describe`-style answers.
     message: str = ""
+    #: When it last became ready to pop (entered the active heap), and how long it then
+    #: waited there before its latest attempt.
+    ready_at: float = 0.0
+    waited: float = 0.0
     #: Queue bookkeeping.
     parked_at: float = 0.0
     cycle: int = 0
@@ -84,8 +88,10 @@ class SchedulingQueue:
 
     # -- adding ----------------------------------------------------------------------------
 
-    def _push_active(self, qp: QueuedPod) -> None:
+    def _push_active(self, qp: QueuedPod, *, still_ready: bool = False) -> None:
         seq = next(self._seq)
+        if not still_ready:
+            qp.ready_at = self._clock()
         heapq.heappush(self._active, (self._sort_key(qp.info, seq), seq, qp))
         self._active_keys[qp.key] = qp
         self._cond.notify()
@@ -102,6 +108,8 @@ class SchedulingQueue:
     def add(self, info: PodInfo) -> None:
         """A new pending pod, or a changed one: it goes (back) to the active heap at once."""
         with self._cond:
+            # A pod updated while it waits in the active heap keeps its wait so far.
+            was_active = info.key in self._active_keys
             old = self._detach(info.key)
             if info.key in self._in_flight:
                 # Being scheduled right now; the new version replaces it when it settles.
@@ -113,7 +121,7 @@ class SchedulingQueue:
             if self._admit is not None and not self._admit(info).ok:
                 self._gated[info.key] = qp
                 return
-            self._push_active(qp)
+            self._push_active(qp, still_ready=was_active)
 
     def delete(self, key: str) -> None:
         with self._cond:
@@ -142,6 +150,7 @@ class SchedulingQueue:
                         self._cycle += 1
                         qp.cycle = self._cycle
                         qp.changed = False
+                        qp.waited = max(self._clock() - qp.ready_at, 0.0)
                         self._in_flight[qp.key] = qp
                         return qp
                 if self._closed or self._interrupted:

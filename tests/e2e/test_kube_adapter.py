@@ -206,6 +206,9 @@ MINIMAL: dict[str, Obj] = {
     "csinodes": {"spec": {"drivers": []}},
     "poddisruptionbudgets": {"spec": {"maxUnavailable": 1,
                                       "selector": {"matchLabels": {"app": "x"}}}},
+    # involvedObject.namespace must be the Event's own: filled in by the test.
+    "events": {"involvedObject": {"kind": "Pod", "name": "x"}, "reason": "E2E",
+               "message": "m", "type": "Normal", "source": {"component": "vgpu-e2e"}},
 }
 
 
@@ -237,8 +240,10 @@ def test_every_resource_round_trips_through_the_port(kube: adapter.KubeCluster, 
         return
     name = f"vgpu-e2e-{time.monotonic_ns()}"
     start = kube.list(kind, selector).resource_version
-    created = kube.create(kind, {**copy.deepcopy(MINIMAL[kind]),
-                                 "metadata": {"name": name, "namespace": ns}})
+    body = copy.deepcopy(MINIMAL[kind])
+    if "involvedObject" in body:
+        body["involvedObject"]["namespace"] = ns
+    created = kube.create(kind, {**body, "metadata": {"name": name, "namespace": ns}})
     try:
         assert (created["apiVersion"], created["kind"]) == (row.api_version, row.kind)
         assert created["metadata"].get("namespace") == ns

@@ -49,7 +49,8 @@ EXPECTED_RIGHTS = {
         | _rights("cluster", "events.k8s.io", "events", "create", "patch")
         | _rights("vgpu-system", "coordination.k8s.io", "leases", "create")
         | _rights("vgpu-system", "coordination.k8s.io", "leases/vgpu-scheduler", "get", "update")),
-    "vgpu-webhook": _rights("cluster", "", "nodes", "list", "watch"),
+    "vgpu-webhook": (_rights("cluster", "", "nodes", "list", "watch")
+                     | _rights("cluster", "", "events", "create")),
     "vgpu-nodeagent": (
         _rights("cluster", "", "pods", "get", "list", "watch", "patch")
         | _rights("cluster", "", "nodes", "patch")),

@@ -54,6 +54,8 @@ def _matches(obj: Obj, selector: Selector) -> bool:
         return False
     if selector.node_name is not None:
         return bool((obj.get("spec") or {}).get("nodeName") == selector.node_name)
+    if selector.involved_name is not None:
+        return bool((obj.get("involvedObject") or {}).get("name") == selector.involved_name)
     return True
 
 

@@ -24,7 +24,7 @@ Obj = dict[str, Any]
 Kind = Literal[
     "pods", "nodes", "secrets", "leases", "mutatingwebhookconfigurations",
     "persistentvolumes", "persistentvolumeclaims", "storageclasses", "csinodes",
-    "poddisruptionbudgets",
+    "poddisruptionbudgets", "events",
 ]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
@@ -44,12 +44,14 @@ class WatchEvent:
 @dataclass(frozen=True)
 class Selector:
     """Which objects a list or watch covers. ``node_name`` is the field selector
-    ``spec.nodeName=<node>`` the node agent uses (pods only); ``namespace`` limits a
-    namespaced resource to one namespace. Either on a resource it cannot apply to raises
-    ``InvalidError``."""
+    ``spec.nodeName=<node>`` the node agent uses (pods only); ``involved_name`` is
+    ``involvedObject.name=<name>`` (events only: an object's events, for ``vgpu why``);
+    ``namespace`` limits a namespaced resource to one namespace. Any of them on a resource
+    it cannot apply to raises ``InvalidError``."""
 
     namespace: str | None = None
     node_name: str | None = None
+    involved_name: str | None = None
 
 
 ALL = Selector()

@@ -49,6 +49,7 @@ RESOURCES: Mapping[str, Resource] = MappingProxyType({r.plural: r for r in (
     Resource("storageclasses", "StorageClass", "storage.k8s.io/v1", namespaced=False),
     Resource("csinodes", "CSINode", "storage.k8s.io/v1", namespaced=False),
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", namespaced=True),
+    Resource("events", "Event", "v1", namespaced=True),
 )})
 
 #: Where a namespaced object that names no namespace goes, as with kubectl.
@@ -76,3 +77,6 @@ def check_selector(res: Resource, selector: Selector) -> None:
         raise InvalidError(f"{res.plural} are cluster-scoped: a namespace does not apply")
     if selector.node_name is not None and res.plural != "pods":
         raise InvalidError(f"a node-name selector applies to pods only, not {res.plural}")
+    if selector.involved_name is not None and res.plural != "events":
+        raise InvalidError(f"an involved-object selector applies to events only, "
+                           f"not {res.plural}")

@@ -47,6 +47,8 @@ def typed(res: Resource, obj: Obj) -> Obj:
 def query(selector: Selector) -> list[tuple[str, str]]:
     if selector.node_name is not None:
         return [("fieldSelector", f"spec.nodeName={selector.node_name}")]
+    if selector.involved_name is not None:
+        return [("fieldSelector", f"involvedObject.name={selector.involved_name}")]
     return []
 
 

@@ -5,13 +5,11 @@ Mixed into :class:`vgpu.kube.adapter.KubeCluster`, which provides ``request_json
 
 from __future__ import annotations
 
-import datetime as dt
-import os
-import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 from urllib.parse import quote
 
+from vgpu.cluster.events import event_object
 from vgpu.cluster.port import Kind, Obj
 from vgpu.cluster.resources import resource
 from vgpu.errors import ClusterError, EvictionRefusedError, NotFoundError
@@ -35,22 +33,8 @@ class PodCalls:
 
     def record_event(self: _Requests, obj: Obj, event_type: Literal["Normal", "Warning"],
                      reason: str, message: str, component: str) -> None:
-        meta = obj.get("metadata") or {}
-        namespace = meta.get("namespace") or "default"
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:12]}",
-                         "namespace": namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": obj.get("kind") or "Pod",
-                               "name": meta.get("name"), "namespace": namespace,
-                               "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
-            "type": event_type, "reason": reason, "message": message[:1024],
-            "source": {"component": component}, "reportingComponent": component,
-            "reportingInstance": os.environ.get("HOSTNAME", component),
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
+        event = event_object(obj, event_type, reason, message, component)
+        namespace = event["metadata"]["namespace"]
         self.request_json("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
                           "record event", body=event)
 
