@@ -21,6 +21,7 @@ from scheduler.plugins import (
     taint_toleration,
     vgpu,
 )
+from scheduler.plugins.volumes import binding, limits, restrictions, zone
 
 REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "PrioritySort": priority_sort.PrioritySort,
@@ -28,6 +29,10 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "TaintToleration": taint_toleration.TaintToleration,
     "NodeAffinity": node_affinity.NodeAffinity,
     "NodeResourcesFit": node_resources_fit.NodeResourcesFit,
+    "VolumeRestrictions": restrictions.VolumeRestrictions,
+    "NodeVolumeLimits": limits.NodeVolumeLimits,
+    "VolumeBinding": binding.VolumeBinding,
+    "VolumeZone": zone.VolumeZone,
     "VGPU": vgpu.VGPU,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
