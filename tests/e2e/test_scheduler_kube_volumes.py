@@ -146,3 +146,37 @@ def test_a_claim_bound_to_a_zonal_volume_takes_its_pod_to_that_zone(
     # Zones a and c are turned away by the selector (counted with other tests' nodes).
     assert our_reasons(event[0]["message"], 1) == {
         "node(s) had volume node affinity conflict": 1}
+
+
+def test_a_local_volume_is_bound_to_its_claim_and_the_pod_follows_it(
+        kube: adapter.KubeCluster, namespace: str, scheduler_name: str, made: Made,
+        launch: Any) -> None:
+    nodes = [made.node("a"), made.node("a")]
+    cls = f"local-{namespace}"[:63]
+    kube.create("storageclasses", vol.storage_class(
+        cls, provisioner="kubernetes.io/no-provisioner"))
+    made.keep("storageclasses", cls)
+    # The smaller of the two fitting volumes, on the second node, is the one to bind.
+    sizes = {nodes[0]: "100Gi", nodes[1]: "20Gi"}
+    for node, size in sizes.items():
+        name = f"local-{node}"
+        kube.create("persistentvolumes", vol.pv(name, cls, capacity=size, phase=None,
+                                                on={vol.HOSTNAME: [node]}))
+        made.keep("persistentvolumes", name)
+        # No PV controller makes it Available: the test does.
+        kube.patch_status("persistentvolumes", name, {"phase": "Available"})
+    kube.create("persistentvolumeclaims", vol.pvc("data", cls, request="10Gi",
+                                                  namespace=namespace))
+    with vol.FakeProvisioner(kube, namespace, period=0.1) as controller, \
+            FakeAgents(kube, namespace):
+        sched = launch(config=FAST)
+        assert sched.wait_ready() == "leader"
+        kube.create("pods", volume_pod("p", namespace, scheduler_name, "data"))
+        wait_for(lambda: bound(kube, namespace), 30, "the pod bound", sched.log)
+    assert bound(kube, namespace) == {"p": nodes[1]}
+    assert controller.provisioned == {}
+    claim = claim_of(kube, namespace, "data")
+    assert claim["spec"]["volumeName"] == f"local-{nodes[1]}"
+    pv = kube.get("persistentvolumes", f"local-{nodes[1]}")
+    assert pv["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
+    assert pv["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] == "yes"
