@@ -151,17 +151,16 @@ def test_a_claim_bound_to_a_zonal_volume_takes_its_pod_to_that_zone(
 def test_a_local_volume_is_bound_to_its_claim_and_the_pod_follows_it(
         kube: adapter.KubeCluster, namespace: str, scheduler_name: str, made: Made,
         launch: Any) -> None:
-    nodes = [made.node("a"), made.node("a")]
+    empty, disks = made.node("a"), made.node("a")
     cls = f"local-{namespace}"[:63]
     kube.create("storageclasses", vol.storage_class(
         cls, provisioner="kubernetes.io/no-provisioner"))
     made.keep("storageclasses", cls)
-    # The smaller of the two fitting volumes, on the second node, is the one to bind.
-    sizes = {nodes[0]: "100Gi", nodes[1]: "20Gi"}
-    for node, size in sizes.items():
-        name = f"local-{node}"
+    # Two local volumes on one node: the claim gets the smallest that fits.
+    for size in ("100Gi", "20Gi", "5Gi"):
+        name = f"local-{size.lower()}-{namespace}"[:63]
         kube.create("persistentvolumes", vol.pv(name, cls, capacity=size, phase=None,
-                                                on={vol.HOSTNAME: [node]}))
+                                                on={vol.HOSTNAME: [disks]}))
         made.keep("persistentvolumes", name)
         # No PV controller makes it Available: the test does.
         kube.patch_status("persistentvolumes", name, {"phase": "Available"})
@@ -173,10 +172,11 @@ def test_a_local_volume_is_bound_to_its_claim_and_the_pod_follows_it(
         assert sched.wait_ready() == "leader"
         kube.create("pods", volume_pod("p", namespace, scheduler_name, "data"))
         wait_for(lambda: bound(kube, namespace), 30, "the pod bound", sched.log)
-    assert bound(kube, namespace) == {"p": nodes[1]}
+    assert bound(kube, namespace) == {"p": disks} and empty != disks
     assert controller.provisioned == {}
     claim = claim_of(kube, namespace, "data")
-    assert claim["spec"]["volumeName"] == f"local-{nodes[1]}"
-    pv = kube.get("persistentvolumes", f"local-{nodes[1]}")
+    chosen = f"local-20gi-{namespace}"[:63]
+    assert claim["spec"]["volumeName"] == chosen
+    pv = kube.get("persistentvolumes", chosen)
     assert pv["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
     assert pv["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] == "yes"
