@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle import ClusterEvent, CycleState
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.volumes import find
 from scheduler.plugins.volumes.binding import VolumeBinding
@@ -233,3 +233,25 @@ def test_a_pod_whose_claims_are_all_bound_has_nothing_to_pre_bind() -> None:
     empty = CycleState(0.0)
     assert plugin.reserve(empty, skipped, "n1").ok and plugin.pre_bind(empty, skipped,
                                                                        "n1").ok
+
+
+@pytest.mark.parametrize(("event", "helps"), [
+    (ClusterEvent("node", "add", "n9"), True),
+    (ClusterEvent("node", "update", "n9", frozenset({"labels"})), True),
+    (ClusterEvent("node", "update", "n9", frozenset({"allocatable"})), False),
+    (ClusterEvent("persistentvolumes", "add", "", obj=vol.pv("pv")), True),
+    (ClusterEvent("persistentvolumes", "update", "", obj=vol.pv("pv")), True),
+    (ClusterEvent("persistentvolumes", "delete", "", obj=vol.pv("pv")), False),
+    (ClusterEvent("storageclasses", "add", "", obj=WAIT), True),
+    (ClusterEvent("storageclasses", "update", "", obj=WAIT), True),
+    (ClusterEvent("persistentvolumeclaims", "update", "", obj=vol.pvc("a")), True),
+    (ClusterEvent("persistentvolumeclaims", "add", "", obj=vol.pvc("p-scratch")), True),
+    (ClusterEvent("persistentvolumeclaims", "update", "", obj=vol.pvc("b")), False),
+    (ClusterEvent("persistentvolumeclaims", "update", "",
+                  obj=vol.pvc("a", namespace="other")), False),
+    (ClusterEvent("csinodes", "add", "", obj={"metadata": {"name": "n1"}}), False),
+    (ClusterEvent("pod", "delete", "n1"), False),
+])
+def test_binding_hints(event: ClusterEvent, helps: bool) -> None:
+    info = pod(vol.claim_pod("p", "a", ephemeral=["scratch"]))
+    assert VolumeBinding(StorageHandle()).could_help(info, event) is helps

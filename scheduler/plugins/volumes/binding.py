@@ -14,7 +14,8 @@ scheduler binds the ones that wait for their first consumer (kube's plugin of th
   provision there removes the annotation, which lets the pod go elsewhere.
 
 Storage-capacity checks (CSIStorageCapacity) and the alpha capacity score are not done:
-kube skips both unless a CSIDriver opts in or a feature gate is on.
+kube skips both unless a CSIDriver opts in or a feature gate is on. Nor is the in-tree to
+CSI translation of PVs (kube reads CSINodes for it), so CSINode changes wake no pod here.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from scheduler.plugins.volumes import prebind
 from scheduler.plugins.volumes.find import Plan, PodClaims, find_pod_volumes, pod_claims
 from scheduler.plugins.volumes.matching import bind_volume_to_claim
 from scheduler.plugins.volumes.objects import SELECTED_NODE, parse_claim, parse_volume
-from scheduler.plugins.volumes.store import CLASSES, CSINODES, PVCS, PVS, Storage
+from scheduler.plugins.volumes.store import CLASSES, PVCS, PVS, Storage
 
 NAME = "VolumeBinding"
 _KEY = "VolumeBinding"
@@ -54,7 +55,7 @@ class VolumeBinding:
 
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
-        self._store = Storage(handle, PVS, PVCS, CLASSES, CSINODES)
+        self._store = Storage(handle, PVS, PVCS, CLASSES)
         sc = handle.config.scheduler
         self._timeout = sc.volume_bind_timeout_seconds
         self._poll = sc.volume_bind_poll_seconds
