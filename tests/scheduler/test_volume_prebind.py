@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.status import Code
 from scheduler.plugins.volumes import prebind
+from scheduler.plugins.volumes.binding import VolumeBinding
 from scheduler.plugins.volumes.matching import bind_volume_to_claim
 from scheduler.plugins.volumes.objects import (
     BIND_COMPLETED,
@@ -18,7 +20,7 @@ from scheduler.plugins.volumes.objects import (
     parse_claim,
     parse_volume,
 )
-from tests.scheduler.volume_helpers import pod
+from tests.scheduler.volume_helpers import StorageHandle, node, pod, pre_filtered
 from tests.support import volumes as vol
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
@@ -205,3 +207,26 @@ def test_wait_gives_up_after_the_timeout() -> None:
     assert reason == ("timed out after 2.5s waiting for PersistentVolumeClaim(s) default/b "
                       "to be bound")
     assert ticks.slept == [1, 1, 0.5]
+
+
+def test_a_volume_changed_since_reserve_fails_pre_bind_and_drops_the_assumption() -> None:
+    cluster = MemoryCluster()
+    cls = cluster.create("storageclasses", vol.storage_class(
+        "local", provisioner="kubernetes.io/no-provisioner"))
+    claims = [cluster.create("persistentvolumeclaims", vol.pvc(n, "local")) for n in "ab"]
+    seen = cluster.create("persistentvolumes", vol.pv("pv-a", "local"))
+    first = pod(cluster.create("pods", vol.claim_pod("p", "a")))
+    second = pod(vol.claim_pod("q", "b"))
+    n1 = node("n1")
+    # The watch showed this version; someone changes the PV before PreBind writes.
+    plugin = VolumeBinding(StorageHandle(cls, *claims, seen, cluster=cluster, nodes=[n1]))
+    state, _ = pre_filtered(plugin, first, n1)
+    assert plugin.filter(state, first, n1).ok and plugin.reserve(state, first, "n1").ok
+    other, _ = pre_filtered(plugin, second, n1)
+    assert not plugin.filter(other, second, n1).ok  # assumed taken
+    cluster.patch_annotations("persistentvolumes", "pv-a", {"owner": "someone"})
+    status = plugin.pre_bind(state, first, "n1")
+    assert status.code is Code.ERROR and "modified" in status.message
+    assert "claimRef" not in cluster.get("persistentvolumes", "pv-a")["spec"]
+    other, _ = pre_filtered(plugin, second, n1)
+    assert plugin.filter(other, second, n1).ok  # the assumption is gone

@@ -136,24 +136,23 @@ class VolumeBinding:
         st: _State | None = state.read(_KEY)
         if st is None or st.all_bound:
             return SUCCESS
-        if st.assumed is None:
+        assumed = st.assumed
+        if assumed is None:
             return error(f"no pod volumes found for node \"{node}\"")
         cluster = self._handle.cluster
         if cluster is None:
             return error("no cluster to bind volumes through")
-        done, failure = prebind.write(cluster, st.assumed, node)
+        done, failure = prebind.write(cluster, assumed, node)
         if failure is not None:
-            self._revert(st.assumed, done)
+            self._revert(assumed, done)
             return error(failure)
         info = self._handle.node_info(node)
         if info is None:
             return error(f"binding volumes: failed to get node \"{node}\"")
         labels = info.static.labels
-        keys = st.assumed.claim_keys
-        what = f"PersistentVolumeClaim(s) {', '.join(keys)}"
+        what = f"PersistentVolumeClaim(s) {', '.join(assumed.claim_keys)}"
         failure = prebind.wait(
-            lambda: prebind.check_bindings(cluster, pod, node, labels, st.assumed
-                                           or prebind.Assumed()),
+            lambda: prebind.check_bindings(cluster, pod, node, labels, assumed),
             timeout=self._timeout, poll=self._poll, what=what)
         if failure is not None:
             return error(f"binding volumes: {failure}")
