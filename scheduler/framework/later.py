@@ -78,11 +78,13 @@ class LaterPoints:
         return (WAIT if waiting else SUCCESS), waiting
 
     def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """PreBind, then the first Bind plugin that does not SKIP, then PostBind."""
+        """PreBind, then the first Bind plugin that does not SKIP, then PostBind. A PreBind
+        failure comes back in kube's words: ``running PreBind plugin "X": ...``."""
         for plugin in self.pre_binds:
             status: Status = plugin.pre_bind(state, pod, node)
             if status.code is not Code.SUCCESS:
-                return status.with_plugin(plugin.name)
+                return Status(status.code, (f'running PreBind plugin "{plugin.name}": '
+                                            f"{status.message}",), plugin.name)
         for plugin in self.binders:
             status = plugin.bind(state, pod, node)
             if status.code is Code.SKIP:

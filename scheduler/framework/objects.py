@@ -159,6 +159,14 @@ def parse_preferred_terms(pod: Mapping[str, Any]) -> tuple[tuple[int, SelectorTe
     return tuple(out)
 
 
+def parse_node_selector_terms(raw: Any, where: str) -> tuple[SelectorTerm, ...]:
+    """The terms of a ``NodeSelector`` (``nodeSelectorTerms``): a pod's required node
+    affinity, a PersistentVolume's ``spec.nodeAffinity.required``."""
+    body = as_map(raw, where)
+    return tuple(_term(item, f"{where}.nodeSelectorTerms[{i}]") for i, item in enumerate(
+        as_list(body.get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")))
+
+
 def parse_required_terms(pod: Mapping[str, Any]) -> tuple[SelectorTerm, ...] | None:
     """The required node-affinity terms, or ``None`` when the pod has none.
 
@@ -168,6 +176,4 @@ def parse_required_terms(pod: Mapping[str, Any]) -> tuple[SelectorTerm, ...] | N
     required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
         return None
-    required = as_map(required, where)
-    return tuple(_term(raw, f"{where}.nodeSelectorTerms[{i}]") for i, raw in enumerate(
-        as_list(required.get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")))
+    return parse_node_selector_terms(required, where)

@@ -180,7 +180,10 @@ class Cycle:
             self._emit(info.key, node, "bind-conflict", status.message, started)
             return
         _log.warning("binding failed", pod=info.key, node=node, error=status.message)
-        message = f"binding rejected: {status.message}"
+        # kube's words: a PreBind failure says which plugin failed, a Bind one that the
+        # binding was rejected. Either way the pod backs off and is tried again.
+        pre_bind = any(p.name == status.plugin for p in s.framework.pre_binds)
+        message = status.message if pre_bind else f"binding rejected: {status.message}"
         self._event(info, "Warning", "FailedScheduling", message)
         if s.still_pending(info.key):
             s.queue.readd_failed(qp, message)

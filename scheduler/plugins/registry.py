@@ -24,6 +24,7 @@ from scheduler.plugins import (
     taint_toleration,
     vgpu,
 )
+from scheduler.plugins.volumes import binding, limits, restrictions, zone
 
 REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "SchedulingGates": scheduling_gates.SchedulingGates,
@@ -34,6 +35,10 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "NodeAffinity": node_affinity.NodeAffinity,
     "NodePorts": node_ports.NodePorts,
     "NodeResourcesFit": node_resources_fit.NodeResourcesFit,
+    "VolumeRestrictions": restrictions.VolumeRestrictions,
+    "NodeVolumeLimits": limits.NodeVolumeLimits,
+    "VolumeBinding": binding.VolumeBinding,
+    "VolumeZone": zone.VolumeZone,
     "VGPU": vgpu.VGPU,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,

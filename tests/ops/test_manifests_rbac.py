@@ -47,6 +47,13 @@ EXPECTED_RIGHTS = {
         | _rights("cluster", "", "nodes", "get", "list", "watch")
         | _rights("cluster", "", "events", "create", "patch")
         | _rights("cluster", "events.k8s.io", "events", "create", "patch")
+        # VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits: watch storage;
+        # bind a PV to its claim (update), name the node on a claim to provision (patch),
+        # read both back while waiting for the binding (get).
+        | _rights("cluster", "", "persistentvolumes", "get", "list", "watch", "update")
+        | _rights("cluster", "", "persistentvolumeclaims", "get", "list", "watch", "patch")
+        | _rights("cluster", "storage.k8s.io", "storageclasses", "list", "watch")
+        | _rights("cluster", "storage.k8s.io", "csinodes", "list", "watch")
         | _rights("vgpu-system", "coordination.k8s.io", "leases", "create")
         | _rights("vgpu-system", "coordination.k8s.io", "leases/vgpu-scheduler", "get", "update")),
     "vgpu-webhook": (_rights("cluster", "", "nodes", "list", "watch")

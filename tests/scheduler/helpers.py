@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scheduler.framework.nodeinfo import NodeInfo
-from vgpu.cluster.port import ClusterPort, Obj
+from vgpu.cluster.port import ClusterPort, Kind, Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
 
@@ -55,3 +55,16 @@ class FakeHandle:
 
     def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
         self.claims[pod_key] = assignment
+
+    def lister(self, kind: Kind) -> EmptyLister:
+        return EmptyLister()
+
+
+class EmptyLister:
+    """A lister of a kind nothing was created of."""
+
+    def get(self, key: str) -> Obj | None:
+        return None
+
+    def items(self) -> list[Obj]:
+        return []

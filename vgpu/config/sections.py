@@ -52,7 +52,8 @@ class WebhookConfig:
 #: The scheduler's default profile: plugins in the order their extension points run.
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
-    "NodeAffinity", "NodePorts", "NodeResourcesFit", "VGPU", "AllocationGate", "VGPUBinder",
+    "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
+    "VolumeBinding", "VolumeZone", "VGPU", "AllocationGate", "VGPUBinder",
 )
 
 #: kube-scheduler's default score weights, for the plugins of the profile that the
@@ -114,6 +115,14 @@ class SchedulerConfig:
     )
     event_repeat_max_seconds: float = _knob(
         600.0, "the longest spacing between repeats of the same event of a pod", lo=0,
+    )
+    volume_bind_timeout_seconds: float = _knob(
+        600.0, "how long PreBind waits for the PersistentVolumeClaims it bound or asked to "
+        "be provisioned to be bound before the pod is retried (kube-scheduler's "
+        "VolumeBinding bindTimeoutSeconds)", lo=0,
+    )
+    volume_bind_poll_seconds: float = _knob(
+        1.0, "how often that wait reads the claims from the API server", lo=0.001, hi=60,
     )
 
     def __post_init__(self) -> None:
