@@ -55,3 +55,14 @@ class FakeHandle:
 
     def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
         self.claims[pod_key] = assignment
+
+    def lister(self, kind: str) -> EmptyLister:
+        return EmptyLister()
+
+
+class EmptyLister:
+    def get(self, key: str) -> Obj | None:
+        return None
+
+    def items(self) -> list[Obj]:
+        return []
