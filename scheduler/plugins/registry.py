@@ -17,6 +17,7 @@ from scheduler.plugins import (
     node_affinity,
     node_resources_fit,
     node_unschedulable,
+    preemption,
     priority_sort,
     taint_toleration,
     vgpu,
@@ -29,6 +30,7 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "NodeAffinity": node_affinity.NodeAffinity,
     "NodeResourcesFit": node_resources_fit.NodeResourcesFit,
     "VGPU": vgpu.VGPU,
+    "DefaultPreemption": preemption.DefaultPreemption,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
     # Ranks nodes by itself (the vGPU plugin's score weight 0) and provides the GPU policy

@@ -168,7 +168,8 @@ class VGPU:
             return unresolvable(ix.BAD_INVENTORY if static.inventory_error else ix.NO_INVENTORY)
         reason = heartbeat_reason(static.heartbeat, state.now, self._expiry)
         if reason is not None:
-            return unschedulable(reason)
+            # The node agent is silent: evicting pods would not bring it back.
+            return unresolvable(reason)
         if pre.simple:
             reasons = pl.fits(static.devices, node.usages, pre.request.containers[0],
                               pre.request.choices.selector, self._scaling)

@@ -211,10 +211,10 @@ class GpuIndex:
                                                   BAD_INVENTORY))
         beats = snapshot.column(HEARTBEAT)[positions]
         open_ = out == -1
-        out[open_ & (beats == -math.inf)] = code_of(self.status(Code.UNSCHEDULABLE,
-                                                                NO_HEARTBEAT))
+        silent = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        out[open_ & (beats == -math.inf)] = code_of(self.status(silent, NO_HEARTBEAT))
         stale = (beats != -math.inf) & ~(beats >= heartbeat.oldest_fresh(now, expiry))
-        out[open_ & stale] = code_of(self.status(Code.UNSCHEDULABLE, STALE))
+        out[open_ & stale] = code_of(self.status(silent, STALE))
         devices = snapshot.column(DEVICES)[positions]
         out[(out == -1) & (devices < request.count)] = code_of(
             self.status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, pl.TOO_FEW_GPUS))

@@ -52,7 +52,7 @@ class WebhookConfig:
 #: The scheduler's default profile: plugins in the order their extension points run.
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "PrioritySort", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
-    "NodeResourcesFit", "VGPU", "AllocationGate", "VGPUBinder",
+    "NodeResourcesFit", "VGPU", "DefaultPreemption", "AllocationGate", "VGPUBinder",
 )
 
 
