@@ -29,6 +29,7 @@ from scheduler.framework.nodeinfo import NodeInfo, NodePod
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.status import Status, error, unresolvable
 from scheduler.plugins.preemption.budgets import Budget, violations
+from vgpu import usage
 from vgpu.cluster.port import Obj
 from vgpu.pods import node_name
 
@@ -109,20 +110,36 @@ def lower_priority(pod: PodInfo, node: NodeInfo, fresh: Fresh,
 
 
 class _Trial:
-    """The node as the simulation changes it, with the PreFilter state kept in step."""
+    """The node as the simulation changes it, with the PreFilter state kept in step.
+    Its totals change by what each pod takes, as the cache changes them."""
 
     def __init__(self, handle: Handle, state: CycleState, pod: PodInfo,
                  node: NodeInfo) -> None:
         self.handle, self.state, self.pod, self.node = handle, state, pod, node
         self.pods = dict(node.pods)
+        self.usages = dict(node.gpu_usage)
+        self.cpu, self.memory, self.count = (node.requested_cpu, node.requested_memory,
+                                             node.pod_count)
         self.room = node
 
+    def _move(self, placed: NodePod, sign: int) -> None:
+        if sign > 0:
+            self.pods[placed.info.key] = placed
+        else:
+            del self.pods[placed.info.key]
+        usage.apply(self.usages, placed.assignment, sign)
+        self.cpu += sign * placed.info.cpu_milli
+        self.memory += sign * placed.info.memory
+        self.count += sign
+
     def _rebuild(self) -> NodeInfo:
-        return NodeInfo.of(self.node.static, self.node.scaling, self.pods)
+        return self.node.replace(requested_cpu=self.cpu, requested_memory=self.memory,
+                                 pod_count=self.count, gpu_usage=dict(self.usages),
+                                 pods=dict(self.pods))
 
     def remove(self, removed: Sequence[NodePod]) -> Status | None:
         for placed in removed:
-            del self.pods[placed.info.key]
+            self._move(placed, -1)
         self.room = self._rebuild()
         for placed in removed:
             status = self.handle.remove_pod(self.state, self.pod, placed, self.room)
@@ -137,7 +154,7 @@ class _Trial:
     def give_back(self, placed: NodePod) -> Status | bool:
         """Put a pod back; it stays if the preemptor still fits (True), else it is taken
         away again (False)."""
-        self.pods[placed.info.key] = placed
+        self._move(placed, +1)
         trial = self._rebuild()
         status = self.handle.add_pod(self.state, self.pod, placed, trial)
         if not status.ok:
@@ -146,7 +163,7 @@ class _Trial:
         if self.handle.run_filters(self.state, self.pod, trial).ok:
             self.room = trial
             return True
-        del self.pods[placed.info.key]
+        self._move(placed, -1)
         status = self.handle.remove_pod(self.state, self.pod, placed, self.room)
         if not status.ok:
             return error(f"running RemovePod on PreFilter plugin {status.plugin!r}: "
