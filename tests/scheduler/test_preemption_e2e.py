@@ -179,3 +179,17 @@ def test_a_higher_priority_pod_takes_over_a_lower_nomination() -> None:
     clock.advance(5)
     sched.run_until_idle()
     assert node_of(cluster, "high") == "n1" and node_of(cluster, "mid") is None
+
+
+def test_a_pod_its_pre_filters_turn_away_preempts_nobody() -> None:
+    cluster = MemoryCluster()
+    sched, _ = start(cluster, gpu_node("n1", 1))
+    cluster.create("pods", on_gpu("low", "n1", 0, 4000))
+    cluster.create("pods", builders.pod(
+        "odd", [WHOLE], priority=100,
+        annotations={"vgpu.io/gpu-scheduler-policy": "fragmentation-aware"}))
+    sched.run_until_idle()
+    assert node_of(cluster, "low") == "n1"
+    assert messages(cluster, "odd", "FailedScheduling") == [
+        "0/1 nodes are available: GPU policy 'fragmentation-aware' is not available. "
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."]

@@ -45,9 +45,9 @@ def wanted_candidates(potential: int, percentage: int = MIN_CANDIDATE_NODES_PERC
 def potential_nodes(diagnosis: Diagnosis, snapshot: Snapshot) -> Positions:
     """Snapshot positions of the nodes that removing pods could help, in position order."""
     if diagnosis.pod_status is not None:
-        # PreFilter turned the pod away: every node gave that answer.
-        if diagnosis.pod_status.code is Code.UNSCHEDULABLE:
-            return np.flatnonzero(snapshot.mask()).astype(np.int64)
+        # A PreFilter turned the pod away, so the PreFilters after it wrote nothing that
+        # their Filters could read in a simulation: no node is tried (kube would try its
+        # nodes and get errors from those Filters).
         return np.zeros(0, dtype=np.int64)
     mask = snapshot.mask()
     if any(status.code is Code.UNSCHEDULABLE for status, _ in diagnosis.groups):
