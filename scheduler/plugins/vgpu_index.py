@@ -238,14 +238,11 @@ class GpuIndex:
             return result
         # The same GPUs with nothing on them: where even that is too little, no
         # preemption can help (as the exact filter says with fits_empty).
-        sub = [field[failing] for field in raw]
-        idle = np.zeros_like(sub[2])
-        empty = vf.classify(vf.GpuColumns(sub[0], sub[1], idle, sub[3], idle, sub[5], idle,
-                                          sub[7], sub[8]),
+        idle = vf.fits_idle(vf.GpuColumns(*(field[failing] for field in raw)),
                             cores=request.cores, memory_mib=request.memory_mib,
                             memory_percent=request.memory_percent, allowed_models=allowed)
         hopeless = np.zeros(len(rows), dtype=np.bool_)
-        hopeless[failing] = (empty == vf.FIT).sum(axis=1) < request.count
+        hopeless[failing] = idle.sum(axis=1) < request.count
         for mask in np.unique(masks[failing]).tolist():
             reasons = vf.reasons_of(mask) or (pl.TOO_FEW_GPUS,)
             for code, which in ((Code.UNSCHEDULABLE, ~hopeless),

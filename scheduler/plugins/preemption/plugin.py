@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 import numpy as np
 
@@ -51,8 +52,13 @@ WAITING = "preemption: not eligible due to a terminating pod on the nominated no
 _NO_VICTIMS = unresolvable(NO_VICTIMS)
 
 
+_PRIORITY = attrgetter("info.priority")
+
+
 def _min_priority(node: NodeInfo) -> int:
-    return min((p.info.priority for p in node.pods.values()), default=NO_PODS)
+    # Computed on every node change, for every node: map() over the pods, no generator.
+    lowest: int = min(map(_PRIORITY, node.pods.values()), default=NO_PODS)
+    return lowest
 
 
 def nominated_node(pod: Obj) -> str | None:
