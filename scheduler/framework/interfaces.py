@@ -77,8 +77,10 @@ class Handle(Protocol):
         """Tell the PreFilter state in ``state`` that ``added`` joined ``node``."""
 
     def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
-        """Hold room for ``pod`` on ``node`` (its CPU, memory and ``claim``) until it is
-        bound, deleted or nominated elsewhere: the victims of a preemption are leaving."""
+        """Hold room for ``pod`` on ``node`` (its CPU, memory and ``claim``) while the
+        victims of its preemption leave: until it is bound, deleted, nominated elsewhere
+        or attempted again (the host gives the room back to the pod first thing in each
+        attempt; PostFilter nominates it again if it must still wait)."""
 
     def clear_nomination(self, pod_key: str) -> None:
         """Give up the room a pending pod's nomination holds (a higher-priority pod
