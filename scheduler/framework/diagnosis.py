@@ -10,7 +10,7 @@ a node whose state did not change.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +41,9 @@ class Diagnosis:
     #: A failure that concerns the pod rather than nodes (a PreFilter rejection).
     pod_status: Status | None = None
     groups: list[tuple[Status, int]] = field(default_factory=list)
+    #: What the PostFilter plugins said (preemption under way, or why it cannot help);
+    #: the summary ends with it, as kube-scheduler's FailedScheduling message does.
+    post_filter_message: str = ""
 
     def counted(self) -> list[tuple[Status, int]]:
         """Every distinct status with the number of nodes that gave it."""
@@ -60,6 +63,30 @@ class Diagnosis:
         if self.pod_status is not None and self.pod_status.plugin:
             plugins.add(self.pod_status.plugin)
         return plugins
+
+
+def summarize(diagnosis: Diagnosis) -> str:
+    """``0/12 nodes are available: 7 insufficient GPU memory, 5 GPU type excluded.``
+
+    Each node counts once per distinct reason it gave; reasons are sorted by how many
+    nodes gave them, then alphabetically, so the message is stable across attempts. The
+    PostFilter's word follows (``preemption: ...``).
+    """
+    head = f"0/{diagnosis.total} nodes are available"
+    if diagnosis.pod_status is not None:
+        reason = diagnosis.pod_status.message or diagnosis.pod_status.code.name.lower()
+        text = f"{head}: {reason.rstrip('.')}."
+    else:
+        counts: Counter[str] = Counter()
+        for status, n in diagnosis.counted():
+            for reason in dict.fromkeys(status.reasons or (status.code.name.lower(),)):
+                counts[reason] += n
+        parts = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        text = f"{head}: " + ", ".join(f"{n} {r}" for r, n in parts) + "." if parts \
+            else f"{head}."
+    if diagnosis.post_filter_message:
+        text += f" {diagnosis.post_filter_message.rstrip('.')}."
+    return text
 
 
 def run_filters(state: CycleState, pod: PodInfo, info: NodeInfo,

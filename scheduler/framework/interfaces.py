@@ -77,8 +77,15 @@ class Handle(Protocol):
         """Tell the PreFilter state in ``state`` that ``added`` joined ``node``."""
 
     def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
-        """Hold room for ``pod`` on ``node`` (its CPU, memory and ``claim``) until it is
-        bound, deleted or nominated elsewhere: the victims of a preemption are leaving."""
+        """Hold room for ``pod`` on ``node`` (its CPU, memory and ``claim``) while the
+        victims of its preemption leave: until it is bound, deleted, nominated elsewhere
+        or attempted again (the host gives the room back to the pod first thing in each
+        attempt; PostFilter nominates it again if it must still wait)."""
+
+    def clear_nomination(self, pod_key: str) -> None:
+        """Give up the room a pending pod's nomination holds (a higher-priority pod
+        preempted on its node); the pod is tried again at once, as kube-scheduler moves a
+        pod whose nomination it removed to the active queue."""
 
     def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
         """Reserve: the GPU slices the pod takes on the node it is being reserved on. The
@@ -128,8 +135,10 @@ class FilterPlugin(Protocol):
 class PostFilterPlugin(Protocol):
     def post_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                     diagnosis: Diagnosis) -> Status:
-        """Runs when no node fits (kube uses it for preemption); SUCCESS means the plugin
-        made room and the pod should be retried at once."""
+        """Runs when no node fits (kube uses it for preemption). SUCCESS: the plugin made
+        room (victims are leaving; the pod's nomination holds the room) and no further
+        PostFilter runs; the pod is retried when the cluster changes. The message ends the
+        pod's FailedScheduling summary; ERROR makes the pod back off instead of parking."""
 
 
 @runtime_checkable

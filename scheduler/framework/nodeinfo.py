@@ -103,6 +103,9 @@ class NodePod:
 
     info: PodInfo
     assignment: Assignment | None = None
+    #: A pending pod whose preemption made room here: it holds the room until it is
+    #: scheduled, but it is not running (a higher-priority pod may take the room).
+    nominated: bool = False
 
 
 class NodeInfo:

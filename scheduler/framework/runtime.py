@@ -136,6 +136,8 @@ class Framework(LaterPoints):
         pre = self._pre_filter(state, pod, snapshot)
         if isinstance(pre, Status):
             diagnosis = diag.Diagnosis(len(snapshot), pod_status=pre)
+            if pre.rejected:
+                pre = self._post_filter(state, pod, snapshot, diagnosis) or pre
             return ScheduleResult(None, state, pre, diagnosis)
         candidates = self._visit_order(pre)
         filters = [f for f in self.filters if f.name not in state.skip_filter]
@@ -151,15 +153,28 @@ class Framework(LaterPoints):
             self._next_start = (self._next_start + evaluated) % max(len(snapshot), 1)
         if not feasible:
             diagnosis = self._diagnoser.diagnose(state, pod, snapshot, statuses, filters)
-            for plugin in self.post_filters:
-                if plugin.post_filter(state, pod, snapshot, diagnosis).code is Code.SUCCESS:
-                    break
-            return ScheduleResult(None, state, unschedulable("no node fits"), diagnosis,
-                                  evaluated, 0)
+            failed = self._post_filter(state, pod, snapshot, diagnosis)
+            return ScheduleResult(None, state, failed or unschedulable("no node fits"),
+                                  diagnosis, evaluated, 0)
         best = feasible[0]
         if len(feasible) > 1 and self.scorers:
             best = self._select(state, pod, feasible)
         return ScheduleResult(best.name, state, SUCCESS, None, evaluated, len(feasible))
+
+    def _post_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                     diagnosis: diag.Diagnosis) -> Status | None:
+        """Run the PostFilter plugins until one succeeds (kube: it made room, typically by
+        preemption); what the last one said goes into the diagnosis. Returns the ERROR a
+        plugin ended with (the pod then backs off instead of parking), else None."""
+        for plugin in self.post_filters:
+            status: Status = plugin.post_filter(state, pod, snapshot, diagnosis)
+            if status.message:
+                diagnosis.post_filter_message = status.message
+            if status.code is Code.SUCCESS:
+                return None
+            if status.code is Code.ERROR:
+                return status.with_plugin(plugin.name)
+        return None
 
     def _pre_filter(self, state: CycleState, pod: PodInfo,
                     snapshot: Snapshot) -> _PreFiltered | Status:

@@ -94,6 +94,18 @@ class Cycle:
     # -- the scheduling cycle --------------------------------------------------------------
 
     def attempt(self, qp: QueuedPod) -> None:
+        # A nominated pod gives back the room its preemption held, so that this attempt
+        # can use it; PostFilter nominates it again if it still has to wait (kube removes
+        # the pod from the nominator and adds it back the same way).
+        held = self._s.cache.clear_nomination(qp.key)
+        try:
+            self._attempt(qp)
+        finally:
+            if held is not None and self._s.cache.pod(qp.key) is None:
+                # Not scheduled and not nominated again: the room is free for others.
+                self._s.wake(ClusterEvent("pod", "delete", held.node, freed=held.assignment))
+
+    def _attempt(self, qp: QueuedPod) -> None:
         started = _clocks()
         s = self._s
         info = qp.info

@@ -54,7 +54,7 @@ class PodRecord:
             self.info.shape == other.info.shape and self.info.labels == other.info.labels)
 
     def on_node(self) -> NodePod:
-        return NodePod(self.info, self.assignment)
+        return NodePod(self.info, self.assignment, self.nominated)
 
 
 def bound_record(pod: Obj, config: Config) -> PodRecord | None:

@@ -128,6 +128,15 @@ class Scheduler:
     def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
         self.cache.nominate(pod, node, claim)
 
+    def clear_nomination(self, pod_key: str) -> None:
+        rec = self.cache.clear_nomination(pod_key)
+        if rec is None:
+            return
+        self.wake(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
+        qp = self.queue.get(pod_key)
+        if qp is not None:
+            self.queue.add(qp.info)
+
     def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
         self._claims[pod_key] = assignment
 

@@ -19,6 +19,7 @@ from scheduler.plugins import (
     node_ports,
     node_resources_fit,
     node_unschedulable,
+    preemption,
     priority_sort,
     scheduling_gates,
     taint_toleration,
@@ -40,6 +41,7 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "VolumeBinding": binding.VolumeBinding,
     "VolumeZone": zone.VolumeZone,
     "VGPU": vgpu.VGPU,
+    "DefaultPreemption": preemption.DefaultPreemption,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
     # Ranks nodes by itself (the vGPU plugin's score weight 0) and provides the GPU policy

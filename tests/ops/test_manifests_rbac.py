@@ -44,6 +44,10 @@ EXPECTED_RIGHTS = {
         _rights("cluster", "", "pods", "get", "list", "watch", "patch")
         | _rights("cluster", "", "pods/binding", "create")
         | _rights("cluster", "", "pods/status", "patch")
+        # Preemption: victims are evicted (the API server enforces their budgets), and
+        # the budgets steer which victims are chosen.
+        | _rights("cluster", "", "pods/eviction", "create")
+        | _rights("cluster", "policy", "poddisruptionbudgets", "list", "watch")
         | _rights("cluster", "", "nodes", "get", "list", "watch")
         | _rights("cluster", "", "events", "create", "patch")
         | _rights("cluster", "events.k8s.io", "events", "create", "patch")

@@ -127,7 +127,9 @@ def test_summary_over_bulk_and_single_answers() -> None:
     result = sched.framework.schedule(pod, sched.snapshot, NOW)
     assert result.diagnosis is not None
     assert summarize(result.diagnosis) == (
-        "0/7 nodes are available: 6 insufficient GPU memory, 1 node is unschedulable.")
+        "0/7 nodes are available: 6 insufficient GPU memory, 1 node is unschedulable. "
+        # 9000 MiB exceeds every GPU, and a cordon is no pod: nothing to preempt for.
+        "preemption: 0/7 nodes are available: 7 Preemption is not helpful for scheduling.")
     assert FakeHandle  # the plugins also build without a host
     assert set(REGISTRY) >= {"VGPU", "NodeResourcesFit"}
 

@@ -130,7 +130,8 @@ def test_an_unbound_immediate_claim_waits_for_the_pv_controller() -> None:
     sched.run_until_idle()
     assert node_of(cluster, "p") is None
     assert messages(cluster, "p") == [
-        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."]
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."]
     # The PV controller binds it: the claim's update wakes the pod.
     cluster.create("persistentvolumes", vol.pv("pv", "now", phase="Bound"))
     claim = claim_of(cluster, "data")
@@ -217,7 +218,8 @@ def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time() -> None:
     assert node_of(cluster, "first") is not None and node_of(cluster, "second") is None
     assert messages(cluster, "second") == [
         "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same "
-        "name and ReadWriteOncePod access mode."]
+        "name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 No "
+        "preemption victims found for incoming pod."]
     cluster.delete("pods", "first", "default")
     clock.advance(2)
     sched.run_until_idle()
@@ -238,7 +240,9 @@ def test_a_node_at_its_csi_attach_limit_takes_no_more_volumes() -> None:
         sched.run_until_idle()
     assert node_of(cluster, "p-a") == "n1" and node_of(cluster, "p-b") is None
     assert messages(cluster, "p-b") == [
-        "0/1 nodes are available: 1 node(s) exceed max volume count."]
+        "0/1 nodes are available: 1 node(s) exceed max volume count."
+        " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming"
+        " pod."]
 
 
 def test_pods_without_claims_never_watch_for_storage_in_vain() -> None:

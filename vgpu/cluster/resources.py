@@ -24,6 +24,10 @@ class Resource:
     #: ``v1`` for the core group, else ``<group>/<version>``, as in an object's apiVersion.
     api_version: str
     namespaced: bool
+    #: Older versions the real adapter lists (and then watches and writes) when a server
+    #: does not serve ``api_version`` yet: PodDisruptionBudgets are ``policy/v1beta1``
+    #: only before Kubernetes 1.21. The objects' fields that vgpu reads are the same.
+    fallbacks: tuple[str, ...] = ()
 
     @property
     def group(self) -> str:
@@ -48,7 +52,8 @@ RESOURCES: Mapping[str, Resource] = MappingProxyType({r.plural: r for r in (
              "admissionregistration.k8s.io/v1", namespaced=False),
     Resource("storageclasses", "StorageClass", "storage.k8s.io/v1", namespaced=False),
     Resource("csinodes", "CSINode", "storage.k8s.io/v1", namespaced=False),
-    Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", namespaced=True),
+    Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", namespaced=True,
+             fallbacks=("policy/v1beta1",)),
     Resource("events", "Event", "v1", namespaced=True),
 )})
 

@@ -53,7 +53,7 @@ class WebhookConfig:
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
     "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-    "VolumeBinding", "VolumeZone", "VGPU", "AllocationGate", "VGPUBinder",
+    "VolumeBinding", "VolumeZone", "VGPU", "DefaultPreemption", "AllocationGate", "VGPUBinder",
 )
 
 #: kube-scheduler's default score weights, for the plugins of the profile that the

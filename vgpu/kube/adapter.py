@@ -12,6 +12,7 @@ service account's in a pod, which never imports ``kubernetes``, else the kubecon
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -25,6 +26,7 @@ from vgpu.errors import (
     ClusterError,
     ConfigError,
     InvalidError,
+    NotFoundError,
 )
 from vgpu.kube import paths
 from vgpu.kube.pod_calls import PodCalls
@@ -48,6 +50,12 @@ class KubeCluster(PodCalls):
         self.transport = transport
         self._bucket = TokenBucket(qps, burst)
         self._timeout = request_timeout
+        # The older version a resource is served at on this server, once a list found it
+        # (Resource.fallbacks); every later call for the kind uses it.
+        self._served: dict[str, Resource] = {}
+
+    def _resource(self, kind: Kind) -> Resource:
+        return self._served.get(kind) or resource(kind)
 
     # -- transport -------------------------------------------------------------------------
 
@@ -79,8 +87,24 @@ class KubeCluster(PodCalls):
     # -- the port --------------------------------------------------------------------------
 
     def list(self, kind: Kind, selector: Selector = ALL) -> ListResult:
-        res = resource(kind)
+        res = self._resource(kind)
         check_selector(res, selector)
+        try:
+            return self._list(res, selector)
+        except NotFoundError:
+            # A collection is never missing: the server does not serve this version.
+            for version in res.fallbacks if kind not in self._served else ():
+                older = dataclasses.replace(res, api_version=version)
+                try:
+                    result = self._list(older, selector)
+                except NotFoundError:
+                    continue
+                self._served[kind] = older
+                return result
+            raise
+
+    def _list(self, res: Resource, selector: Selector) -> ListResult:
+        kind = res.plural
         query = paths.query(selector)
         items: list[Obj] = []
         cont = ""
@@ -97,7 +121,7 @@ class KubeCluster(PodCalls):
 
     def watch(self, kind: Kind, resource_version: str, selector: Selector = ALL,
               timeout_seconds: float = 30.0) -> Iterator[WatchEvent]:
-        res = resource(kind)
+        res = self._resource(kind)
         # Checked here, not when the stream is first read, as in the in-memory cluster.
         check_selector(res, selector)
         return self._stream(res, resource_version, selector, timeout_seconds)
@@ -132,24 +156,24 @@ class KubeCluster(PodCalls):
             raw.release_conn()
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
-        res = resource(kind)
+        res = self._resource(kind)
         return self.request_json("GET", paths.path(res, name, namespace),
                                  f"get {res.singular} {name}")
 
     def create(self, kind: Kind, obj: Obj) -> Obj:
-        res = resource(kind)
+        res = self._resource(kind)
         namespace = (obj.get("metadata") or {}).get("namespace") or (
             DEFAULT_NAMESPACE if res.namespaced else None)
         return self.request_json("POST", paths.path(res, namespace=namespace),
                                  f"create {res.singular}", body=paths.typed(res, obj))
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
-        res = resource(kind)
+        res = self._resource(kind)
         self.request_json("DELETE", paths.path(res, name, namespace),
                           f"delete {res.singular} {name}")
 
     def replace(self, kind: Kind, obj: Obj) -> Obj:
-        res = resource(kind)
+        res = self._resource(kind)
         meta = obj.get("metadata") or {}
         name = meta.get("name")
         if not name:
@@ -165,7 +189,7 @@ class KubeCluster(PodCalls):
         if resource_version:
             # A merge patch carrying resourceVersion is a conditional write: 409 if stale.
             metadata["resourceVersion"] = resource_version
-        res = resource(kind)
+        res = self._resource(kind)
         return self.request_json("PATCH", paths.path(res, name, namespace),
                                  f"patch {res.singular} {name}",
                                  body={"metadata": metadata}, content_type=paths.MERGE_PATCH)
