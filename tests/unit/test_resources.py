@@ -90,6 +90,14 @@ PATHS = [
     ("csinodes", "/apis/storage.k8s.io/v1/csinodes", "/apis/storage.k8s.io/v1/csinodes/x"),
     ("poddisruptionbudgets", "/apis/policy/v1/namespaces/ns/poddisruptionbudgets",
      "/apis/policy/v1/namespaces/ns/poddisruptionbudgets/x"),
+    ("namespaces", "/api/v1/namespaces", "/api/v1/namespaces/x"),
+    ("services", "/api/v1/namespaces/ns/services", "/api/v1/namespaces/ns/services/x"),
+    ("replicationcontrollers", "/api/v1/namespaces/ns/replicationcontrollers",
+     "/api/v1/namespaces/ns/replicationcontrollers/x"),
+    ("replicasets", "/apis/apps/v1/namespaces/ns/replicasets",
+     "/apis/apps/v1/namespaces/ns/replicasets/x"),
+    ("statefulsets", "/apis/apps/v1/namespaces/ns/statefulsets",
+     "/apis/apps/v1/namespaces/ns/statefulsets/x"),
 ]
 
 
