@@ -7,20 +7,13 @@ prints the docs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from vgpu import policy
+from vgpu.config.knobs import knob as _knob
+from vgpu.config.knobs import section as _section
+from vgpu.config.plugin_args import InterPodAffinityArgs, PodTopologySpreadArgs
 from vgpu.errors import ConfigError
-
-
-def _knob(default: Any, doc: str, *, lo: float | None = None, hi: float | None = None,
-          choices: tuple[str, ...] | None = None) -> Any:
-    return field(default=default, metadata={"doc": doc, "lo": lo, "hi": hi, "choices": choices})
-
-
-def _section(factory: Any, doc: str) -> Any:
-    return field(default_factory=factory, metadata={"doc": doc})
 
 
 @dataclass(frozen=True)
@@ -52,8 +45,13 @@ class WebhookConfig:
 #: The scheduler's default profile: plugins in the order their extension points run.
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "PrioritySort", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
-    "NodeResourcesFit", "VGPU", "AllocationGate", "VGPUBinder",
+    "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity", "VGPU", "AllocationGate",
+    "VGPUBinder",
 )
+
+#: Score weights of plugins in the profile that scoreWeights does not name (kube-scheduler's
+#: defaults); every other score plugin weighs 1.
+DEFAULT_SCORE_WEIGHTS: dict[str, int] = {"PodTopologySpread": 2, "InterPodAffinity": 2}
 
 
 def _plugin_name_ok(name: str) -> bool:
@@ -108,6 +106,10 @@ class SchedulerConfig:
     event_repeat_max_seconds: float = _knob(
         600.0, "the longest spacing between repeats of the same event of a pod", lo=0,
     )
+    inter_pod_affinity: InterPodAffinityArgs = _section(
+        InterPodAffinityArgs, "the InterPodAffinity plugin")
+    pod_topology_spread: PodTopologySpreadArgs = _section(
+        PodTopologySpreadArgs, "the PodTopologySpread plugin")
 
     def __post_init__(self) -> None:
         if not self.plugins:
@@ -127,8 +129,9 @@ class SchedulerConfig:
                 f"podInitialBackoffSeconds ({self.pod_initial_backoff_seconds!r})")
 
     def weights(self) -> dict[str, int]:
-        """``score_weights`` as a mapping; every name must be one of ``plugins``."""
-        out: dict[str, int] = {}
+        """``score_weights`` as a mapping over the defaults of the profile's plugins; every
+        name must be one of ``plugins``."""
+        out = {name: w for name, w in DEFAULT_SCORE_WEIGHTS.items() if name in self.plugins}
         for entry in self.score_weights:
             name, sep, raw = entry.partition("=")
             name = name.strip()
