@@ -181,7 +181,9 @@ def test_default_profile_builds_every_registered_plugin() -> None:
     fw = profile.build(SchedulerConfig(), FakeHandle(), REGISTRY)
     assert [p.name for p in fw.plugins] == list(SchedulerConfig().plugins)
     assert fw.queue_sort.name == "PrioritySort"
-    assert [p.name for p, _, _ in fw.scorers] == ["VGPU"]
+    # kube-scheduler's default weights for its plugins; the vGPU policy weighs 1.
+    assert [(p.name, w) for p, w, _ in fw.scorers] == [
+        ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("VGPU", 1)]
 
 
 @pytest.mark.parametrize(("plugins", "weights", "message"), [
