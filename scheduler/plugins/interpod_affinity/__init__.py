@@ -17,7 +17,12 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from scheduler.framework.affinity import AffinityTerm, WeightedTerm, parse_pod_affinity
+from scheduler.framework.affinity import (
+    AffinityTerm,
+    PodAffinity,
+    WeightedTerm,
+    parse_pod_affinity,
+)
 from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.nodeinfo import NodeInfo, NodePod
@@ -32,18 +37,28 @@ from vgpu.pods import node_name
 
 FILTER_KEY = "InterPodAffinity/filter"
 SCORE_KEY = "InterPodAffinity/score"
-#: Per node: pods with any pod (anti-)affinity term; pods with required anti-affinity.
+#: Per node: pods with any pod (anti-)affinity term, and pods with required anti-affinity.
 AFFINITY_PODS = "interpodaffinity.pods"
-ANTI_AFFINITY_PODS = "interpodaffinity.anti"
 
 
-def _with_affinity(node: NodeInfo) -> int:
-    return sum(1 for p in node.pods.values() if p.info.pod_affinity is not None)
+def _with_terms(node: NodeInfo) -> tuple[int, int]:
+    any_terms = anti = 0
+    for pod in node.pods.values():
+        aff = pod.info.pod_affinity
+        if aff is not None:
+            any_terms += 1
+            anti += bool(aff.required_anti)
+    return any_terms, anti
 
 
-def _with_anti(node: NodeInfo) -> int:
-    return sum(1 for p in node.pods.values()
-               if p.info.pod_affinity is not None and p.info.pod_affinity.required_anti)
+def _existing_terms(snapshot: Snapshot) -> tuple[bool, bool]:
+    """Whether any existing pod has (anti-)affinity terms, and required anti-affinity."""
+    per_node = snapshot.column(AFFINITY_PODS)
+    # count_nonzero over the whole block is the fast check (the common answer is no);
+    # a pod with anti-affinity also counts in the first column.
+    if not np.count_nonzero(per_node):
+        return False, False
+    return True, bool(np.count_nonzero(per_node[:, 1]))
 
 
 class InterPodAffinity:
@@ -58,8 +73,7 @@ class InterPodAffinity:
         self._ignore_existing_preferred = args.ignore_preferred_terms_of_existing_pods
 
     def columns(self) -> Sequence[Column]:
-        return (*pod_index.COLUMNS, Column(AFFINITY_PODS, np.int32, _with_affinity, 0),
-                Column(ANTI_AFFINITY_PODS, np.int32, _with_anti, 0))
+        return (*pod_index.COLUMNS, Column(AFFINITY_PODS, np.int32, _with_terms, 0, width=2))
 
     # -- namespaces ------------------------------------------------------------------------
 
@@ -84,10 +98,15 @@ class InterPodAffinity:
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        any_terms, any_anti = _existing_terms(snapshot)
         aff = pod.pod_affinity
+        if not self._scores(aff, any_terms):
+            # Known before filtering: the framework may then stop at the first feasible
+            # node when no other plugin scores either.
+            state.skip_score.add(self.name)
         required = aff.required if aff is not None else ()
         anti = aff.required_anti if aff is not None else ()
-        if not required and not anti and not snapshot.column(ANTI_AFFINITY_PODS).any():
+        if not required and not anti and not any_anti:
             return None, SKIP
         index = pod_index.index_of(snapshot)
         fstate = filtering.compute(index, pod, self._ns_labels(pod.namespace),
@@ -123,16 +142,21 @@ class InterPodAffinity:
 
     # -- scoring ---------------------------------------------------------------------------
 
+    def _scores(self, aff: PodAffinity | None, existing_terms: bool) -> bool:
+        """Whether PreScore may find anything to score: the pod's preferred terms, or
+        existing pods with terms (unless configured to ignore those alone)."""
+        if aff is not None and (aff.preferred or aff.preferred_anti):
+            return True
+        return existing_terms and not self._ignore_existing_preferred
+
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        snapshot = state.snapshot
+        if snapshot is None or self.name in state.skip_score or not self._scores(
+                pod.pod_affinity, _existing_terms(snapshot)[0]):
+            return SKIP
         aff = pod.pod_affinity
         preferred = aff.preferred if aff is not None else ()
         preferred_anti = aff.preferred_anti if aff is not None else ()
-        snapshot = state.snapshot
-        if snapshot is None or (self._ignore_existing_preferred and not preferred
-                                and not preferred_anti):
-            return SKIP
-        if not preferred and not preferred_anti and not snapshot.column(AFFINITY_PODS).any():
-            return SKIP
         index = pod_index.index_of(snapshot)
         ns_labels = self._ns_labels(pod.namespace)
         preferred = self._resolve_weighted(preferred)

@@ -57,17 +57,26 @@ class PodTopologySpread:
 
     def _of_kind(self, state: CycleState, pod: PodInfo,
                  when: str) -> tuple[SpreadConstraint, ...]:
+        """The pod's hard (DoNotSchedule) or soft (ScheduleAnyway) constraints, found once
+        per cycle."""
         found = state.read(CONSTRAINTS_KEY)
         if found is None:
-            found = self.constraints(pod)
+            every = self.constraints(pod)
+            found = {kind: tuple(c for c in every if c.when_unsatisfiable == kind)
+                     for kind in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)}
             state.write(CONSTRAINTS_KEY, found)
-        return tuple(c for c in found if c.when_unsatisfiable == when)
+        result: tuple[SpreadConstraint, ...] = found[when]
+        return result
 
     # -- filtering -------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
         hard = self._of_kind(state, pod, DO_NOT_SCHEDULE)
+        if not self._of_kind(state, pod, SCHEDULE_ANYWAY):
+            # Known before filtering: the framework may then stop at the first feasible
+            # node when no other plugin scores either.
+            state.skip_score.add(self.name)
         if not hard:
             return None, SKIP
         index = pod_index.index_of(snapshot)
@@ -107,7 +116,7 @@ class PodTopologySpread:
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         snapshot = state.snapshot
-        if snapshot is None or not len(snapshot):
+        if snapshot is None or not len(snapshot) or self.name in state.skip_score:
             return SKIP
         soft = self._of_kind(state, pod, SCHEDULE_ANYWAY)
         if not soft:

@@ -62,12 +62,15 @@ class Selectors:
 
     def selector(self, pod: PodInfo) -> LabelSelector | None:
         """The pod's default selector; None when nothing selects it."""
+        services = self._service_selectors(pod.namespace)
+        owner = _controller(pod.pod)
+        if not services and owner is None:
+            return None
         merged: dict[str, str] = {}
-        for selector in self._service_selectors(pod.namespace):
+        for selector in services:
             if from_labels(selector).matches(pod.labels):
                 merged.update(selector)
         extra: tuple[LabelRequirement, ...] = ()
-        owner = _controller(pod.pod)
         if owner is not None and owner[:2] == _RC:
             rc = self._controllers["replicationcontrollers"].get(f"{pod.namespace}/{owner[2]}")
             # An RC's selector is a label map: it merges into the Services' one.

@@ -116,7 +116,8 @@ def mask(state: FilterState, index: PodIndex) -> npt.NDArray[np.bool_]:
     for h in state.hard:
         codes = index.topology(h.constraint.topology_key).codes
         known = (codes >= 0) & (codes < len(h.counts))
-        counts = np.where(known, h.counts[np.where(known, codes, 0)], 0)
+        # One more slot, at 0, for nodes whose value is no domain.
+        counts = np.append(h.counts, 0)[np.where(known, codes, len(h.counts))]
         ok &= (codes >= 0) & (counts + h.self_match - h.minimum <= h.constraint.max_skew)
     return ok
 
