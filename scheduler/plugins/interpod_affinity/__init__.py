@@ -37,28 +37,28 @@ from vgpu.pods import node_name
 
 FILTER_KEY = "InterPodAffinity/filter"
 SCORE_KEY = "InterPodAffinity/score"
-#: Per node: pods with any pod (anti-)affinity term, and pods with required anti-affinity.
+#: Per node: pods with terms that score other pods (required affinity, preferred terms),
+#: and pods with required anti-affinity.
 AFFINITY_PODS = "interpodaffinity.pods"
 
 
 def _with_terms(node: NodeInfo) -> tuple[int, int]:
-    any_terms = anti = 0
+    scoring = anti = 0
     for pod in node.pods.values():
         aff = pod.info.pod_affinity
         if aff is not None:
-            any_terms += 1
+            scoring += bool(aff.required or aff.preferred or aff.preferred_anti)
             anti += bool(aff.required_anti)
-    return any_terms, anti
+    return scoring, anti
 
 
 def _existing_terms(snapshot: Snapshot) -> tuple[bool, bool]:
-    """Whether any existing pod has (anti-)affinity terms, and required anti-affinity."""
+    """Whether any existing pod has terms that score others, and any required
+    anti-affinity (a count over the whole block first: the common answer is no)."""
     per_node = snapshot.column(AFFINITY_PODS)
-    # count_nonzero over the whole block is the fast check (the common answer is no);
-    # a pod with anti-affinity also counts in the first column.
     if not np.count_nonzero(per_node):
         return False, False
-    return True, bool(np.count_nonzero(per_node[:, 1]))
+    return bool(np.count_nonzero(per_node[:, 0])), bool(np.count_nonzero(per_node[:, 1]))
 
 
 class InterPodAffinity:
@@ -98,9 +98,9 @@ class InterPodAffinity:
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        any_terms, any_anti = _existing_terms(snapshot)
+        scoring, any_anti = _existing_terms(snapshot)
         aff = pod.pod_affinity
-        if not self._scores(aff, any_terms):
+        if not self._scores(aff, scoring):
             # Known before filtering: the framework may then stop at the first feasible
             # node when no other plugin scores either.
             state.skip_score.add(self.name)
@@ -142,12 +142,12 @@ class InterPodAffinity:
 
     # -- scoring ---------------------------------------------------------------------------
 
-    def _scores(self, aff: PodAffinity | None, existing_terms: bool) -> bool:
+    def _scores(self, aff: PodAffinity | None, existing_scoring: bool) -> bool:
         """Whether PreScore may find anything to score: the pod's preferred terms, or
-        existing pods with terms (unless configured to ignore those alone)."""
+        existing pods with scoring terms (unless configured to ignore those alone)."""
         if aff is not None and (aff.preferred or aff.preferred_anti):
             return True
-        return existing_terms and not self._ignore_existing_preferred
+        return existing_scoring and not self._ignore_existing_preferred
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         snapshot = state.snapshot
