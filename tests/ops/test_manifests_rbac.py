@@ -45,6 +45,12 @@ EXPECTED_RIGHTS = {
         | _rights("cluster", "", "pods/binding", "create")
         | _rights("cluster", "", "pods/status", "patch")
         | _rights("cluster", "", "nodes", "get", "list", "watch")
+        # Pod affinity's namespaceSelector; the default topology spread constraints.
+        | _rights("cluster", "", "namespaces", "list", "watch")
+        | _rights("cluster", "", "services", "list", "watch")
+        | _rights("cluster", "", "replicationcontrollers", "list", "watch")
+        | _rights("cluster", "apps", "replicasets", "list", "watch")
+        | _rights("cluster", "apps", "statefulsets", "list", "watch")
         | _rights("cluster", "", "events", "create", "patch")
         | _rights("cluster", "events.k8s.io", "events", "create", "patch")
         | _rights("vgpu-system", "coordination.k8s.io", "leases", "create")
