@@ -243,3 +243,31 @@ def test_what_may_help_a_rejected_pod(event: ClusterEvent, helps: bool) -> None:
         required=[term(label_in("app", "db"), "zone")],
         anti=[term(label_in("app", "x"), "zone")]))
     assert plugin.could_help(rejected, event) is helps
+
+
+A_AFF, B_AFF = term(exists("aaa"), "hostname"), term(exists("bbb"), "hostname")
+C_AFF = term(exists("ccc"), "hostname")
+H = ("hostname", "nodeA")
+
+
+@pytest.mark.parametrize(("labels", "rules", "want_affinity", "want_anti"), [
+    (None, affinity(), {}, {}),  # no terms: nothing counted
+    ({"bbb": ""}, affinity(required=[A_AFF], anti=[A_AFF]), {}, {}),
+    ({"aaa": ""}, affinity(required=[A_AFF], anti=[A_AFF]), {H: 1}, {H: 1}),
+    # affinity counts once per term, for a pod matching all of them
+    ({"aaa": "", "bbb": ""}, affinity(required=[A_AFF, B_AFF], anti=[A_AFF]), {H: 2}, {H: 1}),
+    ({"aaa": ""}, affinity(required=[A_AFF, B_AFF], anti=[A_AFF, B_AFF]), {}, {H: 1}),
+    ({"aaa": "", "bbb": ""}, affinity(required=[A_AFF, C_AFF], anti=[A_AFF, C_AFF]), {},
+     {H: 1}),
+    ({"bbb": ""}, affinity(required=[A_AFF, B_AFF], anti=[A_AFF, B_AFF]), {}, {H: 1}),
+])
+def test_counts_of_the_incoming_pods_terms(labels: Any, rules: Any, want_affinity: Any,
+                                           want_anti: Any) -> None:
+    plugin = InterPodAffinity(handle())
+    snap = snapshot_of(plugin, [node_obj("nodeA", {"hostname": "nodeA"})],
+                       [pod("normal", labels, node="nodeA")] if labels else [])
+    status, _, state = run_filter(plugin, pod("in", aff=rules or None), snap)
+    if not want_affinity and not want_anti and status.code is Code.SKIP:
+        return
+    got = state.read(FILTER_KEY)
+    assert (got.affinity_counts, got.anti_counts) == (want_affinity, want_anti)
