@@ -34,6 +34,8 @@ INVALID = -1.0
 @dataclass(frozen=True)
 class ScoreState:
     namespace: str
+    #: The pod being scheduled: found nominated on a node, it does not count for itself.
+    pod_key: str
     constraints: tuple[SpreadConstraint, ...]
     ignored: frozenset[str]
     #: Per constraint, matching pods per domain (hostname constraints count at Score).
@@ -60,18 +62,25 @@ def _domains(constraints: tuple[SpreadConstraint, ...], feasible: Sequence[NodeI
     return domains, ignored
 
 
-def _count(index: PodIndex, namespace: str, constraint: SpreadConstraint,
+def _count(index: PodIndex, pod: PodInfo, constraint: SpreadConstraint,
            eligible: npt.NDArray[np.bool_], counts: dict[str, int]) -> None:
     sel = constraint.selector
     if sel is None or sel.empty:
         return
     key = constraint.topology_key
     for group, nodes in index.groups.items():
-        if group.namespace == namespace and not group.terminating and sel.matches(group.labels):
+        if (group.namespace == pod.namespace and not group.terminating
+                and sel.matches(group.labels)):
             for pos, count in nodes.items():
                 value = index.labels(pos).get(key, "")
                 if eligible[pos] and value in counts:
                     counts[value] += count
+    found = index.node_pod(pod.key)
+    if found is not None and counted(constraint, pod.namespace, found[1].info):
+        pos = index.where[pod.key]
+        value = index.labels(pos).get(key, "")
+        if eligible[pos] and value in counts:
+            counts[value] -= 1
 
 
 def compute(index: PodIndex, pod: PodInfo, constraints: tuple[SpreadConstraint, ...], *,
@@ -85,9 +94,9 @@ def compute(index: PodIndex, pod: PodInfo, constraints: tuple[SpreadConstraint, 
                                 if require_all else [])
     for i, c in enumerate(constraints):
         if c.topology_key != HOSTNAME and domains[i]:
-            _count(index, pod.namespace, c, eligibility.include(index, pod, c, base),
-                   domains[i])
-    return ScoreState(pod.namespace, constraints, frozenset(ignored), tuple(domains), weights)
+            _count(index, pod, c, eligibility.include(index, pod, c, base), domains[i])
+    return ScoreState(pod.namespace, pod.key, constraints, frozenset(ignored), tuple(domains),
+                      weights)
 
 
 def score(state: ScoreState, node: NodeInfo) -> float:
@@ -100,7 +109,8 @@ def score(state: ScoreState, node: NodeInfo) -> float:
         if value is None:
             continue
         if c.topology_key == HOSTNAME:
-            count = sum(1 for p in node.pods.values() if counted(c, state.namespace, p.info))
+            count = sum(1 for key, p in node.pods.items()
+                        if key != state.pod_key and counted(c, state.namespace, p.info))
         else:
             count = state.counts[i].get(value, 0)
         total += count * state.weights[i] + (c.max_skew - 1)
