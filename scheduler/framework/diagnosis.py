@@ -155,27 +155,40 @@ class Diagnoser:
     def _filter_each(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                      statuses: dict[str, Status], *, filters: Sequence[Any],
                      positions: list[int]) -> None:
-        memo = self._memo(pod, state.now, filters)
+        # Filters whose answer on a node depends on other nodes (pod affinity, spread)
+        # are run every time, the others' answer comes from the memo when it can: a node
+        # fails at the first failing filter, whichever kind it is.
+        kept = [f for f in filters if getattr(f, "diagnosis_memo", True)]
+        live = [(i, f) for i, f in enumerate(filters) if not getattr(f, "diagnosis_memo", True)]
+        order = {f.name: i for i, f in enumerate(filters)}
+        memo = self._memo(pod, state.now, kept)
         for pos in positions:
             info = snapshot.nodes[pos]
             if info is None:
                 continue
             name = info.name
-            if memo is not None:
-                hit = memo.get(name)
-                if hit is not None and hit[0] is info:
-                    statuses[name] = hit[1]
-                    continue
-            status = run_filters(state, pod, info, filters)
+            hit = memo.get(name) if memo is not None else None
+            if hit is not None and hit[0] is info:
+                status = hit[1]
+            else:
+                status = run_filters(state, pod, info, kept)
+                if memo is not None:
+                    memo[name] = (info, status)
+            first = order[status.plugin] if status.code is not Code.SUCCESS else len(filters)
+            for i, f in live:
+                if i > first:
+                    break
+                answer = f.filter(state, pod, info)
+                if answer.code is not Code.SUCCESS:
+                    status = answer.with_plugin(f.name)
+                    break
             if status.code is Code.SUCCESS:
                 status = error("node was not evaluated")
             statuses[name] = status
-            if memo is not None:
-                memo[name] = (info, status)
 
     def _memo(self, pod: PodInfo, now: float,
               filters: Sequence[Any]) -> dict[str, tuple[NodeInfo, Status]] | None:
-        if not all(getattr(f, "diagnosis_memo", True) for f in filters):
+        if not filters:
             return None
         key = (pod.shape, tuple(f.name for f in filters))
         entry = self._memos.get(key)

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.framework import compute, objects
+from scheduler.framework.affinity import PodAffinity, parse_pod_affinity
 from scheduler.framework.ports import HostPort, parse_host_ports
+from scheduler.framework.spread import SpreadConstraint, parse_constraints
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.errors import RequestError
@@ -53,6 +55,12 @@ class PodInfo:
     claims: tuple[str, ...] = ()
     #: ``metadata.creationTimestamp`` in epoch seconds, when readable.
     created: float | None = None
+    #: Pod affinity and anti-affinity terms; None when the pod has none.
+    pod_affinity: PodAffinity | None = None
+    #: ``spec.topologySpreadConstraints``, selectors merged with ``matchLabelKeys``.
+    spread: tuple[SpreadConstraint, ...] = ()
+    #: ``metadata.deletionTimestamp`` is set: spreading no longer counts the pod.
+    terminating: bool = False
 
     @property
     def shape(self) -> tuple[Any, ...]:
@@ -118,6 +126,7 @@ def parse(pod: Obj, config: Config) -> PodInfo:
         "key": key, "namespace": namespace, "name": name,
         "uid": str(meta.get("uid", "")), "pod": pod, "priority": priority,
         "labels": labels_of(pod), "created": _created(meta),
+        "terminating": meta.get("deletionTimestamp") is not None,
         "preemption_policy": str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
     }
     try:
@@ -136,6 +145,8 @@ def parse(pod: Obj, config: Config) -> PodInfo:
             preferred_terms=objects.parse_preferred_terms(pod),
             host_ports=parse_host_ports(pod), gates=_gates(spec),
             claims=_claims(name, spec),
+            pod_affinity=parse_pod_affinity(pod, namespace),
+            spread=parse_constraints(pod, base["labels"]),
         )
     except RequestError as exc:
         # What the pod takes on a node is known even when the rest is malformed: a bound

@@ -61,10 +61,7 @@ class Handlers:
         spec = new.get("spec") or {}
         if node_name(new) is not None:
             s.queue.delete(key)
-            before, after = s.cache.set_pod(new)
-            if before is not None and after is None:
-                s.wake(ClusterEvent("pod", "delete", before.node, freed=before.assignment,
-                                    obj=new))
+            self._bound(new)
             return
         if spec.get("schedulerName") != s.config.scheduler_name:
             return
@@ -79,6 +76,20 @@ class Handlers:
         if old is not None and same_for_scheduling(old, new):
             return
         s.queue.add(podinfo.parse(new, s.config))
+
+    def _bound(self, pod: Obj) -> None:
+        s = self._s
+        before, after = s.cache.set_pod(pod)
+        if after is None:
+            if before is not None:
+                s.wake(ClusterEvent("pod", "delete", before.node, freed=before.assignment,
+                                    obj=pod))
+        elif before is None or before.assumed or before.node != after.node:
+            # As kube-scheduler's AssignedPodAdd (an assumed pod's confirmation too): a pod
+            # that pod affinity or topology spread waits for is now on a node.
+            s.wake(ClusterEvent("pod", "add", after.node, obj=pod))
+        elif before.info.labels != after.info.labels:
+            s.wake(ClusterEvent("pod", "update", after.node, obj=pod))
 
     def on_other(self, kind: str, old: Obj | None, new: Obj | None) -> None:
         """A watched object of another kind (``Handle.lister``) changed: plugins whose

@@ -49,9 +49,11 @@ class PodRecord:
 
     def same_placement(self, other: PodRecord) -> bool:
         """Whether the node's state would not change from one record to the other (only
-        the pod's status or unrelated annotations differ)."""
+        the pod's status or unrelated annotations differ; a pod starting to terminate
+        no longer counts for topology spread)."""
         return (self.node, self.assignment) == (other.node, other.assignment) and (
-            self.info.shape == other.info.shape and self.info.labels == other.info.labels)
+            self.info.shape == other.info.shape and self.info.labels == other.info.labels
+            and self.info.terminating == other.info.terminating)
 
     def on_node(self) -> NodePod:
         return NodePod(self.info, self.assignment, self.nominated)

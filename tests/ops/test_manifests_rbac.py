@@ -49,6 +49,12 @@ EXPECTED_RIGHTS = {
         | _rights("cluster", "", "pods/eviction", "create")
         | _rights("cluster", "policy", "poddisruptionbudgets", "list", "watch")
         | _rights("cluster", "", "nodes", "get", "list", "watch")
+        # Pod affinity's namespaceSelector; the default topology spread constraints.
+        | _rights("cluster", "", "namespaces", "list", "watch")
+        | _rights("cluster", "", "services", "list", "watch")
+        | _rights("cluster", "", "replicationcontrollers", "list", "watch")
+        | _rights("cluster", "apps", "replicasets", "list", "watch")
+        | _rights("cluster", "apps", "statefulsets", "list", "watch")
         | _rights("cluster", "", "events", "create", "patch")
         | _rights("cluster", "events.k8s.io", "events", "create", "patch")
         # VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits: watch storage;

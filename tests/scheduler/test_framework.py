@@ -181,9 +181,10 @@ def test_default_profile_builds_every_registered_plugin() -> None:
     fw = profile.build(SchedulerConfig(), FakeHandle(), REGISTRY)
     assert [p.name for p in fw.plugins] == list(SchedulerConfig().plugins)
     assert fw.queue_sort.name == "PrioritySort"
-    # kube-scheduler's scorers with its weights, beside the vGPU plugin's node policy.
+    # kube-scheduler's scorers with its default weights, beside the vGPU node policy.
     assert [(p.name, w) for p, w, _ in fw.scorers] == [
-        ("TaintToleration", 3), ("NodeAffinity", 2), ("VGPU", 1)]
+        ("TaintToleration", 3), ("NodeAffinity", 2), ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2), ("VGPU", 1)]
 
 
 @pytest.mark.parametrize(("plugins", "weights", "message"), [

@@ -91,6 +91,14 @@ PATHS = [
     ("poddisruptionbudgets", "/apis/policy/v1/namespaces/ns/poddisruptionbudgets",
      "/apis/policy/v1/namespaces/ns/poddisruptionbudgets/x"),
     ("events", "/api/v1/namespaces/ns/events", "/api/v1/namespaces/ns/events/x"),
+    ("namespaces", "/api/v1/namespaces", "/api/v1/namespaces/x"),
+    ("services", "/api/v1/namespaces/ns/services", "/api/v1/namespaces/ns/services/x"),
+    ("replicationcontrollers", "/api/v1/namespaces/ns/replicationcontrollers",
+     "/api/v1/namespaces/ns/replicationcontrollers/x"),
+    ("replicasets", "/apis/apps/v1/namespaces/ns/replicasets",
+     "/apis/apps/v1/namespaces/ns/replicasets/x"),
+    ("statefulsets", "/apis/apps/v1/namespaces/ns/statefulsets",
+     "/apis/apps/v1/namespaces/ns/statefulsets/x"),
 ]
 
 

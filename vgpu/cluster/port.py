@@ -24,7 +24,8 @@ Obj = dict[str, Any]
 Kind = Literal[
     "pods", "nodes", "secrets", "leases", "mutatingwebhookconfigurations",
     "persistentvolumes", "persistentvolumeclaims", "storageclasses", "csinodes",
-    "poddisruptionbudgets", "events",
+    "poddisruptionbudgets", "events", "namespaces", "services", "replicationcontrollers",
+    "replicasets", "statefulsets",
 ]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 

@@ -55,6 +55,14 @@ RESOURCES: Mapping[str, Resource] = MappingProxyType({r.plural: r for r in (
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", namespaced=True,
              fallbacks=("policy/v1beta1",)),
     Resource("events", "Event", "v1", namespaced=True),
+    # What the scheduler reads as kube-scheduler does: namespace labels (pod affinity's
+    # namespaceSelector) and the workloads whose selectors give the default topology
+    # spread constraints.
+    Resource("namespaces", "Namespace", "v1", namespaced=False),
+    Resource("services", "Service", "v1", namespaced=True),
+    Resource("replicationcontrollers", "ReplicationController", "v1", namespaced=True),
+    Resource("replicasets", "ReplicaSet", "apps/v1", namespaced=True),
+    Resource("statefulsets", "StatefulSet", "apps/v1", namespaced=True),
 )})
 
 #: Where a namespaced object that names no namespace goes, as with kubectl.

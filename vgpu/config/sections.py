@@ -7,20 +7,13 @@ prints the docs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from vgpu import policy
+from vgpu.config.knobs import knob as _knob
+from vgpu.config.knobs import section as _section
+from vgpu.config.plugin_args import InterPodAffinityArgs, PodTopologySpreadArgs
 from vgpu.errors import ConfigError
-
-
-def _knob(default: Any, doc: str, *, lo: float | None = None, hi: float | None = None,
-          choices: tuple[str, ...] | None = None) -> Any:
-    return field(default=default, metadata={"doc": doc, "lo": lo, "hi": hi, "choices": choices})
-
-
-def _section(factory: Any, doc: str) -> Any:
-    return field(default_factory=factory, metadata={"doc": doc})
 
 
 @dataclass(frozen=True)
@@ -53,7 +46,8 @@ class WebhookConfig:
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
     "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-    "VolumeBinding", "VolumeZone", "VGPU", "DefaultPreemption", "AllocationGate", "VGPUBinder",
+    "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "VGPU",
+    "DefaultPreemption", "AllocationGate", "VGPUBinder",
 )
 
 #: kube-scheduler's default score weights, for the plugins of the profile that the
@@ -124,6 +118,10 @@ class SchedulerConfig:
     volume_bind_poll_seconds: float = _knob(
         1.0, "how often that wait reads the claims from the API server", lo=0.001, hi=60,
     )
+    inter_pod_affinity: InterPodAffinityArgs = _section(
+        InterPodAffinityArgs, "the InterPodAffinity plugin")
+    pod_topology_spread: PodTopologySpreadArgs = _section(
+        PodTopologySpreadArgs, "the PodTopologySpread plugin")
 
     def __post_init__(self) -> None:
         if not self.plugins:
