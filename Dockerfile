@@ -19,16 +19,20 @@ COPY certs certs
 COPY tests/image/slim.py tests/image/slim.py
 # Everything goes into one virtual environment that the final stage copies whole: no pip,
 # no build tools and no wheel files in the image, and no install step there that a
-# daemonless builder would need special mounts for.
+# daemonless builder would need special mounts for. vgpu's dependencies go in less the
+# kubernetes client, which nothing in a pod imports (tests/image/slim.py says why); then
+# slim.py drops test suites, stubs and sources.
 # A builder behind a TLS-intercepting proxy mounts its CA bundle and names it in PIP_CERT
 # (tests/image/build.sh does); it is used by this stage only.
 ARG PIP_CERT
 RUN --mount=type=cache,target=/root/.cache/pip \
     if [ -n "${PIP_CERT:-}" ]; then export PIP_CERT; else unset PIP_CERT; fi \
  && python3 -m venv /opt/vgpu \
- && /opt/vgpu/bin/pip install --disable-pip-version-check . \
+ && python3 tests/image/slim.py requirements pyproject.toml > /tmp/requirements.txt \
+ && /opt/vgpu/bin/pip install --disable-pip-version-check -r /tmp/requirements.txt \
+ && /opt/vgpu/bin/pip install --disable-pip-version-check --no-deps . \
  && /opt/vgpu/bin/pip uninstall --yes --quiet pip setuptools \
- && /opt/vgpu/bin/python -OO /src/tests/image/slim.py /opt/vgpu
+ && python3 tests/image/slim.py trim /opt/vgpu
 FROM ${BASE}
 ENV PATH=/opt/vgpu/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -16,7 +16,7 @@
 # - Checks, each run as the image's USER inside its filesystem (buildah run, chroot
 #   isolation): the image's own ENTRYPOINT with `--help`, `nodeagent --help` and
 #   `inspect --help`; tests/image/imports.py (every component module imports, the
-#   compiled libraries work); `certs --out-dir` (cryptography).
+#   compiled libraries work, no kubernetes client); `certs --out-dir` (cryptography).
 # - Record: uncompressed size (the sum of its layers, what `docker images` shows) and
 #   compressed size (gzip, what a registry stores), in $VGPU_IMAGE_CACHE/report.json
 #   and on stdout. The target is 200 MB uncompressed (not met yet: see the README's
@@ -122,11 +122,6 @@ log "ok: ${entrypoint[*]} certs --out-dir /tmp/vgpu-certs (as user $user)"
 
 # --- size --------------------------------------------------------------------------------
 layers="$(oci 'print(len(c["rootfs"]["diff_ids"]))')"
-# The Kubernetes client (trimmed by tests/image/slim.py) must still import and build
-# its models: `inspect --help` above does not connect.
-"${B[@]}" run --isolation chroot --user "$user" "$ctr" -- python3 -c \
-    'import kubernetes.client as k, vgpu.kube.adapter; k.V1Pod(metadata=k.V1ObjectMeta(name="x"))' \
-    || { log "FAILED: the Kubernetes client does not import in the image"; exit 1; }
 rm -rf "$CACHE/oci"
 "${B[@]}" push --quiet "$TAG" "oci:$CACHE/oci:ci" >/dev/null 2>&1
 compressed="$(python3 - "$CACHE/oci" <<'PY'

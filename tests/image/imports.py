@@ -8,6 +8,8 @@ library that stripping broke, fails the build instead of a pod.
 - The compiled parts do some work: numpy multiplies matrices (its OpenBLAS), grpc starts
   and stops a server, PyYAML parses with its C loader. (``vgpu certs --out-dir``, which
   build.sh runs next, signs certificates with cryptography.)
+- The ``kubernetes`` package is absent, and ``connect()`` with a kubeconfig says so in
+  one line.
 """
 
 from __future__ import annotations
@@ -50,11 +52,31 @@ def exercise_compiled_parts() -> None:
         server.stop(None)
 
 
+def kubeconfig_is_one_clear_error() -> None:
+    from vgpu.errors import ConfigError
+    from vgpu.kube.adapter import connect
+
+    try:
+        importlib.import_module("kubernetes")
+    except ImportError:
+        pass
+    else:
+        raise SystemExit("the kubernetes package is in the image; nothing in a pod uses it")
+    with tempfile.NamedTemporaryFile() as kubeconfig:
+        try:
+            connect(kubeconfig.name)
+        except ConfigError as exc:
+            assert "'kubernetes' package" in str(exc), exc
+        else:
+            raise SystemExit("connect() with a kubeconfig did not fail without kubernetes")
+
+
 def main() -> None:
     count = import_everything()
     exercise_compiled_parts()
+    kubeconfig_is_one_clear_error()
     print(f"imported {count} modules of {', '.join(PACKAGES)} and {', '.join(LAZY)}; "
-          f"numpy, grpc and PyYAML work", file=sys.stderr)
+          f"numpy, grpc and PyYAML work; no kubernetes", file=sys.stderr)
 
 
 if __name__ == "__main__":
