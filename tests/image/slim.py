@@ -17,6 +17,11 @@ tzdata: about 40 MB); ``connect()`` with a kubeconfig in the image is a one-line
   named, never by vgpu), its C headers and ``npymath`` library (``_core/include``,
   ``_core/lib``), and ``_core/_simd`` (1.5 MB, its SIMD test module).
 
+``slim.py strip VENV``: ``strip --strip-unneeded`` every shared library (about 14 MB of
+symbol tables; needs binutils, in the build stage only), except those with an RPATH or
+RUNPATH: auditwheel rewrote those with patchelf (numpy's OpenBLAS and the modules that
+load it), and strip leaves such a file with segments the loader refuses ("ELF load
+command address/offset not page-aligned").
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import pathlib
 import re
 import shutil
+import subprocess
 import sys
 import tomllib
 
@@ -70,14 +76,32 @@ def trim(venv: pathlib.Path) -> None:
             remove(path)
 
 
+def strip(venv: pathlib.Path) -> None:
+    stripped = kept = 0
+    for path in sorted(venv.rglob("*.so*")):
+        shared_library = path.suffix == ".so" or ".so." in path.name
+        if not shared_library or path.is_symlink() or not path.is_file():
+            continue
+        dynamic = subprocess.run(["readelf", "--dynamic", str(path)], check=True,
+                                 capture_output=True, text=True).stdout
+        if "(RPATH)" in dynamic or "(RUNPATH)" in dynamic:
+            kept += 1
+            continue
+        subprocess.run(["strip", "--strip-unneeded", str(path)], check=True)
+        stripped += 1
+    print(f"stripped {stripped} shared libraries, left {kept} patched by auditwheel")
+
+
 def main(argv: list[str]) -> None:
     match argv:
         case ["requirements", pyproject]:
             print(*requirements(pathlib.Path(pyproject)), sep="\n")
         case ["trim", venv]:
             trim(pathlib.Path(venv))
+        case ["strip", venv]:
+            strip(pathlib.Path(venv))
         case _:
-            raise SystemExit("usage: slim.py requirements PYPROJECT | trim VENV")
+            raise SystemExit("usage: slim.py requirements PYPROJECT | trim VENV | strip VENV")
 
 
 if __name__ == "__main__":
