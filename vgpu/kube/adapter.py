@@ -7,7 +7,9 @@ models and back costs more than the decisions themselves. Every path, and the
 (:mod:`vgpu.cluster.resources`); only ``pods/binding`` and events are spelt out here.
 
 :func:`connect` picks one of the two transports of :mod:`vgpu.kube.transport`: the
-service account's in a pod, which never imports ``kubernetes``, else the kubeconfig's.
+service account's in a pod, which never imports ``kubernetes``, else the kubeconfig's
+(the container image leaves the ``kubernetes`` package out, so there a kubeconfig is a
+one-line :class:`~vgpu.errors.ConfigError`).
 """
 
 from __future__ import annotations
@@ -215,7 +217,13 @@ def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,
             raise ConfigError("no cluster configuration: pass --kubeconfig, set KUBECONFIG, "
                               "or run inside a cluster")
         return None
-    import kubernetes  # noqa: PLC0415  (lazy: see the module docstring)
+    try:
+        import kubernetes  # noqa: PLC0415  (lazy: see the module docstring)
+    except ImportError:
+        # The container image leaves the client out: in a pod, nothing needs it.
+        raise ConfigError("a kubeconfig needs the 'kubernetes' package, which is not "
+                          "installed (the vgpu image leaves it out: in a pod, vgpu uses the "
+                          "service account)") from None
 
     configuration = kubernetes.client.Configuration()
     try:
