@@ -65,6 +65,9 @@ class Diagnosis:
         return plugins
 
 
+NO_NODES = "no nodes available to schedule pods"
+
+
 def summarize(diagnosis: Diagnosis) -> str:
     """``0/12 nodes are available: 7 insufficient GPU memory, 5 GPU type excluded.``
 
@@ -72,6 +75,9 @@ def summarize(diagnosis: Diagnosis) -> str:
     nodes gave them, then alphabetically, so the message is stable across attempts. The
     PostFilter's word follows (``preemption: ...``).
     """
+    if diagnosis.total == 0:
+        # kube-scheduler's words for an empty cluster, before any plugin runs.
+        return NO_NODES
     head = f"0/{diagnosis.total} nodes are available"
     if diagnosis.pod_status is not None:
         reason = diagnosis.pod_status.message or diagnosis.pod_status.code.name.lower()

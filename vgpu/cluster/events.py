@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import uuid
+import time
 from typing import Literal
 
 from vgpu.cluster.port import Obj
@@ -27,7 +27,8 @@ def event_object(obj: Obj, event_type: Literal["Normal", "Warning"], reason: str
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:12]}",
+        # client-go's naming: the names sort by creation time, as kubectl's listing does.
+        "metadata": {"name": f"{meta.get('name', 'object')}.{time.time_ns():x}",
                      "namespace": namespace},
         "involvedObject": {"apiVersion": "v1", "kind": obj.get("kind") or "Pod",
                            "name": meta.get("name"), "namespace": namespace,
