@@ -24,9 +24,10 @@ import grpc
 from nodeagent import virtual
 from nodeagent.proto import podresources_pb2, podresources_pb2_grpc
 from vgpu import logs
+from vgpu.annotations import PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
-from vgpu.pods import pod_key
+from vgpu.pods import bind_phase, is_terminating, pod_key
 from vgpu.usage import claimed
 
 _log = logs.get("vgpu.nodeagent.podresources")
@@ -79,15 +80,19 @@ def mismatches(view: Sequence[KubeletDevices], pods: Sequence[Obj],
                known: Collection[str]) -> tuple[Mismatch, ...]:
     """Containers whose GPUs in the kubelet's view differ from their assignment.
 
-    Only pods both sides know are compared: a pod the kubelet does not list yet (not
-    admitted) or any more, or one the agent's watch has not seen, is no evidence.
+    Only pods both sides know as allocated are compared. The kubelet lists a pod before
+    it calls Allocate for it and frees its devices once its containers stopped, while the
+    agent's watch sees ``bind-phase: success`` only after Allocate and the deletion only
+    after it began: a pod in allocation or being deleted, one the kubelet does not list,
+    or one the watch has not seen is no evidence.
     """
     listed = {(d.namespace, d.pod): d for d in view}
     by_container = {(d.namespace, d.pod, d.container): d for d in view}
     out = []
     for pod in pods:
         namespace, name = pod_key(pod).split("/", 1)
-        if (namespace, name) not in listed:
+        if (namespace, name) not in listed or bind_phase(pod) != PHASE_SUCCESS \
+                or is_terminating(pod):
             continue
         try:
             assignment = claimed(pod)

@@ -24,21 +24,24 @@ from tests.nodeagent.conftest import GPU0, GPU1, GPU2, NODE, small_config, wait_
 from tests.support.kubelet import short_tempdir
 from tests.support.podresources import PodResourcesStandIn, response
 from tests.support.pods import bind_assigned, container, pod, slices
-from vgpu.annotations import ASSIGNMENT
+from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_SUCCESS
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 
 KNOWN = frozenset({GPU0, GPU1, GPU2})
 
 
-def bound(name: str, containers: dict[str, tuple[str, ...]], *,
-          phase: str = "Running") -> Obj:
+def bound(name: str, containers: dict[str, tuple[str, ...]], *, phase: str = "Running",
+          bind: str = PHASE_SUCCESS, deleting: bool = False) -> Obj:
     """A pod on NODE whose assignment gives each container one slice per listed GPU."""
     cluster = MemoryCluster()
     obj = bind_assigned(cluster, pod(name, [container(c, len(g)) for c, g in containers.items()]),
                         NODE, {c: slices(*((u, 1000, 0) for u in g))
                                for c, g in containers.items()})
     obj["status"] = {"phase": phase}
+    obj["metadata"]["annotations"][BIND_PHASE] = bind
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return obj
 
 
@@ -70,6 +73,10 @@ def kubelet(pod_name: str, **containers: tuple[str, ...]) -> list[KubeletDevices
     pytest.param([], kubelet("b", main=(f"{GPU1}-0",)), [], id="pod-not-in-the-agent-watch"),
     pytest.param([bound("a", {"main": (GPU0,)}, phase="Succeeded")], kubelet("a", main=()),
                  [], id="ended-pod-holds-nothing-and-is-listed-with-nothing"),
+    pytest.param([bound("a", {"main": (GPU0,)}, bind=PHASE_ALLOCATING)], kubelet("a", main=()),
+                 [], id="listed-before-allocate"),
+    pytest.param([bound("a", {"main": (GPU0,)}, deleting=True)], kubelet("a", main=()),
+                 [], id="devices-freed-while-deleting"),
 ])
 def test_mismatches(pods: list[Obj], view: list[KubeletDevices],
                     expected: list[Mismatch]) -> None:
