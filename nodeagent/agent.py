@@ -40,6 +40,9 @@ from vgpu.pods import pod_key
 _log = logs.get("vgpu.nodeagent")
 
 ENDPOINT = "vgpu.sock"
+#: How long after a GetPreferredAllocation or Allocate call the kubelet's pod resources
+#: are not read (a kubelet may admit the next container of the pod at once).
+ADMISSION_QUIET_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,8 @@ class NodeAgent:
         if port is not None and config.nodeagent.pod_resources_socket:
             self.pod_resources = PodResourcesWatch(
                 PodResourcesClient(config.nodeagent.pod_resources_socket), self.resource_name,
-                self._known_uuids, self._pods, self._report_mismatch)
+                self._known_uuids, self._pods, report=self._report_mismatch,
+                quiet=self._admission_quiet)
         self.metrics = Metrics(Sources(gpus=self._gpu_health, samples=discovery.samples,
                                        pods=self._pods, registered=self._registered,
                                        kubelet=self._kubelet_view))
@@ -120,6 +124,12 @@ class NodeAgent:
 
     def _registered(self) -> bool:
         return self.server.registered.is_set()
+
+    def _admission_quiet(self) -> bool:
+        """No pod of ours in allocation and no admission call lately (podresources.py:
+        a pod-resources read during an admission can crash a kubelet)."""
+        recent = time.monotonic() - self.service.last_admission < ADMISSION_QUIET_SECONDS
+        return not recent and not (self.inflight is not None and self.inflight.current())
 
     def _kubelet_view(self) -> KubeletView | None:
         return self.pod_resources.view if self.pod_resources is not None else None

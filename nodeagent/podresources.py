@@ -11,6 +11,13 @@ its device count; a container that ends up on GPUs it was not assigned shows her
 Pure: :func:`from_response` (protobuf -> values) and :func:`mismatches`; I/O: the thin
 :class:`PodResourcesClient` and :class:`PodResourcesWatch`, the agent's loop that keeps
 the latest view for the metrics and reports each new mismatch once.
+
+A ``List`` must not meet an admission. Kubelets before kubernetes/kubernetes#119561
+(v1.20 among them) release their device-manager lock while they call the plugin's
+GetPreferredAllocation; a ``List`` in that gap recomputes the allocated devices, and when
+no running pod holds the resource any more the kubelet then panics ("assignment to entry
+in nil map" in ``devicesToAllocate``; seen in tests/e2e/test_real_node.py). So the watch
+skips its round while the agent is admitting a pod (see ``quiet`` below).
 """
 
 from __future__ import annotations
@@ -138,21 +145,28 @@ class KubeletView:
 
 class PodResourcesWatch:
     """Reads the kubelet's view every ``interval`` seconds; ``report`` gets each mismatch
-    the first time it is seen (a log line, an Event), and :attr:`view` the latest read."""
+    the first time it is seen (a log line, an Event), and :attr:`view` the latest read.
+    A round is skipped (the view kept) unless ``quiet()``: no pod is being admitted."""
 
     def __init__(self, client: PodResourcesClient, resource: str,
-                 known: Callable[[], Collection[str]], pods: Callable[[], Sequence[Obj]],
-                 report: Callable[[Mismatch], None]) -> None:
+                 known: Callable[[], Collection[str]], pods: Callable[[], Sequence[Obj]], *,
+                 report: Callable[[Mismatch], None],
+                 quiet: Callable[[], bool] = lambda: True) -> None:
         self._client = client
         self._resource = resource
         self._known = known
         self._pods = pods
         self._report = report
+        self._quiet = quiet
+        self.skipped = 0
         self._reported: set[Mismatch] = set()
         self._failing = False
         self.view = KubeletView()
 
     def poll(self) -> KubeletView:
+        if not self._quiet():
+            self.skipped += 1
+            return self.view
         try:
             response = self._client.list()
         except grpc.RpcError as exc:

@@ -12,6 +12,7 @@ be left behind. The cgroups runc made for them (``/k8s.io/<container id>``: with
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import sys
@@ -87,6 +88,40 @@ class NodeNamespace:
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.alive()
+
+    def members(self) -> list[int]:
+        """Every process of the node: those in its PID namespace (the init, and containerd
+        and the kubelet, which nsenter forked in) and their descendants (shims and their
+        containers, in PID namespaces of their own)."""
+        if not self.init_pid:
+            return []
+        try:
+            ours = os.readlink(f"/proc/{self.init_pid}/ns/pid")
+        except OSError:
+            return []
+        parents: dict[int, int] = {}
+        found: set[int] = set()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                namespace = os.readlink(entry / "ns" / "pid")
+            except OSError:
+                continue  # exited meanwhile
+            # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+            pid = int(entry.name)
+            parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+            if namespace == ours:
+                found.add(pid)
+        grew = True
+        while grew:
+            grew = False
+            for pid, ppid in parents.items():
+                if ppid in found and pid not in found:
+                    found.add(pid)
+                    grew = True
+        return sorted(found)
 
     def stop(self) -> None:
         """End the namespace and everything in it."""

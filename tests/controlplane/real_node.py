@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -63,6 +64,7 @@ class RealNode:
         self.containerd: ChildProcess | None = None
         self.kubelet: ChildProcess | None = None
         self.kubelet_starts = 0
+        self._kubelet_pid: int | None = None
         self.settings = KubeletSettings(
             name=name, node_ip=node_ip(), port=0, healthz_port=0, kubeconfig=cp.kubeconfig,
             client_ca=cp.ca_cert,
@@ -177,6 +179,7 @@ class RealNode:
             try:
                 wait_until(self.kubelet, "the kubelet's sockets and Node",
                            lambda: self._kubelet_up(before), self._timeout)
+                self._kubelet_pid = _only_child(self.kubelet.popen.pid)
                 return
             except ControlPlaneError as exc:
                 if self.kubelet.alive() or "address already in use" not in str(exc):
@@ -196,13 +199,25 @@ class RealNode:
                 node = kubernetes.client.CoreV1Api(client).read_node(self.name)
             except kubernetes.client.ApiException:
                 return False
-        port = node.status.daemon_endpoints.kubelet_endpoint.port if node.status else 0
-        return bool(port == self.settings.port)
+        # This kubelet, not the one before a restart, has written the Node's status.
+        endpoints = node.status.daemon_endpoints if node.status else None
+        endpoint = endpoints.kubelet_endpoint if endpoints else None
+        return endpoint is not None and endpoint.port == self.settings.port
 
     def stop_kubelet(self) -> None:
+        """Stop the kubelet and wait until it has exited: nsenter, the process we started,
+        goes at once, while the kubelet it forked may still be on its way out."""
         if self.kubelet is not None:
             self.kubelet.stop(timeout=10)
             self.kubelet = None
+        pid, self._kubelet_pid = self._kubelet_pid, None
+        deadline = time.monotonic() + 10
+        while pid is not None and _running(pid):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                deadline = float("inf")
+            time.sleep(0.05)
 
     def restart_kubelet(self) -> None:
         self.stop_kubelet()
@@ -216,6 +231,23 @@ class RealNode:
                 tail = path.read_text(errors="replace").splitlines()[-lines:]
                 out.append(f"----- {self.name} {name} -----\n" + "\n".join(tail))
         return "\n".join(out)
+
+
+def _only_child(pid: int) -> int | None:
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if len(children) == 1 else None
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (the namespace's init reaps it soon)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -33,8 +33,13 @@ def real_container(name: str, **limits: str | int) -> dict[str, Any]:
 
 
 def real_pod(name: str, *containers: dict[str, Any]) -> dict[str, Any]:
+    """``restartPolicy: Never``: the tests force-delete their pods, and a 1.20 kubelet may
+    still restart a force-deleted pod's container, whose devices it has already freed; it
+    then calls Allocate again, which the agent, seeing no pod identity in it, would match
+    against whatever pod is in allocation at the time."""
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"hostNetwork": True, "containers": list(containers)}}
+            "spec": {"hostNetwork": True, "restartPolicy": "Never",
+                     "containers": list(containers)}}
 
 
 def container_env(stack: FullStack, namespace: str, pod: str, container: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nodeagent.podresources import (
     KubeletDevices,
+    KubeletView,
     Mismatch,
     PodResourcesClient,
     PodResourcesWatch,
@@ -124,7 +125,7 @@ def test_watch_reports_a_mismatch_once_and_is_down_without_a_socket(
     pods = [bound("a", {"main": (GPU0,)})]
     reported: list[Mismatch] = []
     watch = PodResourcesWatch(PodResourcesClient(stand_in.socket_path), "nvidia.com/gpu",
-                              lambda: KNOWN, lambda: pods, reported.append)
+                              lambda: KNOWN, lambda: pods, report=reported.append)
     stand_in.set({("default", "a"): {"main": [f"{GPU1}-0"]}})
     first = watch.poll()
     watch.poll()
@@ -171,3 +172,16 @@ def test_agent_checks_the_kubelet_view_into_metrics_and_events(
     (event,) = env.cluster.events("m")
     assert (event.type, event.reason) == ("Warning", "GPUAssignmentMismatch")
     assert GPU2 in event.message and GPU1 in event.message
+
+
+def test_watch_does_not_read_while_a_pod_is_admitted(stand_in: PodResourcesStandIn) -> None:
+    quiet = False
+    watch = PodResourcesWatch(PodResourcesClient(stand_in.socket_path), "nvidia.com/gpu",
+                              lambda: KNOWN, lambda: [], report=lambda m: None,
+                              quiet=lambda: quiet)
+    stand_in.set({("default", "a"): {"main": [f"{GPU0}-0"]}})
+    assert watch.poll() == KubeletView() and stand_in.calls == 0
+    assert watch.skipped == 1
+    quiet = True
+    assert watch.poll().devices == (KubeletDevices("default", "a", "main", (f"{GPU0}-0",)),)
+    assert stand_in.calls == 1
