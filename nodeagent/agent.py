@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nodeagent import grants, virtual
+from nodeagent import grants, progress, virtual
 from nodeagent.allocator import Allocator
 from nodeagent.discovery import Discovery, GpuFacts
 from nodeagent.health import HealthTracker
@@ -84,16 +84,14 @@ class NodeAgent:
         self.informer: Informer | None = None
         self.phases: PhaseWriter | None = None
         if port is not None:
-            self.inflight = InFlight()
-            self.informer = Informer(port, "pods", self.inflight.on_pod,
+            self.inflight = InFlight(progress.ProgressFile(
+                progress.path_in(config.nodeagent.device_plugin_dir)))
+            self.informer = Informer(port, "pods", self._on_pod,
                                      Selector(node_name=self.node),
                                      watch_timeout=options.watch_timeout)
             self.phases = PhaseWriter(port)
         self.publisher = InventoryPublisher(port, self.node,
                                             config.nodeagent.heartbeat_seconds)
-        self.allocator = Allocator(config, self.node, self.inflight, self.phases,
-                                   self._known_uuids,
-                                   wait_seconds=config.nodeagent.allocate_wait_seconds)
         self.pod_resources: PodResourcesWatch | None = None
         if port is not None and config.nodeagent.pod_resources_socket:
             self.pod_resources = PodResourcesWatch(
@@ -103,11 +101,18 @@ class NodeAgent:
         self.metrics = Metrics(Sources(gpus=self._gpu_health, samples=discovery.samples,
                                        pods=self._pods, registered=self._registered,
                                        kubelet=self._kubelet_view))
+        self.allocator = Allocator(config, self.node, self.inflight, self.phases,
+                                   self._known_uuids,
+                                   wait_seconds=config.nodeagent.allocate_wait_seconds,
+                                   on_complete=self.metrics.observe_bind_to_allocate)
         self.service = DevicePluginService(self.devices, self.allocator, self._stop,
                                            observe=self.metrics.observe_allocate)
         self.server = PluginServer(self.service, config.nodeagent.device_plugin_dir,
                                    options.endpoint, self.resource_name)
         self.metrics_server: MetricsServer | None = None
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        self.allocator.on_pod(old, new)
 
     # -- views -----------------------------------------------------------------------------
 

@@ -78,6 +78,13 @@ class ContainerRef:
         name = self.container.get("name") if isinstance(self.container, Mapping) else None
         return name if isinstance(name, str) and name else None
 
+    @property
+    def sidecar(self) -> bool:
+        """An init container with ``restartPolicy: Always``: it keeps running beside the
+        app containers (Kubernetes' sidecar containers), so what it takes adds to theirs."""
+        return self.init and isinstance(self.container, Mapping) and (
+            self.container.get("restartPolicy") == "Always")
+
 
 def containers(pod: Mapping[str, Any]) -> Iterator[ContainerRef]:
     """Every container of the pod in start order: init containers first, then the app

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.framework.compute import pod_requests
 from scheduler.framework.interfaces import Diagnosis
 from scheduler.framework.objects import (
     Requirement,
@@ -17,7 +18,6 @@ from scheduler.framework.objects import (
     Toleration,
     parse_required_terms,
     parse_tolerations,
-    pod_requests,
 )
 from scheduler.framework.status import Status, unresolvable, unschedulable
 from scheduler.host.summary import summarize
