@@ -52,6 +52,11 @@ def is_terminated(pod: Mapping[str, Any]) -> bool:
     return isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES
 
 
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod is being deleted (``metadata.deletionTimestamp`` is set)."""
+    return bool(_meta(pod).get("deletionTimestamp"))
+
+
 def bind_phase(pod: Mapping[str, Any]) -> str | None:
     """``vgpu.io/bind-phase``: allocating, success, failed, or None when unset."""
     phase = annotations_of(pod).get(BIND_PHASE)

@@ -178,6 +178,14 @@ class NodeAgentConfig:
         5.0, "how long Allocate waits for the in-flight pod to reach the local pod watch",
         lo=0, hi=60
     )
+    pod_resources_socket: str = _knob(
+        "/var/lib/kubelet/pod-resources/kubelet.sock",
+        "the kubelet's pod-resources socket, read to check each container's GPUs against "
+        "its assignment; empty = off"
+    )
+    pod_resources_seconds: float = _knob(
+        10.0, "how often the kubelet's pod resources are read", lo=0.1, hi=3600
+    )
 
 
 @dataclass(frozen=True)
