@@ -119,5 +119,5 @@ class KubeScheduler:
         if self._proc is not None:
             self._proc.stop()
             self._proc = None
-        if not os.environ.get("VGPU_E2E_KEEP"):
+        if not os.environ.get("KEEP_E2E"):
             shutil.rmtree(self.workdir, ignore_errors=True)
