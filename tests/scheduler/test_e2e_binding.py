@@ -1,9 +1,9 @@
 """The whole scheduler on the in-memory cluster: binding, the permit gate, restarts.
 
-One GPU pod in flight per node: the gate that holds the next pod until the agent
-reports (or the timeout passes), a restart that rebuilds it from annotations, and
-bindings that fail or lose a race. Separate from ``test_e2e``, which covers where pods
-land and what is reported.
+The gate that holds a node's next GPU pod while its agent could confuse it with one in
+flight until the agent reports (or the timeout passes), a restart that rebuilds it from
+annotations, and bindings that fail or lose a race. Separate from ``test_e2e``, which
+covers where pods land and what is reported.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from vgpu.errors import ClusterError
 
 
 def test_permit_gate_holds_a_nodes_second_gpu_pod_until_success() -> None:
-    sched, cluster, clock = setup([gpu_node("n1", 4)])
-    for name in ("first", "second", "third"):
-        cluster.create("pods", builders.pod(name, [builders.container(gpumem=1000, cores=10)]))
+    sched, cluster, clock = setup([gpu_node("n1", 1)])
+    # all three on the one GPU, with different limits: confusable
+    for i, name in enumerate(("first", "second", "third")):
+        cluster.create("pods", builders.pod(name, [builders.container(gpumem=1000 + i,
+                                                                      cores=10)]))
     sched.run_until_idle()
     assert node_of(cluster, "first") == "n1"
     assert node_of(cluster, "second") is None and node_of(cluster, "third") is None
@@ -49,9 +51,9 @@ def test_permit_gate_holds_a_nodes_second_gpu_pod_until_success() -> None:
 
 
 def test_deleting_the_in_flight_pod_opens_the_gate() -> None:
-    sched, cluster, _ = setup([gpu_node("n1", 2)])
+    sched, cluster, _ = setup([gpu_node("n1", 1)])
     cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)]))
-    cluster.create("pods", builders.pod("b", [builders.container(gpumem=1000)]))
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=2000)]))
     sched.run_until_idle()
     assert node_of(cluster, "b") is None
     cluster.delete("pods", "a", "default")
@@ -61,9 +63,9 @@ def test_deleting_the_in_flight_pod_opens_the_gate() -> None:
 
 def test_other_nodes_are_not_held_up_by_a_gated_node() -> None:
     config = Config(default_node_policy="spread")
-    sched, cluster, _ = setup([gpu_node("n1", 2), gpu_node("n2", 2)], config)
-    for name in ("a", "b", "c"):
-        cluster.create("pods", builders.pod(name, [builders.container(gpumem=1000)]))
+    sched, cluster, _ = setup([gpu_node("n1", 1), gpu_node("n2", 1)], config)
+    for i, name in enumerate(("a", "b", "c")):
+        cluster.create("pods", builders.pod(name, [builders.container(gpumem=1000 + i)]))
     sched.run_until_idle()
     # spread: a → n1, b → n2 (both bound at once), c waits for one of them
     assert {node_of(cluster, "a"), node_of(cluster, "b")} == {"n1", "n2"}

@@ -1,0 +1,144 @@
+"""The Permit gate's per-node state: the GPU pods in flight and those waiting behind them.
+
+Free of framework types so it can be tested on its own. ``conflicts(a, b)`` says whether
+two assignments may not be in flight on one node together (:func:`vgpu.inflight.confusable`,
+or always, for the one-pod-per-node mode). Waiters are let through first come first served:
+a pod waits behind any earlier waiter it conflicts with, so one that conflicts with nothing
+in flight still cannot overtake a conflicting one forever.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from vgpu import inflight, logs
+from vgpu.codecs import Assignment
+
+_log = logs.get("vgpu.scheduler.gate")
+
+Conflicts = inflight.Conflicts
+
+
+@dataclass(frozen=True)
+class _Held:
+    since: float
+    assignment: Assignment | None
+
+
+class Gate:
+    def __init__(self, timeout: float, conflicts: Conflicts = lambda a, b: True) -> None:
+        self.timeout = timeout
+        self._conflicts = conflicts
+        self._lock = threading.RLock()
+        self._holders: dict[str, dict[str, _Held]] = {}
+        self._waiting: dict[str, list[tuple[str, Assignment | None]]] = {}
+        self._where: dict[str, str] = {}
+
+    def holders(self, node: str) -> dict[str, float]:
+        with self._lock:
+            return {key: held.since for key, held in self._holders.get(node, {}).items()}
+
+    def waiting(self, node: str) -> list[str]:
+        with self._lock:
+            return [key for key, _ in self._waiting.get(node, ())]
+
+    def _expire(self, node: str, now: float) -> dict[str, _Held]:
+        holders = self._holders.get(node, {})
+        for key, held in list(holders.items()):
+            if now - held.since >= self.timeout:
+                _log.warning("in-flight GPU pod timed out; opening the node's gate",
+                             node=node, pod=key, seconds=round(now - held.since, 1))
+                del holders[key]
+        if not holders:
+            self._holders.pop(node, None)
+        return holders
+
+    def _clear(self, node: str, assignment: Assignment | None,
+               ahead: list[tuple[str, Assignment | None]]) -> bool:
+        """No pod in flight on ``node`` nor waiting ``ahead`` conflicts with ``assignment``."""
+        holders = self._holders.get(node, {})
+        return (not any(self._conflicts(assignment, h.assignment) for h in holders.values())
+                and not any(self._conflicts(assignment, a) for _, a in ahead))
+
+    def is_open(self, node: str, now: float) -> bool:
+        """Nothing in flight on the node (after the timeouts)."""
+        with self._lock:
+            return not self._expire(node, now)
+
+    def enter(self, key: str, node: str, now: float,
+              assignment: Assignment | None = None) -> bool:
+        """True: the pod is in flight now. False: it waits behind a conflicting pod."""
+        with self._lock:
+            self._expire(node, now)
+            queue = self._waiting.get(node, [])
+            if self._clear(node, assignment, queue):
+                self._holders.setdefault(node, {})[key] = _Held(now, assignment)
+                return True
+            if self._where.get(key) != node:
+                self._waiting.setdefault(node, []).append((key, assignment))
+                self._where[key] = node
+            return False
+
+    def hold(self, key: str, node: str, since: float,
+             assignment: Assignment | None = None) -> None:
+        """A pod seen in ``allocating`` (after a restart, or bound by another replica).
+
+        If the gate had let it through on another node (its Binding lost a race to
+        another binder), that node's hold is released: the pod is not in flight there.
+        """
+        with self._lock:
+            for other, holders in list(self._holders.items()):
+                if other != node and holders.pop(key, None) is not None and not holders:
+                    del self._holders[other]
+            holders = self._holders.setdefault(node, {})
+            held = holders.get(key)
+            holders[key] = _Held(since if held is None else held.since,
+                                 assignment if held is None or held.assignment is None
+                                 else held.assignment)
+
+    def leave(self, key: str) -> str | None:
+        """The pod no longer holds or waits for any gate; returns the node it was at."""
+        with self._lock:
+            found: str | None = None
+            for node, holders in list(self._holders.items()):
+                if holders.pop(key, None) is not None:
+                    found = node
+                    if not holders:
+                        del self._holders[node]
+            waited = self._where.pop(key, None)
+            if waited is not None:
+                queue = [entry for entry in self._waiting.get(waited, []) if entry[0] != key]
+                if queue:
+                    self._waiting[waited] = queue
+                else:
+                    self._waiting.pop(waited, None)
+                found = found or waited
+            return found
+
+    def advance(self, node: str, now: float) -> list[str]:
+        """Let through, in order, every waiter that no longer conflicts with a pod in
+        flight or an earlier waiter; returns them."""
+        with self._lock:
+            queue = self._waiting.get(node)
+            if not queue:
+                return []
+            self._expire(node, now)
+            through: list[str] = []
+            kept: list[tuple[str, Assignment | None]] = []
+            for key, assignment in queue:
+                if self._clear(node, assignment, kept):
+                    self._holders.setdefault(node, {})[key] = _Held(now, assignment)
+                    self._where.pop(key, None)
+                    through.append(key)
+                else:
+                    kept.append((key, assignment))
+            if kept:
+                self._waiting[node] = kept
+            else:
+                del self._waiting[node]
+            return through
+
+    def nodes_with_waiters(self) -> list[str]:
+        with self._lock:
+            return list(self._waiting)

@@ -1,0 +1,82 @@
+"""The Permit gate holds only pods the node agent could confuse (``permitGate: ambiguous``),
+or every GPU pod behind the node's in-flight one (``permitGate: node``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.plugins.gate_state import Gate
+from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
+from vgpu import builders
+from vgpu.codecs import Assignment, GrantedDevice
+from vgpu.config import Config, SchedulerConfig
+from vgpu.inflight import confusable
+
+
+def on(uuid: str, mem: int) -> Assignment:
+    return Assignment("n1", {"main": (GrantedDevice(uuid, mem, 0),)})
+
+
+def test_whole_gpu_pods_on_one_node_are_all_in_flight_at_once() -> None:
+    sched, cluster, _ = setup([gpu_node("n1", 8)])
+    for i in range(8):
+        cluster.create("pods", builders.pod(f"p{i}", [builders.container(gpus=1)]))
+    sched.run_until_idle()
+    assert all(node_of(cluster, f"p{i}") == "n1" for i in range(8))
+    assert sched.waiting_pods() == {}
+
+
+def test_identical_pods_on_one_gpu_are_not_held_but_different_ones_are() -> None:
+    sched, cluster, _ = setup([gpu_node("n1", 1)])
+    for name, mem in (("a", 1000), ("b", 1000), ("c", 3000), ("d", 1000)):
+        cluster.create("pods", builders.pod(name, [builders.container(gpumem=mem)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "a") == node_of(cluster, "b") == "n1"
+    # c is confusable with a and b; d is not, but it does not overtake c
+    assert sched.waiting_pods() == {"default/c": "n1", "default/d": "n1"}
+    allocated(cluster, "a")
+    sched.run_until_idle()
+    assert node_of(cluster, "c") is None
+    allocated(cluster, "b")
+    sched.run_until_idle()
+    assert node_of(cluster, "c") == "n1" and node_of(cluster, "d") is None
+    allocated(cluster, "c")
+    sched.run_until_idle()
+    assert node_of(cluster, "d") == "n1"
+
+
+def test_node_mode_keeps_one_gpu_pod_in_flight_per_node() -> None:
+    config = Config(scheduler=SchedulerConfig(permit_gate="node"))
+    sched, cluster, _ = setup([gpu_node("n1", 2)], config)
+    for i in range(2):
+        cluster.create("pods", builders.pod(f"p{i}", [builders.container(gpus=1)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "p0") == "n1" and node_of(cluster, "p1") is None
+    allocated(cluster, "p0")
+    sched.run_until_idle()
+    assert node_of(cluster, "p1") == "n1"
+
+
+@pytest.mark.parametrize(("mode", "through"), [("ambiguous", ["b", "d"]), ("node", ["b"])])
+def test_advance_lets_every_clear_waiter_through_in_order(mode: str, through: list[str]) -> None:
+    gate = Gate(30, confusable if mode == "ambiguous" else (lambda a, b: True))
+    assert gate.enter("a", "n1", 0, on("GPU-A", 1))
+    assert not gate.enter("b", "n1", 0, on("GPU-A", 2))
+    waiting = ["b"]
+    if mode == "ambiguous":
+        assert gate.enter("x", "n1", 0, on("GPU-B", 9))  # another GPU: through at once
+        assert not gate.enter("c", "n1", 0, on("GPU-B", 3))  # behind x
+        assert not gate.enter("d", "n1", 0, on("GPU-A", 2))  # as b: only behind a
+        waiting += ["c", "d"]
+    assert gate.waiting("n1") == waiting
+    gate.leave("a")
+    assert gate.advance("n1", 1) == through
+
+
+def test_an_unreadable_assignment_is_held_and_a_timed_out_holder_lets_it_through() -> None:
+    gate = Gate(30, confusable)
+    gate.hold("old", "n1", 0, None)
+    assert not gate.enter("new", "n1", 1, on("GPU-A", 1))
+    assert gate.advance("n1", 29) == []
+    assert gate.advance("n1", 30) == ["new"]
+    assert gate.holders("n1") == {"new": 30}

@@ -1,0 +1,64 @@
+"""When two GPU pods in flight on one node could be told apart by the node agent.
+
+The kubelet's Allocate names device IDs, never a pod. GetPreferredAllocation steers the
+kubelet to slots on the GPUs a container was assigned, and the agent matches an Allocate
+request to the in-flight container assigned exactly those GPUs (nodeagent/matching.py).
+So two pods can be in flight on a node at once unless some container of one and some
+container of the other ask for the same number of GPUs on overlapping GPUs with different
+grants: then the device IDs do not say whose request it is, and a mix-up would hand one
+pod the other's limits. Same GPUs with identical grants are interchangeable: a mix-up
+changes nothing the containers or the GPUs' totals see.
+
+The scheduler's Permit gate (scheduler/plugins/allocation_gate.py) holds a pod only
+while it is :func:`confusable` with one already in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # vgpu.config imports this module's modes, and codecs imports config
+    from vgpu.codecs import Assignment, GrantedDevice
+
+#: The gate's modes (``scheduler.permitGate``): hold only confusable pods, or every GPU
+#: pod behind the node's in-flight one (the behaviour before device-ID matching).
+AMBIGUOUS = "ambiguous"
+NODE = "node"
+GATE_MODES = (AMBIGUOUS, NODE)
+
+#: Whether two assignments may not be in flight on one node together.
+Conflicts = Callable[["Assignment | None", "Assignment | None"], bool]
+
+_Grant = tuple[tuple["GrantedDevice", ...], "int | None"]
+
+
+def _grants(assignment: Assignment) -> list[_Grant]:
+    return [(tuple(sorted(slices, key=lambda s: (s.uuid, s.memory_mib, s.cores))),
+             assignment.priorities.get(name))
+            for name, slices in assignment.containers.items() if slices]
+
+
+def _clash(a: _Grant, b: _Grant) -> bool:
+    slices_a, slices_b = a[0], b[0]
+    if len(slices_a) != len(slices_b):
+        return False  # the request's device count tells them apart
+    if not {s.uuid for s in slices_a} & {s.uuid for s in slices_b}:
+        return False  # the request's device IDs tell them apart
+    return a != b
+
+
+def confusable(a: Assignment | None, b: Assignment | None) -> bool:
+    """Could an Allocate request for a container of one be taken for the other's?
+
+    An assignment that is not known (None: unreadable, or a pod seen only by its phase) is
+    confusable with anything, as is one on another node (it should not be in flight here).
+    """
+    if a is None or b is None or a.node != b.node:
+        return True
+    grants_b = _grants(b)
+    return any(_clash(ga, gb) for ga in _grants(a) for gb in grants_b)
+
+
+def any_confusable(new: Assignment | None, inflight: Mapping[str, Assignment | None]) -> bool:
+    return any(confusable(new, other) for other in inflight.values())
