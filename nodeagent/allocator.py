@@ -1,7 +1,8 @@
 """Allocate and GetPreferredAllocation, without the gRPC around them.
 
-Allocate finds the node's in-flight pod in the local pod cache, matches each container
-request to one of its containers by device count, and answers that container's grant from
+Allocate finds the node's in-flight pods in the local pod cache, matches each container
+request to a container of one of them (by the GPUs its device IDs name, else by device
+count on the oldest; :mod:`nodeagent.matching`), and answers that container's grant from
 the pod's assignment. When every GPU container of the pod is allocated, the pod's
 ``bind-phase`` becomes ``success``; when the pod cannot be served (bad assignment, a
 count no container has), ``failed`` with a reason, so the scheduler's gate for the node
@@ -39,6 +40,13 @@ class Code(enum.Enum):
     INVALID_ARGUMENT = "INVALID_ARGUMENT"  # the request does not fit the in-flight pod
 
 
+def _gpus(ids: Sequence[str], known: Collection[str]) -> frozenset[str]:
+    """The GPUs a request's device IDs are slots of (all known: checked before)."""
+    gpus = frozenset(physical_uuid(i, known) or i for i in ids)
+    # Slots of one GPU twice: no container is assigned that, so only the count can match.
+    return gpus if len(gpus) == len(ids) else frozenset(ids)
+
+
 class AllocateError(VgpuError):
     def __init__(self, code: Code, message: str) -> None:
         super().__init__(message)
@@ -67,7 +75,8 @@ class Allocator:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _pod(self) -> Obj:
+    def _pods(self) -> list[Obj]:
+        """The node's pods in allocation, oldest binding first (waiting for one)."""
         if self._inflight is None:
             raise AllocateError(
                 Code.FAILED_PRECONDITION,
@@ -79,11 +88,37 @@ class Allocator:
                 Code.FAILED_PRECONDITION,
                 f"no pod on node {self._node} is in {BIND_PHASE}={PHASE_ALLOCATING} (waited "
                 f"{self._wait:g}s for the local pod watch); Allocate names no pod, so vgpu "
-                f"serves only pods placed by its scheduler, one at a time per node")
+                f"serves only pods placed by its scheduler")
+        return pods
+
+    def _match(self, pods: Sequence[Obj], gpu_sets: Sequence[frozenset[str]],
+               ) -> tuple[Obj, Assignment, tuple[str, ...]]:
+        """The pod and containers the requests are for: by the GPUs their device IDs name,
+        else the oldest pod by device counts (failing it when that cannot serve them)."""
+        assert self._inflight is not None
+        readable: list[tuple[Obj, matching.Candidate]] = []
+        for pod in pods:
+            try:
+                assignment = self._assignment(pod)
+            except CodecError:
+                continue
+            readable.append((pod, matching.Candidate(
+                assignment, tuple(container_names(pod)), self._inflight.done(pod))))
+        found = matching.choose(gpu_sets, [c for _, c in readable])
+        if found is not None:
+            pod, candidate = readable[found[0]]
+            return pod, candidate.assignment, found[1]
+        pod = pods[0]
+        try:
+            assignment = self._assignment(pod)
+            names = matching.match_requests([len(g) for g in gpu_sets], assignment,
+                                            container_names(pod), self._inflight.done(pod))
+        except (CodecError, matching.MatchError) as exc:
+            raise self._fail(pod, Code.INVALID_ARGUMENT, str(exc)) from None
         if len(pods) > 1:
-            _log.warning("more than one pod allocating on this node; serving the oldest",
-                         pods=[pod_key(p) for p in pods])
-        return pods[0]
+            _log.warning("no pod in allocation matches the device IDs; serving the oldest "
+                         "by device count", pods=[pod_key(p) for p in pods])
+        return pod, assignment, names
 
     def _fail(self, pod: Obj, code: Code, reason: str) -> AllocateError:
         message = f"pod {pod_key(pod)}: {reason}"
@@ -155,17 +190,10 @@ class Allocator:
                                     f"unknown device IDs {', '.join(unknown)}: not advertised "
                                     f"by this agent")
         with self._lock:
-            pod = self._pod()
+            pods = self._pods()
             assert self._inflight is not None
-            try:
-                assignment = self._assignment(pod)
-                names = matching.match_requests(
-                    [len(ids) for ids in requests], assignment,
-                    container_names(pod), self._inflight.done(pod))
-            except CodecError as exc:
-                raise self._fail(pod, Code.INVALID_ARGUMENT, str(exc)) from None
-            except matching.MatchError as exc:
-                raise self._fail(pod, Code.INVALID_ARGUMENT, str(exc)) from None
+            gpu_sets = [_gpus(ids, known) for ids in requests]
+            pod, assignment, names = self._match(pods, gpu_sets)
             uid = uid_of(pod)
             result = []
             for name, ids in zip(names, requests, strict=True):
@@ -213,16 +241,19 @@ class Allocator:
         wanted: list[str] = []
         container: str | None = None
         pods = self._inflight.wait(self._wait) if self._inflight is not None else []
-        if pods:
-            pod = pods[0]
+        # The request names no pod: steer it to the oldest in-flight pod with a container
+        # of that size still waiting (the kubelet admits pods in the order they were bound).
+        for pod in pods:
             try:
                 assignment = self._assignment(pod)
                 done = self._inflight.done(pod) | set(skip) if self._inflight else set(skip)
                 (container,) = matching.match_requests(
                     [size], assignment, container_names(pod), done)
-                wanted = [g.uuid for g in assignment.containers[container]]
             except (CodecError, matching.MatchError) as exc:
                 _log.info("no assigned GPUs to prefer", pod=pod_key(pod), reason=str(exc))
+                continue
+            wanted = [g.uuid for g in assignment.containers[container]]
+            break
         chosen = preferred.choose(available, must_include, size, wanted,
                                   lambda i: physical_uuid(i, known))
         return chosen, container

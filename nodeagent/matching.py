@@ -1,15 +1,21 @@
-"""Which container of the in-flight pod an Allocate request is for.
+"""Which container of which in-flight pod an Allocate request is for.
 
-The kubelet's Allocate names device IDs, never a pod or container. One GPU pod per node is
-in flight (the scheduler's Permit gate), and the kubelet allocates its containers one by
-one, init containers first, in spec order; so the request for ``n`` devices belongs to the
-first container of that pod, in that order, that was assigned ``n`` GPUs and has not been
-allocated yet.
+The kubelet's Allocate names device IDs, never a pod or container. GetPreferredAllocation
+steered it to slots on the GPUs the container was assigned, so a request is first matched
+by those GPUs: to a container not yet allocated that was assigned exactly the GPUs its
+device IDs name (:func:`match_devices`, over the in-flight pods oldest binding first). The
+scheduler's Permit gate keeps pods that this cannot tell apart from being in flight on a
+node together (:mod:`vgpu.inflight`). When no pod matches by GPUs (the kubelet ignored the
+preference), the oldest pod is matched by device count as before: the kubelet allocates a
+pod's containers one by one, init containers first, in spec order, so the request for
+``n`` devices belongs to the first container, in that order, that was assigned ``n`` GPUs
+and has not been allocated yet (:func:`match_requests`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from vgpu.codecs import Assignment
 from vgpu.errors import VgpuError
@@ -61,3 +67,40 @@ def match_requests(counts: Sequence[int], assignment: Assignment, order: Sequenc
 
 def all_done(assignment: Assignment, done: Collection[str]) -> bool:
     return all(name in done for name in assignment.containers)
+
+
+def match_devices(gpu_sets: Sequence[frozenset[str]], assignment: Assignment,
+                  order: Sequence[str], done: Collection[str]) -> tuple[str, ...] | None:
+    """The container each request is for, by the GPUs its device IDs name; None when a
+    request has no container assigned exactly those GPUs that is still waiting."""
+    chosen: list[str] = []
+    for gpus in gpu_sets:
+        name = next((n for n in gpu_containers(assignment, order)
+                     if n not in done and n not in chosen
+                     and len(assignment.containers[n]) == len(gpus)
+                     and {s.uuid for s in assignment.containers[n]} == gpus), None)
+        if name is None:
+            return None
+        chosen.append(name)
+    return tuple(chosen)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An in-flight pod as matching sees it: its assignment, container order and the
+    containers already allocated."""
+
+    assignment: Assignment
+    order: tuple[str, ...]
+    done: frozenset[str]
+
+
+def choose(gpu_sets: Sequence[frozenset[str]],
+           candidates: Sequence[Candidate]) -> tuple[int, tuple[str, ...]] | None:
+    """The first candidate (oldest first) whose containers match every request by GPUs,
+    and those containers; None when none does."""
+    for i, c in enumerate(candidates):
+        names = match_devices(gpu_sets, c.assignment, c.order, c.done)
+        if names is not None:
+            return i, names
+    return None

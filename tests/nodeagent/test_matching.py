@@ -2,7 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from nodeagent.matching import MatchError, all_done, match_requests
+from nodeagent.matching import (
+    Candidate,
+    MatchError,
+    all_done,
+    choose,
+    match_devices,
+    match_requests,
+)
 from tests.support.pods import container, pod, slices
 from vgpu.codecs import Assignment
 from vgpu.pods import container_names as container_order
@@ -57,3 +64,41 @@ def test_container_order_puts_init_containers_first_and_unknown_names_last() -> 
 def test_all_done() -> None:
     assert not all_done(ASSIGNMENT, {"init", "one"})
     assert all_done(ASSIGNMENT, set(ORDER))
+
+
+B = slices(("GPU-b", 1, 0))
+BY_GPU = Assignment(node="n", containers={"init": A, "one": B, "two": AB, "other": A})
+
+
+@pytest.mark.parametrize(("gpus", "done", "expected"), [
+    ([{"GPU-a"}], set(), ("init",)),              # first in order among equal GPU sets
+    ([{"GPU-b"}], set(), ("one",)),               # by GPUs, not by order
+    ([{"GPU-a"}], {"init"}, ("other",)),
+    ([{"GPU-b", "GPU-a"}], set(), ("two",)),
+    ([{"GPU-a"}, {"GPU-b"}], set(), ("init", "one")),
+    ([{"GPU-a"}, {"GPU-a"}], set(), ("init", "other")),
+    ([{"GPU-c"}], set(), None),                   # no container on that GPU
+    ([{"GPU-b"}], {"one"}, None),                 # already allocated
+    ([{"GPU-a", "GPU-c"}], set(), None),          # overlapping is not the same
+    ([{"GPU-a"}, {"GPU-c"}], set(), None),        # every request must match
+])
+def test_match_devices(gpus: list[set[str]], done: set[str],
+                       expected: tuple[str, ...] | None) -> None:
+    sets = [frozenset(g) for g in gpus]
+    assert match_devices(sets, BY_GPU, ORDER, done) == expected
+
+
+def candidate(uuid: str, done: frozenset[str] = frozenset()) -> Candidate:
+    return Candidate(Assignment("n", {"c": slices((uuid, 1, 0))}), ("c",), done)
+
+
+@pytest.mark.parametrize(("gpu", "candidates", "expected"), [
+    ("GPU-b", [candidate("GPU-a"), candidate("GPU-b")], (1, ("c",))),
+    ("GPU-a", [candidate("GPU-a"), candidate("GPU-a")], (0, ("c",))),  # oldest first
+    ("GPU-a", [candidate("GPU-a", frozenset({"c"})), candidate("GPU-a")], (1, ("c",))),
+    ("GPU-c", [candidate("GPU-a"), candidate("GPU-b")], None),
+    ("GPU-a", [], None),
+])
+def test_choose_the_pod(gpu: str, candidates: list[Candidate],
+                        expected: tuple[int, tuple[str, ...]] | None) -> None:
+    assert choose([frozenset({gpu})], candidates) == expected
