@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import vgpu.annotations as ann
 from tests.controlplane.cluster import ControlPlane, free_port
+from tests.controlplane.kube_scheduler import KubeScheduler
 from tests.support.fakeagent import FakeAgents
 from vgpu import codecs
 from vgpu.cluster.port import Obj, Selector
@@ -78,12 +79,13 @@ class Agents:
 
 
 @contextlib.contextmanager
-def cluster(kubeconfig: str | None) -> Iterator[tuple[str, list[int], str]]:
-    """(kubeconfig, [etcd pid, apiserver pid] when started here, a fresh namespace)."""
+def cluster(kubeconfig: str | None) -> Iterator[tuple[str, list[int], str, ControlPlane | None]]:
+    """(kubeconfig, [etcd pid, apiserver pid] when started here, a fresh namespace, the
+    control plane when started here)."""
     if not kubeconfig:
         with ControlPlane() as cp:
             cp.ensure_namespace(NAMESPACE)
-            yield str(cp.kubeconfig), cp.pids, NAMESPACE
+            yield str(cp.kubeconfig), cp.pids, NAMESPACE, cp
         return
     kube = connect(kubeconfig, qps=0)
     assert kube is not None
@@ -93,7 +95,7 @@ def cluster(kubeconfig: str | None) -> Iterator[tuple[str, list[int], str]]:
     with contextlib.suppress(ConflictError):  # (a controller-manager may have made it)
         kube.request_json("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
                           "create service account", body={"metadata": {"name": "default"}})
-    yield kubeconfig, [], namespace
+    yield kubeconfig, [], namespace, None
     # Pods first, at once (no kubelet would confirm a graceful delete), then the nodes.
     for pod in kube.list("pods", Selector(namespace=namespace)).items:
         kube.request_json("DELETE", f"/api/v1/namespaces/{namespace}/pods/"
@@ -103,6 +105,16 @@ def cluster(kubeconfig: str | None) -> Iterator[tuple[str, list[int], str]]:
         if node["metadata"]["name"].startswith(f"{namespace}-"):
             kube.delete("nodes", node["metadata"]["name"])
     kube.request_json("DELETE", f"/api/v1/namespaces/{namespace}", "delete namespace")
+
+
+@contextlib.contextmanager
+def kube_scheduler(cp: ControlPlane | None, name: str) -> Iterator[int]:
+    """kube-scheduler v1.20.2 for pods of ``spec.schedulerName: name``; yields its pid."""
+    if cp is None:
+        raise SystemExit("--against kube-scheduler starts its own control plane; "
+                         "leave out --kubeconfig")
+    with KubeScheduler(cp, scheduler_name=name) as ks:
+        yield ks.pid
 
 
 class Scheduler:
@@ -153,9 +165,13 @@ class Scheduler:
             self.proc.wait()
 
 
-def check(kube: KubeCluster, namespace: str, pods: int) -> None:
-    """Every pod bound once with an assignment on its node; no GPU over-committed."""
+def check(kube: KubeCluster, namespace: str, pods: int, *, assigned: bool = True) -> None:
+    """Every pod bound once with an assignment on its node (``assigned``: bound by
+    vgpu-scheduler); no GPU over-committed."""
     items = kube.list("pods", Selector(namespace=namespace)).items
+    if not assigned:
+        assert len(items) == pods and all(p["spec"].get("nodeName") for p in items)
+        return
     assignments = []
     for pod in items:
         node = pod["spec"].get("nodeName")

@@ -1,8 +1,19 @@
 """Pods bound per second and created→bound latency of `vgpu scheduler` on a real API server.
 
     python bench/bind.py [--runs 3] [--nodes 1000] [--pods 3000] [--gpus 4]
-                         [--node-policy binpack|spread] [--bind-workers N]
-                         [--create-threads 16] [--kubeconfig FILE]
+                         [--against kube-scheduler] [--workload mixed|whole|fractional]
+                         [--node-policy binpack|spread] [--permit-gate ambiguous|node]
+                         [--bind-workers N] [--create-threads 16] [--kubeconfig FILE]
+                         [--profile DIR]
+
+``--against kube-scheduler`` runs, per run and each on a fresh control plane of the same
+binaries, the same burst of whole-GPU pods (``nvidia.com/gpu: 1``; the nodes advertise
+``nvidia.com/gpu`` in allocatable and carry a vgpu inventory) under kube-scheduler v1.20.2
+(tests/controlplane, its default profile) and under vgpu-scheduler, then fractional pods
+(``gpumem``, ``gpucores``) under vgpu-scheduler alone; the last line has per scheduler
+pods/s, create→bound p50/p99 and the scheduler process's CPU ms per pod, the ratios to
+kube-scheduler's, and whether the targets of issue #16 are met. Without it the workload is
+``--workload`` (mixed by default).
 
 Each run starts a fresh control plane (etcd + kube-apiserver 1.20 of tests/controlplane;
 ``--kubeconfig`` uses a running cluster instead), creates ``--nodes`` Nodes with a
@@ -38,13 +49,15 @@ import concurrent.futures
 import contextlib
 import json
 import os
-import random
-import statistics
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +66,10 @@ from _support import ROOT, cpu_seconds
 sys.path.insert(0, str(ROOT))
 
 # After the line above: it imports the test helpers.
-from _bind_cluster import NAMESPACE, Agents, Scheduler, check, cluster
+import _bind_workloads as workloads
+from _bind_cluster import NAMESPACE, Agents, Scheduler, check, cluster, kube_scheduler
+from _bind_report import KUBE, PHASES, VGPU, figures, side_by_side, summarise
 
-from vgpu import builders
-from vgpu.cluster.port import Obj
 from vgpu.kube.adapter import connect
 
 
@@ -65,24 +78,20 @@ def self_cpu() -> float:
     return t.user + t.system
 
 
-def workload(count: int, namespace: str, seed: int = 7) -> list[Obj]:
-    """The pods, named for ``namespace``'s own scheduler (a cluster may run another)."""
-    rng = random.Random(seed)
-    c = builders.container
-    pods = []
-    for i in range(count):
-        roll = rng.random()
-        if roll < 0.7:
-            spec = c(gpumem=rng.randrange(4096, 16385, 1024), cores=rng.choice((0, 10, 25, 50)))
-        elif roll < 0.85:
-            spec = c(gpus=2, gpumem=rng.randrange(4096, 16385, 1024), cores=rng.choice((0, 25)))
-        else:
-            spec = c(percent=rng.choice((10, 25, 50)))
-        pod = builders.pod(f"p-{i:05d}", [spec], namespace=namespace,
-                        scheduler_name=f"vgpu-{namespace}")
-        pod["spec"]["automountServiceAccountToken"] = False
-        pods.append(pod)
-    return pods
+@contextlib.contextmanager
+def profiling(pid: int, out: Path) -> Iterator[None]:
+    """py-spy (a dev dependency) sampling ``pid`` until the block ends."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "200", "--format",
+                             "raw", "--output", str(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the burst starts
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
 
 
 def parallel(threads: int, fn: Any, items: list[Any]) -> None:
@@ -107,30 +116,38 @@ def trace(sched: Scheduler, sent: dict[str, float], done: Any) -> None:
                   flush=True)
 
 
-def one_run(args: argparse.Namespace) -> dict[str, Any]:
+def one_run(args: argparse.Namespace, kind: str = "mixed",
+            scheduler: str = VGPU) -> dict[str, Any]:
+    """One burst of ``kind`` pods under ``scheduler`` on a fresh cluster."""
     with tempfile.TemporaryDirectory(prefix="vgpu-bench-bind-") as tmp, \
-            cluster(args.kubeconfig) as (kubeconfig, cp_pids, namespace):
+            cluster(args.kubeconfig) as (kubeconfig, cp_pids, namespace, cp), \
+            contextlib.ExitStack() as stack:
         kube = connect(kubeconfig, qps=0, pool_size=64)
         assert kube is not None
-        now = time.time()
         prefix = "node" if namespace == NAMESPACE else namespace
-        nodes = [builders.node(f"{prefix}-{i:04d}",
-                               builders.devices(f"{prefix}-{i:04d}", args.gpus), heartbeat=now)
-                 for i in range(args.nodes)]
+        nodes = workloads.nodes(prefix, args.nodes, args.gpus, time.time())
         parallel(args.create_threads, lambda n: kube.create("nodes", n), nodes)
-        pods = workload(args.pods, namespace)
+        name = f"{'kube' if scheduler == KUBE else 'vgpu'}-{namespace}"
+        pods = workloads.pods(kind, args.pods, namespace, name)
         sent: dict[str, float] = {}
-        config: dict[str, Any] = {"defaultNodePolicy": args.node_policy,
-                                  "schedulerName": f"vgpu-{namespace}",
-                                  "scheduler": {"apiQps": 0}}
-        if args.bind_workers is not None:
-            config["scheduler"]["bindWorkers"] = args.bind_workers
         agents = Agents(kubeconfig, namespace, len(pods), args.agent_threads)
-        sched = Scheduler(kubeconfig, Path(tmp), config)
+        sched: Scheduler | None = None
         try:
-            sched.ready()
+            if scheduler == KUBE:
+                sched_pid = stack.enter_context(kube_scheduler(cp, name))
+            else:
+                config: dict[str, Any] = {"defaultNodePolicy": args.node_policy,
+                                          "schedulerName": name,
+                                          "scheduler": {"apiQps": 0,
+                                                        "permitGate": args.permit_gate}}
+                if args.bind_workers is not None:
+                    config["scheduler"]["bindWorkers"] = args.bind_workers
+                sched = Scheduler(kubeconfig, Path(tmp), config)
+                stack.callback(sched.stop)
+                sched.ready()
+                sched_pid = sched.proc.pid
             pids = {"kube-apiserver": cp_pids[1], "etcd": cp_pids[0]} if cp_pids else {}
-            pids.update(scheduler=sched.proc.pid, agents=agents.pid)
+            pids.update(scheduler=sched_pid, agents=agents.pid)
             before = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             before["bench"] = self_cpu()
             load = os.getloadavg()[0]
@@ -145,51 +162,31 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
                 sent[pod["metadata"]["name"]] = time.time()
                 kube.create("pods", pod)
 
+            if args.profile and sched is not None:
+                stack.enter_context(profiling(sched_pid, Path(args.profile) / f"{kind}.txt"))
             start = time.time()
-            tracer = threading.Thread(target=trace, args=(sched, sent, agents.done),
-                                      daemon=True) if args.trace else None
-            if tracer is not None:
-                tracer.start()
+            if args.trace and sched is not None:
+                threading.Thread(target=trace, args=(sched, sent, agents.done),
+                                 daemon=True).start()
             parallel(args.create_threads, create, list(range(len(pods))))
             created = time.time()
             if not agents.done.wait(args.timeout):
-                raise SystemExit(f"not every pod bound in {args.timeout:g} s\n"
-                                 f"{sched.log.read_text()[-3000:]}")
+                tail = sched.log.read_text()[-3000:] if sched is not None else ""
+                raise SystemExit(f"not every pod bound in {args.timeout:g} s\n{tail}")
             after = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             after["bench"] = self_cpu()
-            metrics = sched.metrics()
+            metrics = sched.metrics() if sched is not None else {}
         finally:
-            sched.stop()
+            stack.close()
             seen, _, errors = agents.finish()
         if errors:
             raise SystemExit(f"the agents' patches failed: {errors[:5]}")
         end = max(seen.values())
-        check(kube, namespace, len(pods))
-    wall = end - start
-    cores = os.cpu_count() or 1
-    latencies = sorted(seen[n] - sent[n] for n in sent)
-    cpu = {name: after[name] - before[name] for name in after}
-    return {
-        "pods": len(pods), "nodes": args.nodes,
-        "pods_per_s": round(len(pods) / wall, 1),
-        "created_per_s": round(len(pods) / (created - start), 1),
-        "create_to_bound_p50_ms": round(statistics.median(latencies) * 1000, 1),
-        "create_to_bound_p99_ms": round(latencies[int(0.99 * (len(latencies) - 1))] * 1000, 1),
-        "create_to_bound_max_ms": round(latencies[-1] * 1000, 1),
-        "window_s": round(wall, 2),
-        "cpu_share": {name: round(sec / (wall * cores), 3) for name, sec in cpu.items()},
-        "cpu_ms_per_pod": {name: round(sec * 1000 / len(pods), 2) for name, sec in cpu.items()},
-        "cpu_bound_ceiling_pods_per_s": round(cores * len(pods) / sum(cpu.values()), 1),
-        "cores": cores, "loadavg_1m_before": round(load, 2),
-        "scheduler": {
-            "attempts": metrics.get("vgpu_scheduler_schedule_attempts_total{result=scheduled}"),
-            "unschedulable": metrics.get(
-                "vgpu_scheduler_schedule_attempts_total{result=unschedulable}"),
-            "bind_conflicts": metrics.get("vgpu_scheduler_bindings_total{result=conflict}"),
-            "events_sent": metrics.get("vgpu_scheduler_events_total{outcome=sent}"),
-            "events_dropped": metrics.get("vgpu_scheduler_events_total{outcome=dropped}"),
-        },
-    }
+        check(kube, namespace, len(pods), assigned=scheduler == VGPU)
+    return figures(pods=len(pods), nodes=args.nodes, start=start, created=created, end=end,
+                   latencies=sorted(seen[n] - sent[n] for n in sent),
+                   cpu={name: after[name] - before[name] for name in after}, load=load,
+                   metrics=metrics)
 
 
 def main() -> None:
@@ -198,7 +195,14 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=3000)
     parser.add_argument("--gpus", type=int, default=4, help="GPUs per node")
+    parser.add_argument("--against", choices=(KUBE,),
+                        help="the same whole-GPU burst under kube-scheduler and under "
+                             "vgpu-scheduler, then fractional pods under vgpu-scheduler")
+    parser.add_argument("--workload", default="mixed", choices=workloads.KINDS,
+                        help="the pods without --against")
     parser.add_argument("--node-policy", default="binpack", choices=("binpack", "spread"))
+    parser.add_argument("--permit-gate", default="ambiguous", choices=("ambiguous", "node"),
+                        help="scheduler.permitGate")
     parser.add_argument("--bind-workers", type=int, help="scheduler.bindWorkers")
     parser.add_argument("--create-threads", type=int, default=16)
     parser.add_argument("--agent-threads", type=int, default=16)
@@ -208,24 +212,37 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--trace", action="store_true", help="print queue lengths as it goes")
     parser.add_argument("--kubeconfig", help="a running cluster (default: start one per run)")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="py-spy the vgpu scheduler through each burst: collapsed stacks "
+                             "in DIR/<workload>.txt")
     args = parser.parse_args()
+    if min(args.runs, args.nodes, args.pods, args.gpus) < 1:
+        parser.error("--runs, --nodes, --pods and --gpus must be at least 1")
+    if args.against and args.kubeconfig:
+        parser.error("--against starts its own control planes; leave out --kubeconfig")
+    if args.against:
+        side: list[dict[str, Any]] = []
+        for i in range(args.runs):
+            run = {}
+            for label, scheduler, kind in PHASES:
+                run[label] = one_run(args, kind, scheduler)
+                print(f"run {i + 1} {label}: " + json.dumps(run[label]), flush=True)
+            side.append(run)
+        result = side_by_side(side)
+        result.update(against=args.against, nodes=args.nodes, gpus=args.gpus, pods=args.pods,
+                      node_policy=args.node_policy, permit_gate=args.permit_gate,
+                      runs=args.runs, cores=os.cpu_count())
+        print(json.dumps(result))
+        return
     runs = []
     for i in range(args.runs):
-        result = one_run(args)
+        result = one_run(args, args.workload)
         runs.append(result)
         print(f"run {i + 1}: " + json.dumps(result), flush=True)
-    keys = ("pods_per_s", "created_per_s", "create_to_bound_p50_ms", "create_to_bound_p99_ms",
-            "create_to_bound_max_ms")
-    summary: dict[str, Any] = {k: statistics.median(r[k] for r in runs) for k in keys}
-    for key in ("cpu_share", "cpu_ms_per_pod"):
-        summary[key] = {name: statistics.median(r[key][name] for r in runs)
-                        for name in runs[0][key]}
-    summary["cpu_bound_ceiling_pods_per_s"] = statistics.median(
-        r["cpu_bound_ceiling_pods_per_s"] for r in runs)
-    summary["loadavg_1m_before"] = [r["loadavg_1m_before"] for r in runs]
+    summary = summarise(runs)
     summary.update(nodes=args.nodes, pods=args.pods, node_policy=args.node_policy,
-                   rate=args.rate or "burst",
-                   runs=len(runs), cores=runs[0]["cores"])
+                   workload=args.workload, permit_gate=args.permit_gate,
+                   rate=args.rate or "burst", runs=len(runs), cores=runs[0]["cores"])
     print(json.dumps(summary))
 
 

@@ -109,6 +109,14 @@ class KubeScheduler:
                                     f"{self.log_tail()}")
         return text
 
+    @property
+    def pid(self) -> int:
+        """The process's id (for its CPU time in bench/bind.py)."""
+        if self._proc is None:
+            raise ControlPlaneError("kube-scheduler is not running")
+        pid: int = self._proc.popen.pid
+        return pid
+
     def alive(self) -> bool:
         return self._proc is not None and self._proc.alive()
 
