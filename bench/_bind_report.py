@@ -39,6 +39,7 @@ def figures(*, pods: int, nodes: int, start: float, created: float, end: float,
             "unschedulable": metrics.get(
                 "vgpu_scheduler_schedule_attempts_total{result=unschedulable}"),
             "bind_conflicts": metrics.get("vgpu_scheduler_bindings_total{result=conflict}"),
+            "permit_waits": metrics.get("vgpu_scheduler_permit_waits_total"),
             "events_sent": metrics.get("vgpu_scheduler_events_total{outcome=sent}"),
             "events_dropped": metrics.get("vgpu_scheduler_events_total{outcome=dropped}"),
         } if metrics else None,

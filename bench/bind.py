@@ -83,7 +83,7 @@ def profiling(pid: int, out: Path) -> Iterator[None]:
     """py-spy (a dev dependency) sampling ``pid`` until the block ends."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "200", "--format",
+    proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "200", "--gil", "--format",
                              "raw", "--output", str(out)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # attached before the burst starts

@@ -76,7 +76,8 @@ class Allocator:
     # -- helpers ---------------------------------------------------------------------------
 
     def _pods(self) -> list[Obj]:
-        """The node's pods in allocation, oldest binding first (waiting for one)."""
+        """The node's pods in allocation, in the order their bindings arrived (waiting for
+        one)."""
         if self._inflight is None:
             raise AllocateError(
                 Code.FAILED_PRECONDITION,
@@ -241,8 +242,9 @@ class Allocator:
         wanted: list[str] = []
         container: str | None = None
         pods = self._inflight.wait(self._wait) if self._inflight is not None else []
-        # The request names no pod: steer it to the oldest in-flight pod with a container
-        # of that size still waiting (the kubelet admits pods in the order they were bound).
+        # The request names no pod: steer it to the first in-flight pod with a container of
+        # that size still waiting (the kubelet admits pods in the order its watch shows the
+        # bindings, which is the order ours showed them).
         for pod in pods:
             try:
                 assignment = self._assignment(pod)

@@ -16,8 +16,7 @@ from collections.abc import Collection
 from nodeagent.progress import ProgressFile
 from vgpu.annotations import PHASE_ALLOCATING
 from vgpu.cluster.port import Obj
-from vgpu.codecs import bind_time
-from vgpu.pods import annotations_of, bind_phase, is_terminated, pod_key
+from vgpu.pods import bind_phase, is_terminated, pod_key
 
 
 def uid_of(pod: Obj) -> str:
@@ -28,11 +27,6 @@ def is_allocating(pod: Obj) -> bool:
     return (bind_phase(pod) == PHASE_ALLOCATING
             and not is_terminated(pod)
             and not (pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def _bind_order(pod: Obj) -> tuple[float, str]:
-    when = bind_time(annotations_of(pod))
-    return (float("inf") if when is None else when, pod_key(pod))
 
 
 class InFlight:
@@ -55,6 +49,9 @@ class InFlight:
                 return
             key = pod_key(new)
             if is_allocating(new):
+                # A dict keeps first-insertion order: the order this watch showed the
+                # bindings, which is the kubelet's (it admits pods in its own watch's order
+                # of the same writes), not the scheduler's bind-time.
                 self._allocating[key] = new
             else:
                 self._allocating.pop(key, None)
@@ -72,11 +69,11 @@ class InFlight:
     # -- queries ---------------------------------------------------------------------------
 
     def _candidates(self) -> list[Obj]:
-        pods = [p for p in self._allocating.values() if uid_of(p) not in self._finished]
-        return sorted(pods, key=_bind_order)
+        return [p for p in self._allocating.values() if uid_of(p) not in self._finished]
 
     def current(self) -> list[Obj]:
-        """Allocating pods the agent has not finished, oldest binding first."""
+        """Allocating pods the agent has not finished, in the order their bindings
+        arrived."""
         with self._cond:
             return self._candidates()
 

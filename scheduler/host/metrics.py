@@ -140,6 +140,10 @@ class Metrics:
                            "conflict (the pod was bound already or is being deleted), error",
                            ["result"], registry=self.registry)
         self._bindings = {r: bindings.labels(r) for r in ("success", "conflict", "error")}
+        self._permit_waits = Counter(
+            "vgpu_scheduler_permit_waits", "GPU pods held at Permit behind a pod in flight on "
+            "the same node that the node agent could confuse with them",
+            registry=self.registry)
         self._bound = Histogram("vgpu_scheduler_pod_create_to_bound_seconds",
                                 "Time from a pod's creation to its binding",
                                 buckets=BOUND_BUCKETS, registry=self.registry)
@@ -178,6 +182,8 @@ class Metrics:
     def on_decision(self, decision: Decision) -> None:
         result = _RESULT_OF.get(decision.outcome)
         if result is not None:
+            if decision.outcome == "waiting":
+                self._permit_waits.inc()
             self._attempts[result].inc()
             self._latency[result].observe(decision.seconds)
             self._queue_wait.observe(decision.queued)

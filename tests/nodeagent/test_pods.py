@@ -25,15 +25,17 @@ def test_is_allocating() -> None:
     assert not is_allocating(p("a", status="Failed"))
 
 
-def test_index_follows_events_and_orders_by_bind_time() -> None:
+def test_index_follows_events_in_the_order_the_bindings_arrived() -> None:
     inflight = InFlight()
-    inflight.on_pod(None, p("late", bound="2026-01-01T00:00:09Z"))
-    inflight.on_pod(None, p("early", bound="2026-01-01T00:00:01Z"))
+    # The kubelet admits in its watch's order, not by the scheduler's bind-time.
+    inflight.on_pod(None, p("first", bound="2026-01-01T00:00:09Z"))
+    inflight.on_pod(None, p("second", bound="2026-01-01T00:00:01Z"))
     inflight.on_pod(None, p("other", phase="success"))
-    assert [x["metadata"]["name"] for x in inflight.current()] == ["early", "late"]
-    inflight.on_pod(p("early"), p("early", phase="success", rv="2"))
-    assert [x["metadata"]["name"] for x in inflight.current()] == ["late"]
-    inflight.on_pod(p("late"), None)
+    inflight.on_pod(p("first"), p("first", rv="2"))  # an update keeps its place
+    assert [x["metadata"]["name"] for x in inflight.current()] == ["first", "second"]
+    inflight.on_pod(p("second"), p("second", phase="success", rv="2"))
+    assert [x["metadata"]["name"] for x in inflight.current()] == ["first"]
+    inflight.on_pod(p("first"), None)
     assert inflight.current() == []
 
 

@@ -95,10 +95,17 @@ def test_attempts_latency_and_per_gpu_allocation() -> None:
 
 def test_gated_pods_and_binding_outcomes() -> None:
     sched, cluster, _, metrics = setup()
-    for name in ("a", "b"):
-        cluster.create("pods", builders.pod(name, [builders.container(gpumem=1000)]))
+    # A whole GPU and a slice of the other: both in flight at once.
+    cluster.create("pods", builders.pod("a", [builders.container()]))
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=1000)]))
+    sched.run_until_idle()
+    assert value(metrics, "vgpu_scheduler_pending_pods", queue="gated") == 0
+    assert value(metrics, "vgpu_scheduler_permit_waits_total") == 0
+    # Another slice of that GPU with other limits: the agent could confuse it with b.
+    cluster.create("pods", builders.pod("c", [builders.container(gpumem=2000)]))
     sched.run_until_idle()
     assert value(metrics, "vgpu_scheduler_pending_pods", queue="gated") == 1
+    assert value(metrics, "vgpu_scheduler_permit_waits_total") == 1
     metrics.on_decision(Decision("default/x", "n1", "bind-conflict"))
     metrics.on_decision(Decision("default/y", "n1", "bind-failed"))
     metrics.on_event("dropped")

@@ -17,6 +17,8 @@
   (without this a deleted pod would stay Terminating forever).
 
 Pods are admitted one at a time, in watch order, like the kubelet's sync loop.
+:meth:`NodeKubelet.paused` holds that loop, so that a test can see pods bound to the node
+and not yet admitted (several GPU pods in flight at once).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import datetime as dt
 import queue
 import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -99,6 +101,8 @@ class NodeKubelet:
         self._held: dict[str, list[str]] = {}  # uid -> device IDs it holds
         self._advertised = -1
         self._stop = threading.Event()
+        self._running = threading.Event()
+        self._running.set()
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -164,12 +168,25 @@ class NodeKubelet:
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
         self._events.put((old, new))
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No pod is admitted (nor deleted) inside the block; those that arrived meanwhile
+        are, in watch order, after it."""
+        self._running.clear()
+        try:
+            yield
+        finally:
+            self._running.set()
+
     def _work(self) -> None:
         while not self._stop.is_set():
             try:
                 old, new = self._events.get(timeout=0.5)
             except queue.Empty:
                 old = new = None
+            while not self._running.wait(0.2):
+                if self._stop.is_set():
+                    return
             try:
                 self._sync_device_capacity()
                 if new is not None:
