@@ -56,13 +56,17 @@ class PreFilterResult:
     score for every node in one vectorised step gets the best node whatever the limit.
     ``ranks_for`` names the score plugin whose ranking ``order_key`` reproduces exactly;
     when it is the profile's only weighted scorer, the first feasible node in that order
-    is the best of all feasible nodes and the filters stop there.
+    is the best of all feasible nodes and the filters stop there. ``visit_last`` names
+    nodes the candidates visit after all others (in the same order among themselves): a
+    node that fits but where the pod would wait (the Permit gate) loses to one where it goes
+    on at once when the first feasible node is the answer.
     """
 
     mask: npt.NDArray[np.bool_] | None = None
     node_names: frozenset[str] | None = None
     order_key: npt.NDArray[np.float64] | None = None
     ranks_for: str | None = None
+    visit_last: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ or reads a clock: the time comes in the :class:`CycleState`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,7 @@ class _PreFiltered:
     mask: npt.NDArray[np.bool_]
     order: npt.NDArray[np.float64] | None = None
     ranks_for: str | None = None
+    last: set[int] = field(default_factory=set)
 
 
 class Framework(LaterPoints):
@@ -202,6 +203,10 @@ class Framework(LaterPoints):
                 pre.mask &= allowed
             if pre.order is None and result.order_key is not None:
                 pre.order, pre.ranks_for = result.order_key, result.ranks_for
+            for name in result.visit_last or ():
+                pos = snapshot.positions.get(name)
+                if pos is not None:
+                    pre.last.add(pos)
         return pre
 
     def _visit_order(self, pre: _PreFiltered) -> list[int]:
@@ -213,6 +218,9 @@ class Framework(LaterPoints):
         elif len(candidates) > 1 and self._next_start:
             start = self._next_start % len(candidates)
             candidates = np.concatenate((candidates[start:], candidates[:start]))
+        if pre.last and len(candidates) > 1:
+            later = np.isin(candidates, np.fromiter(pre.last, dtype=candidates.dtype))
+            candidates = np.concatenate((candidates[~later], candidates[later]))
         positions: list[int] = candidates.tolist()
         return positions
 

@@ -14,10 +14,11 @@ goes on for others.
 from __future__ import annotations
 
 import vgpu.annotations as ann
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle import CycleState, PreFilterResult
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import SUCCESS, WAIT, Status
+from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.status import SKIP, SUCCESS, WAIT, Status
 from scheduler.plugins.gate_state import Gate
 from scheduler.plugins.vgpu import assignment_of
 from vgpu import codecs, inflight
@@ -50,6 +51,34 @@ class AllocationGate:
         section = handle.config.scheduler
         self.gate = Gate(section.permit_timeout_seconds, _conflicts(section.permit_gate))
         handle.on_pod_event(self._on_pod)
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        """Visit last the nodes where a one-GPU pod would wait on every GPU behind a pod in
+        flight: under binpack a burst would otherwise queue at the fullest node while
+        others could take it at once. Permit still decides; this only orders."""
+        request = pod.gpu
+        if request is None or not request.is_gpu_pod:
+            return None, SKIP
+        if len(request.containers) != 1 or request.containers[0].count != 1:
+            return None, SUCCESS
+        want = request.containers[0]
+        busy = []
+        for node, in_flight in self.gate.in_flight().items():
+            info = snapshot.get(node)
+            if info is None:
+                continue
+
+            def grant(gpu: str, node: str = node) -> codecs.Assignment:
+                # A percentage's size depends on the GPU: -1 never equals a grant.
+                memory = want.memory_mib if want.memory_mib is not None else -1
+                return codecs.Assignment(
+                    node, {want.name: (codecs.GrantedDevice(gpu, memory, want.cores),)},
+                    priorities={} if want.priority is None else {want.name: want.priority})
+
+            if self.gate.blocked((d.uuid for d in info.devices), grant, in_flight):
+                busy.append(node)
+        return (PreFilterResult(visit_last=frozenset(busy)) if busy else None), SUCCESS
 
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         if not pod.is_gpu_pod:

@@ -10,6 +10,7 @@ in flight still cannot overtake a conflicting one forever.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from vgpu import inflight, logs
@@ -138,6 +139,24 @@ class Gate:
             else:
                 del self._waiting[node]
             return through
+
+    def in_flight(self) -> dict[str, list[Assignment | None]]:
+        """Per node with any, the assignments of the pods in flight or waiting there."""
+        with self._lock:
+            out: dict[str, list[Assignment | None]] = {
+                node: [h.assignment for h in holders.values()]
+                for node, holders in self._holders.items()}
+            for node, queue in self._waiting.items():
+                out.setdefault(node, []).extend(a for _, a in queue)
+            return out
+
+    def blocked(self, gpus: Iterable[str], grant: Callable[[str], Assignment],
+                in_flight: Iterable[Assignment | None]) -> bool:
+        """Would a pod given ``grant(gpu)`` wait behind ``in_flight`` on every one of
+        ``gpus``?"""
+        others = list(in_flight)
+        return all(any(self._conflicts(grant(gpu), other) for other in others)
+                   for gpu in gpus)
 
     def nodes_with_waiters(self) -> list[str]:
         with self._lock:

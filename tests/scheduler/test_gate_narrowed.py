@@ -80,3 +80,31 @@ def test_an_unreadable_assignment_is_held_and_a_timed_out_holder_lets_it_through
     assert gate.advance("n1", 29) == []
     assert gate.advance("n1", 30) == ["new"]
     assert gate.holders("n1") == {"new": 30}
+
+
+@pytest.mark.parametrize("mode", ["ambiguous", "node"])
+def test_binpack_sends_a_pod_that_would_wait_to_a_node_where_it_goes_on(mode: str) -> None:
+    config = Config(scheduler=SchedulerConfig(permit_gate=mode))
+    sched, cluster, _ = setup([gpu_node("n1", 1), gpu_node("n2", 1)], config)
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)]))
+    sched.run_until_idle()
+    first = node_of(cluster, "a")
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=2000)]))
+    sched.run_until_idle()
+    # binpack would put b with a; it would wait there, the other node takes it now
+    assert node_of(cluster, "b") not in (None, first)
+    assert sched.waiting_pods() == {}
+    # once a is allocated, binpack packs again: c joins the fuller node at once
+    allocated(cluster, "a")
+    allocated(cluster, "b")
+    sched.run_until_idle()
+    cluster.create("pods", builders.pod("c", [builders.container(gpumem=500)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "c") in (first, node_of(cluster, "b"))
+    cluster.create("pods", builders.pod("d", [builders.container(gpumem=700)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "d") not in (None, node_of(cluster, "c"))
+    # every node busy: the pod waits at the best one, as before
+    cluster.create("pods", builders.pod("e", [builders.container(gpumem=900)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "e") is None and len(sched.waiting_pods()) == 1
