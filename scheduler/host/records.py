@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from scheduler.framework import podinfo
 from scheduler.framework.nodeinfo import NodePod
 from scheduler.framework.podinfo import PodInfo
 from vgpu import logs, usage
+from vgpu.annotations import BIND_PHASE, BIND_REASON
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
 from vgpu.errors import CodecError
 from vgpu.pods import is_terminated, node_name
+from vgpu.records import ALLOCATION
 
 _log = logs.get("vgpu.scheduler.cache")
+
+#: What the node agent writes on a bound pod: nothing a record is made of.
+_AGENT_ANNOTATIONS = frozenset({BIND_PHASE, BIND_REASON, ALLOCATION})
 
 
 @dataclass(slots=True)
@@ -76,3 +82,25 @@ def bound_record(pod: Obj, config: Config) -> PodRecord | None:
     return PodRecord(key=info.key, node=node, info=info, assignment=assignment)
 
 
+
+
+def same_record(old: Obj, new: Obj) -> bool:
+    """Whether :func:`bound_record` reads the same from ``new`` as from ``old``: only the
+    pod's status (not its phase) or the node agent's annotations changed, as in the
+    agent's ``bind-phase`` patch and the kubelet's status updates of every bound pod."""
+    if old.get("spec") != new.get("spec") or is_terminated(old) != is_terminated(new):
+        return False
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    for key in ("labels", "deletionTimestamp", "creationTimestamp", "uid"):
+        if om.get(key) != nm.get(key):
+            return False
+    before, after = om.get("annotations") or {}, nm.get("annotations") or {}
+    if before == after:
+        return True
+    return all(before.get(k) == after.get(k)
+               for k in (before.keys() | after.keys()) - _AGENT_ANNOTATIONS)
+
+
+def refreshed(rec: PodRecord, pod: Obj) -> PodRecord:
+    """``rec`` holding ``pod`` (for which :func:`same_record` holds), without parsing it."""
+    return dataclasses.replace(rec, info=dataclasses.replace(rec.info, pod=pod))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from scheduler.framework.podinfo import parse
 from scheduler.framework.snapshot import Snapshot
 from scheduler.host.cache import Cache
+from scheduler.host.records import same_record
 from scheduler.plugins.vgpu import ASSIGNMENT_KEY
 from vgpu import builders, codecs
 from vgpu.config import Config
@@ -155,3 +158,47 @@ def test_a_pod_starting_to_terminate_is_seen_on_its_node() -> None:
     info = cache.node_info("n1")
     assert info is not None and info.pod_count == 1
     assert info.pods["default/a"].info.terminating
+
+
+def _changed(path: str, value: object) -> dict[str, object]:
+    pod = copy.deepcopy(bound("p", "n1", assignment("n1", "GPU-n1-0")))
+    *parents, last = path.split(".")
+    target: dict[str, object] = pod
+    for part in parents:
+        target = target.setdefault(part, {})  # type: ignore[assignment]
+    target[last] = value
+    return pod
+
+
+@pytest.mark.parametrize(("path", "value", "same"), [
+    ("metadata.annotations.vgpu.io/bind-phase", "success", True),
+    ("metadata.annotations.vgpu.io/allocation", "{}", True),
+    ("metadata.resourceVersion", "99", True),
+    ("status.conditions", [{"type": "Ready", "status": "True"}], True),
+    ("metadata.annotations.vgpu.io/assignment", "{}", False),
+    ("metadata.annotations.other", "x", False),
+    ("metadata.labels", {"app": "b"}, False),
+    ("metadata.deletionTimestamp", "2026-01-01T00:00:00Z", False),
+    ("status.phase", "Succeeded", False),
+    ("spec.priority", 7, False),
+])
+def test_same_record(path: str, value: object, same: bool) -> None:
+    # An annotation key has dots of its own: split it off before walking the path.
+    if path.startswith("metadata.annotations."):
+        pod = copy.deepcopy(bound("p", "n1", assignment("n1", "GPU-n1-0")))
+        key = path.removeprefix("metadata.annotations.")
+        pod["metadata"]["annotations"][key] = value  # type: ignore[index]
+    else:
+        pod = _changed(path, value)
+    assert same_record(bound("p", "n1", assignment("n1", "GPU-n1-0")), pod) is same
+
+
+def test_an_agent_patch_refreshes_the_record_without_changing_the_node() -> None:
+    cache = Cache()
+    cache.set_node(builders.node("n1", builders.devices("n1", 1)), NOW)
+    cache.set_pod(bound("p", "n1", assignment("n1", "GPU-n1-0")))
+    before = cache.node_info("n1")
+    old, new = cache.set_pod(bound("p", "n1", assignment("n1", "GPU-n1-0"), phase="success"))
+    assert old is not None and new is not None and old.info.shape == new.info.shape
+    assert new.obj["metadata"]["annotations"]["vgpu.io/bind-phase"] == "success"
+    assert cache.node_info("n1") == before
