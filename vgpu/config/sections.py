@@ -96,7 +96,7 @@ class SchedulerConfig:
         300.0, "an unschedulable pod no cluster event woke is retried after this long", lo=1
     )
     bind_workers: int = _knob(
-        16, "threads that run bindings in the threaded scheduler; 0 = bind in the scheduling "
+        64, "threads that run bindings in the threaded scheduler; 0 = bind in the scheduling "
         "thread", lo=0, hi=256,
     )
     api_qps: float = _knob(
