@@ -47,7 +47,8 @@ class WebhookConfig:
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
     "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-    "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "VGPU",
+    "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity",
+    "IsolationRequired", "VGPU",
     "DefaultPreemption", "AllocationGate", "VGPUBinder",
 )
 
