@@ -30,6 +30,7 @@ from nodeagent.podresources import (
 )
 from nodeagent.pods import InFlight
 from nodeagent.server import PluginServer
+from nodeagent.watchdog import Watchdog
 from nodeagent.writer import InventoryPublisher, PhaseWriter
 from vgpu import logs
 from vgpu.cluster.informer import Informer
@@ -57,6 +58,8 @@ class Options:
     poll_seconds: float = 0.1
     #: How long the informer's watch calls last before they are renewed.
     watch_timeout: float = 30.0
+    #: Where the watchdog reads processes' cgroups (the host's /proc, with hostPID).
+    proc_root: str = "/proc"
 
 
 class NodeAgent:
@@ -99,6 +102,8 @@ class NodeAgent:
                 self._known_uuids, self._pods, report=self._report_mismatch,
                 quiet=self._admission_quiet)
         self.backend = Backend(config)
+        self.watchdog = Watchdog(config.isolation.watchdog, discovery, self._pods, port,
+                                 proc_root=options.proc_root)
         self._mode = ""
         self.metrics = Metrics(Sources(gpus=self._gpu_health, samples=discovery.samples,
                                        pods=self._pods, registered=self._registered,
@@ -131,6 +136,7 @@ class NodeAgent:
         daemon = self.backend.daemon
         yield from isolation_metrics.families(self.backend.current(), self.backend.choice.mode,
                                               daemon.status() if daemon else None)
+        yield from self.watchdog.families()
 
     def _gpu_health(self) -> list[tuple[GpuFacts, bool]]:
         with self._lock:
@@ -208,6 +214,8 @@ class NodeAgent:
         self._spawn("inventory", self._inventory_loop)
         self._spawn("fault-watch",
                     lambda: self.discovery.watch_faults(self._on_fault, self._stop))
+        if self.config.isolation.watchdog.interval_seconds > 0:
+            self._spawn("watchdog", lambda: self.watchdog.run(self._stop))
         if self.pod_resources is not None:
             watch, every = self.pod_resources, self.config.nodeagent.pod_resources_seconds
             self._spawn("pod-resources", lambda: watch.run(self._stop, every))
