@@ -67,6 +67,7 @@ class MpsDaemon:
         self._env = base | {"CUDA_MPS_PIPE_DIRECTORY": config.pipe_dir,
                             "CUDA_MPS_LOG_DIRECTORY": config.log_dir}
         self._lock = threading.Lock()
+        self._ticking = threading.Lock()
         self._state = STOPPED
         self._error: str | None = None
         self._starts = 0
@@ -117,35 +118,43 @@ class MpsDaemon:
 
     def tick(self) -> None:
         """One supervision step: check a running daemon, (re)start a stopped or dead one
-        when its backoff has passed."""
-        with self._lock:
-            now = self._clock()
-            if self._state == RUNNING:
+        when its backoff has passed. The state lock is never held while a command runs, so
+        readers (Allocate, /healthz, the device loop) never wait on a slow daemon."""
+        with self._ticking:
+            state, next_try = self.status().state, self._next_try
+            if state == RUNNING:
                 if self.alive():
                     return
-                self._state, self._error = FAILED, "the MPS control daemon stopped answering"
                 _log.warning("MPS control daemon died; restarting", pipe=self._config.pipe_dir)
-                self._next_try = now
-                self._restarts += 1
-            if now < self._next_try:
+                with self._lock:
+                    self._state, self._error = FAILED, "the MPS control daemon stopped answering"
+                    self._restarts += 1
+                next_try = self._next_try = self._clock()
+            if self._clock() < next_try:
                 return
-            if self._state == STOPPED and self.alive():
+            if state == STOPPED and self.alive():
                 _log.info("adopting the running MPS control daemon", pipe=self._config.pipe_dir)
-                self._state, self._error = RUNNING, None
+                with self._lock:
+                    self._state, self._error = RUNNING, None
                 return
-            self._starts += 1
+            with self._lock:
+                self._starts += 1
             error = self._launch()
+            with self._lock:
+                if error is None:
+                    self._state, self._error = RUNNING, None
+                    self._backoff = self._config.restart_backoff_seconds
+                else:
+                    self._state, self._error = FAILED, error
+                    self._next_try = self._clock() + self._backoff
+                    wait, self._backoff = self._backoff, min(
+                        self._backoff * 2, self._config.restart_backoff_max_seconds)
             if error is None:
-                self._state, self._error = RUNNING, None
-                self._backoff = self._config.restart_backoff_seconds
                 _log.info("MPS control daemon running", pipe=self._config.pipe_dir,
                           starts=self._starts)
-                return
-            self._state, self._error = FAILED, error
-            self._next_try = self._clock() + self._backoff
-            _log.error("MPS control daemon did not start; retrying", error=error,
-                       retry_in=self._backoff)
-            self._backoff = min(self._backoff * 2, self._config.restart_backoff_max_seconds)
+            else:
+                _log.error("MPS control daemon did not start; retrying", error=error,
+                           retry_in=wait)
 
     def run(self, stop: threading.Event) -> None:
         while True:
