@@ -53,7 +53,7 @@ from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig
 
-TRACES = Path(os.environ.get("VGPU_TRACES", ROOT.parent / "shared" / "traces" / "openb"))
+TRACES = Path(os.environ.get("VGPUDEV_TRACES", ROOT.parent / "shared" / "traces" / "openb"))
 NODES_CSV = TRACES / "openb_node_list_gpu_node.csv"
 PODS_CSV = TRACES / "openb_pod_list_default.csv"
 
