@@ -16,15 +16,19 @@ from __future__ import annotations
 import vgpu.annotations as ann
 from scheduler.framework.cycle import CycleState, PreFilterResult
 from scheduler.framework.interfaces import Handle
+from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SKIP, SUCCESS, WAIT, Status
 from scheduler.plugins.gate_state import Gate
 from scheduler.plugins.vgpu import assignment_of
 from vgpu import codecs, inflight
+from vgpu.annotations import GpuSelector
 from vgpu.cluster.port import Obj
+from vgpu.devices import fit_request, resolve_memory
 from vgpu.errors import CodecError
 from vgpu.pods import annotations_of, bind_phase, is_terminated, node_name, pod_key
+from vgpu.requests import ContainerRequest
 
 __all__ = ["AllocationGate", "Gate"]
 
@@ -43,40 +47,43 @@ def _assignment(pod: Obj) -> codecs.Assignment | None:
         return None  # confusable with anything: held as before
 
 
+def _grants(info: NodeInfo, want: ContainerRequest, selector: GpuSelector,
+             scaling: float) -> list[codecs.Assignment]:
+    """What a one-GPU container would be granted on each GPU of the node that fits it."""
+    priorities = {} if want.priority is None else {want.name: want.priority}
+    return [codecs.Assignment(info.name, {want.name: (codecs.GrantedDevice(
+                device.uuid, resolve_memory(want, device, scaling), want.cores),)},
+                              priorities=priorities)
+            for device, usage in zip(info.devices, info.usages, strict=True)
+            if fit_request(device, usage, want, selector, scaling) is None]
+
+
 class AllocationGate:
     name = "AllocationGate"
 
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
+        self._scaling = handle.config.device_memory_scaling
         section = handle.config.scheduler
         self.gate = Gate(section.permit_timeout_seconds, _conflicts(section.permit_gate))
         handle.on_pod_event(self._on_pod)
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        """Visit last the nodes where a one-GPU pod would wait on every GPU behind a pod in
-        flight: under binpack a burst would otherwise queue at the fullest node while
-        others could take it at once. Permit still decides; this only orders."""
+        """Visit last the nodes where a one-GPU pod would wait behind a pod in flight on
+        every GPU that fits it: under binpack a burst would otherwise queue at the fullest
+        node while others could take it at once. Permit still decides; this only orders."""
         request = pod.gpu
         if request is None or not request.is_gpu_pod:
             return None, SKIP
         if len(request.containers) != 1 or request.containers[0].count != 1:
             return None, SUCCESS
-        want = request.containers[0]
+        want, selector = request.containers[0], request.choices.selector
         busy = []
         for node, in_flight in self.gate.in_flight().items():
             info = snapshot.get(node)
-            if info is None:
-                continue
-
-            def grant(gpu: str, node: str = node) -> codecs.Assignment:
-                # A percentage's size depends on the GPU: -1 never equals a grant.
-                memory = want.memory_mib if want.memory_mib is not None else -1
-                return codecs.Assignment(
-                    node, {want.name: (codecs.GrantedDevice(gpu, memory, want.cores),)},
-                    priorities={} if want.priority is None else {want.name: want.priority})
-
-            if self.gate.blocked((d.uuid for d in info.devices), grant, in_flight):
+            if info is not None and self.gate.blocked(
+                    _grants(info, want, selector, self._scaling), in_flight):
                 busy.append(node)
         return (PreFilterResult(visit_last=frozenset(busy)) if busy else None), SUCCESS
 

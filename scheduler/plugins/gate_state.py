@@ -10,7 +10,7 @@ in flight still cannot overtake a conflicting one forever.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from vgpu import inflight, logs
@@ -150,13 +150,11 @@ class Gate:
                 out.setdefault(node, []).extend(a for _, a in queue)
             return out
 
-    def blocked(self, gpus: Iterable[str], grant: Callable[[str], Assignment],
+    def blocked(self, grants: Iterable[Assignment],
                 in_flight: Iterable[Assignment | None]) -> bool:
-        """Would a pod given ``grant(gpu)`` wait behind ``in_flight`` on every one of
-        ``gpus``?"""
+        """Would a pod given any of ``grants`` wait behind ``in_flight`` (or fit nowhere)?"""
         others = list(in_flight)
-        return all(any(self._conflicts(grant(gpu), other) for other in others)
-                   for gpu in gpus)
+        return all(any(self._conflicts(grant, other) for other in others) for grant in grants)
 
     def nodes_with_waiters(self) -> list[str]:
         with self._lock:

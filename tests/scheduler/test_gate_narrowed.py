@@ -108,3 +108,19 @@ def test_binpack_sends_a_pod_that_would_wait_to_a_node_where_it_goes_on(mode: st
     cluster.create("pods", builders.pod("e", [builders.container(gpumem=900)]))
     sched.run_until_idle()
     assert node_of(cluster, "e") is None and len(sched.waiting_pods()) == 1
+
+
+def test_a_free_gpu_the_pod_does_not_fit_on_does_not_keep_the_node_first() -> None:
+    sched, cluster, _ = setup([gpu_node("n1", 2), gpu_node("n2", 2)])
+    cluster.create("pods", builders.pod("big", [builders.container(gpumem=16000)]))
+    sched.run_until_idle()
+    allocated(cluster, "big")
+    sched.run_until_idle()
+    full = node_of(cluster, "big")
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "a") == full  # binpack: the fuller node, its other GPU
+    # b fits only on the GPU a is in flight on (the other is full): the other node
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=2000)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "b") not in (None, full) and sched.waiting_pods() == {}
