@@ -33,11 +33,19 @@ CONFIG_API = "kubescheduler.config.k8s.io/v1beta1"
 
 
 def scheduler_config(kubeconfig: Path, scheduler_name: str,
-                     profile: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    return {"apiVersion": CONFIG_API, "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 1000, "burst": 2000},
-            "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": scheduler_name, **(profile or {})}]}
+                     profile: Mapping[str, Any] | None = None,
+                     insecure_port: int | None = None) -> dict[str, Any]:
+    config = {"apiVersion": CONFIG_API, "kind": "KubeSchedulerConfiguration",
+              "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 1000,
+                                   "burst": 2000},
+              "leaderElection": {"leaderElect": False},
+              "profiles": [{"schedulerName": scheduler_name, **(profile or {})}]}
+    if insecure_port is not None:
+        # The config file's insecure healthz/metrics address wins over --port=0, and its
+        # default, 0.0.0.0:10251, is taken by any other kube-scheduler on the machine.
+        address = f"127.0.0.1:{insecure_port}"
+        config.update(healthzBindAddress=address, metricsBindAddress=address)
+    return config
 
 
 class KubeScheduler:
@@ -72,10 +80,10 @@ class KubeScheduler:
 
     def start(self) -> None:
         config = self.workdir / "config.json"
-        config.write_text(json.dumps(scheduler_config(self.cp.kubeconfig, self.scheduler_name,
-                                                      self._profile)))
         for _attempt in range(3):  # a port picked here can be taken before it binds
             self.port = free_port()
+            config.write_text(json.dumps(scheduler_config(
+                self.cp.kubeconfig, self.scheduler_name, self._profile, free_port())))
             self._proc = ChildProcess("kube-scheduler", [
                 str(self.binary), f"--config={config}", "--bind-address=127.0.0.1",
                 f"--secure-port={self.port}", "--port=0",
