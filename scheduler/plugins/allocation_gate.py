@@ -49,13 +49,19 @@ def _assignment(pod: Obj) -> codecs.Assignment | None:
 
 def _grants(info: NodeInfo, want: ContainerRequest, selector: GpuSelector,
              scaling: float) -> list[codecs.Assignment]:
-    """What a one-GPU container would be granted on each GPU of the node that fits it."""
+    """Per GPU of the node that fits the container, a grant with one slice there: for a
+    multi-GPU container its other slices are on no GPU, so it clashes with a pod in flight
+    exactly when that GPU is among the pod's and the counts match."""
     priorities = {} if want.priority is None else {want.name: want.priority}
-    return [codecs.Assignment(info.name, {want.name: (codecs.GrantedDevice(
-                device.uuid, resolve_memory(want, device, scaling), want.cores),)},
-                              priorities=priorities)
-            for device, usage in zip(info.devices, info.usages, strict=True)
-            if fit_request(device, usage, want, selector, scaling) is None]
+    out = []
+    for device, usage in zip(info.devices, info.usages, strict=True):
+        if fit_request(device, usage, want, selector, scaling) is not None:
+            continue
+        memory = resolve_memory(want, device, scaling)
+        slices = tuple(codecs.GrantedDevice(uuid, memory, want.cores)
+                       for uuid in (device.uuid, *(f"?{i}" for i in range(want.count - 1))))
+        out.append(codecs.Assignment(info.name, {want.name: slices}, priorities=priorities))
+    return out
 
 
 class AllocationGate:
@@ -70,13 +76,14 @@ class AllocationGate:
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        """Visit last the nodes where a one-GPU pod would wait behind a pod in flight on
-        every GPU that fits it: under binpack a burst would otherwise queue at the fullest
-        node while others could take it at once. Permit still decides; this only orders."""
+        """Visit last the nodes where a one-container pod could wait behind a pod in flight: on
+        some GPU that fits it (the GPU policy, not this, picks among them). Under binpack a
+        burst would otherwise queue at the fullest node while others could take it at once;
+        while every node is busy the order is as before. Permit still decides."""
         request = pod.gpu
         if request is None or not request.is_gpu_pod:
             return None, SKIP
-        if len(request.containers) != 1 or request.containers[0].count != 1:
+        if len(request.containers) != 1:
             return None, SUCCESS
         want, selector = request.containers[0], request.choices.selector
         busy = []

@@ -152,9 +152,9 @@ class Gate:
 
     def blocked(self, grants: Iterable[Assignment],
                 in_flight: Iterable[Assignment | None]) -> bool:
-        """Would a pod given any of ``grants`` wait behind ``in_flight`` (or fit nowhere)?"""
+        """Would a pod given one of ``grants`` wait behind ``in_flight`` on some of them?"""
         others = list(in_flight)
-        return all(any(self._conflicts(grant, other) for other in others) for grant in grants)
+        return any(self._conflicts(grant, other) for grant in grants for other in others)
 
     def nodes_with_waiters(self) -> list[str]:
         with self._lock:

@@ -124,3 +124,13 @@ def test_a_free_gpu_the_pod_does_not_fit_on_does_not_keep_the_node_first() -> No
     cluster.create("pods", builders.pod("b", [builders.container(gpumem=2000)]))
     sched.run_until_idle()
     assert node_of(cluster, "b") not in (None, full) and sched.waiting_pods() == {}
+
+
+def test_a_two_gpu_pod_that_would_wait_goes_on_elsewhere_too() -> None:
+    sched, cluster, _ = setup([gpu_node("n1", 2), gpu_node("n2", 2)])
+    cluster.create("pods", builders.pod("a", [builders.container(gpus=2, gpumem=1000)]))
+    sched.run_until_idle()
+    cluster.create("pods", builders.pod("b", [builders.container(gpus=2, gpumem=2000)]))
+    sched.run_until_idle()
+    assert {node_of(cluster, "a"), node_of(cluster, "b")} == {"n1", "n2"}
+    assert sched.waiting_pods() == {}
