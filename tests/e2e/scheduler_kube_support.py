@@ -27,7 +27,7 @@ import yaml
 
 import vgpu.annotations as ann
 from tests.controlplane.cluster import ControlPlane, free_port
-from vgpu import builders, codecs
+from vgpu import builders, codecs, inflight
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import Obj, Selector
 from vgpu.kube import adapter
@@ -242,18 +242,24 @@ class History:
                          new["metadata"].get("annotations", {}).get(ann.ASSIGNMENT, "")))
         return seen
 
-    def max_allocating_per_node(self) -> int:
-        """The most pods ever in ``bind-phase: allocating`` on one node at once."""
-        current: dict[str, set[str]] = defaultdict(set)
-        worst = 0
+    def confusable_in_flight(self) -> list[tuple[str, str, str]]:
+        """(node, pod, pod) for every two pods in ``bind-phase: allocating`` on one node at
+        once that the node agent could confuse (:func:`vgpu.inflight.confusable`)."""
+        current: dict[str, dict[str, codecs.Assignment | None]] = defaultdict(dict)
+        found = []
         with self._lock:
             for _, old, new in self.events:
                 for obj in (old, new):
                     if obj is not None and obj["spec"].get("nodeName"):
-                        current[obj["spec"]["nodeName"]].discard(obj["metadata"]["name"])
-                if new is not None and new["spec"].get("nodeName") and new["metadata"].get(
-                        "annotations", {}).get(ann.BIND_PHASE) == ann.PHASE_ALLOCATING:
-                    node = new["spec"]["nodeName"]
-                    current[node].add(new["metadata"]["name"])
-                    worst = max(worst, len(current[node]))
-        return worst
+                        current[obj["spec"]["nodeName"]].pop(obj["metadata"]["name"], None)
+                annotations = (new or {}).get("metadata", {}).get("annotations") or {}
+                if new is None or not new["spec"].get("nodeName") or \
+                        annotations.get(ann.BIND_PHASE) != ann.PHASE_ALLOCATING:
+                    continue
+                node, name = new["spec"]["nodeName"], new["metadata"]["name"]
+                raw = annotations.get(ann.ASSIGNMENT)
+                mine = codecs.decode_assignment(raw) if raw else None
+                found += [(node, other, name) for other, theirs in current[node].items()
+                          if inflight.confusable(mine, theirs)]
+                current[node][name] = mine
+        return found
