@@ -82,6 +82,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         "vgpu_scheduler_gpu_memory_allocated_bytes", "vgpu_scheduler_gpu_cores_allocated_percent",
         "vgpu_scheduler_gpu_tasks", "vgpu_scheduler_leader",
         *_counter("vgpu_scheduler_bindings"), *_counter("vgpu_scheduler_events"),
+        *_counter("vgpu_scheduler_permit_waits"),
         *_histogram("vgpu_step_duration_seconds"),
     }),
 }
