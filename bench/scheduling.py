@@ -2,6 +2,7 @@
 
     python bench/scheduling.py [--runs 3] [--cpu N] [--pods N] [--nodes-to-score N]
                                [--constrained FRACTION]
+    python bench/scheduling.py --nodes 5000 [--gpus-per-node 8] [--placed 50000] [--runs 3]
 
 For each node set (the 1,213 GPU nodes of the Alibaba openb trace, and a synthetic
 1,000 nodes × 8 GPUs) the pods of ``openb_pod_list_default.csv`` are created in trace
@@ -23,6 +24,11 @@ With ``--constrained 0.2`` every fifth pod belongs to one of 40 replica groups a
 by turns, required anti-affinity one per node, a hard zone spread (maxSkew 1) or a soft one,
 and the nodes are spread over four zones: the cost of InterPodAffinity and
 PodTopologySpread when they have work to do.
+
+With ``--nodes N`` it runs the scale case instead (see ``bench/_scale.py``): N synthetic
+nodes with ``--placed`` pods already bound, a cold start (list through the cluster port,
+JSON-decoded, and the cache rebuilt from the pods' assignments), then ``--pods`` trace pods
+(default 5,000) scheduled; each run in a process of its own, so that RSS is its own.
 
 Runs pinned to one CPU. Prints one line per run and, last, one JSON object with the
 medians over the runs.
@@ -47,6 +53,8 @@ from typing import Any
 from _support import ROOT, percentile
 
 sys.path.insert(0, str(ROOT))
+
+import _scale
 
 from scheduler.host.scheduler import Decision, Scheduler
 from vgpu import builders
@@ -228,6 +236,51 @@ def memory_run(target: int, nodes_to_score: int) -> dict[str, Any]:
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
+def scale_run(args: argparse.Namespace) -> dict[str, Any]:
+    plugins = tuple(p for p in DEFAULT_SCHEDULER_PLUGINS if p != "AllocationGate")
+    config = Config(scheduler=SchedulerConfig(plugins=plugins,
+                                              nodes_to_score=args.nodes_to_score))
+    pods = constrain(trace_pods(args.pods or 5000, suffix="-new"), args.constrained)
+    out = _scale.run(config, node_count=args.nodes, gpus=args.gpus_per_node,
+                     placed=args.placed, new_pods=pods, constrained=args.constrained,
+                     clock=clock)
+    wall, cpu = out.pop("wall"), out.pop("cpu")
+    outcomes = out.pop("outcomes")
+    return {
+        "set": f"synthetic-{args.nodes}x{args.gpus_per_node}", "nodes": args.nodes,
+        "placed": args.placed, "pods": len(pods),
+        "scheduled": outcomes.get("scheduled", 0),
+        "unschedulable": outcomes.get("unschedulable", 0),
+        "decisions_per_s": round(len(wall) / sum(wall), 1),
+        "decisions_per_cpu_s": round(len(cpu) / sum(cpu), 1),
+        "decision_p50_ms": round(percentile(wall, 0.50) * 1e3, 3),
+        "decision_p99_ms": round(percentile(wall, 0.99) * 1e3, 3),
+        "decision_cpu_p99_ms": round(percentile(cpu, 0.99) * 1e3, 3),
+        **out,
+    }
+
+
+def scale_main(args: argparse.Namespace, cpu: int) -> int:
+    rows = []
+    for run in range(args.runs):
+        argv = [sys.executable, __file__, "--scale-only", "--cpu", str(cpu),
+                "--nodes", str(args.nodes), "--gpus-per-node", str(args.gpus_per_node),
+                "--placed", str(args.placed), "--nodes-to-score", str(args.nodes_to_score),
+                "--constrained", str(args.constrained)]
+        if args.pods:
+            argv += ["--pods", str(args.pods)]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps({"run": run, **rows[-1]}), flush=True)
+    summary: dict[str, Any] = {"runs": args.runs, "cpu": cpu,
+                               "nodes_to_score": args.nodes_to_score,
+                               "constrained": args.constrained}
+    summary.update({key: statistics.median(r[key] for r in rows)
+                    for key in rows[0] if isinstance(rows[0][key], (int, float))})
+    print(json.dumps(summary))
+    return 0
+
+
 def pin(cpu: int | None) -> int:
     allowed = sorted(os.sched_getaffinity(0))
     chosen = cpu if cpu is not None else allowed[-1]
@@ -246,8 +299,19 @@ def main() -> int:
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--constrained", type=float, default=0.0,
                         help="fraction of pods with anti-affinity or topology spread")
+    parser.add_argument("--nodes", type=int, default=0,
+                        help="scale case: this many synthetic nodes (see bench/_scale.py)")
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--placed", type=int, default=50_000,
+                        help="scale case: pods already bound when the scheduler starts")
+    parser.add_argument("--scale-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     cpu = pin(args.cpu)
+    if args.scale_only:
+        print(json.dumps(scale_run(args)))
+        return 0
+    if args.nodes:
+        return scale_main(args, cpu)
     if args.memory_only:
         print(json.dumps(memory_run(args.memory_target, args.nodes_to_score)))
         return 0
