@@ -38,7 +38,11 @@ def best_first(candidates: npt.NDArray[np.int64],
     neg = -keys
     if len(neg) > 2 * HEAD:
         kth = np.partition(neg, HEAD)[HEAD]
-        head = neg <= kth
+        head = neg < kth
+        # Of the keys equal to the boundary's, the first by position: on a cluster of
+        # alike nodes nearly all keys tie, and the head would be every candidate.
+        ties = np.flatnonzero(neg == kth)
+        head[ties[: HEAD + 1 - int(np.count_nonzero(head))]] = True
         # Every key of the head sorts before every other: together, one stable sort.
         yield from candidates[head][np.argsort(neg[head], kind="stable")].tolist()
         rest = ~head

@@ -10,17 +10,24 @@ from scheduler.framework.runtime import HEAD, best_first
 
 # Few distinct values, so that ties straddle the head's boundary; NaN as a policy may
 # leave it where a node has no GPUs.
-KEYS = st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, -3.0, float("nan")]),
-                min_size=0, max_size=3 * HEAD)
+VALUES = st.sampled_from([0.0, 0.25, 0.5, 1.0, -3.0, float("nan")])
+SMALL = st.lists(VALUES, max_size=2 * HEAD)
+# Past twice the head: the partial sort's path.
+LARGE = st.lists(VALUES, min_size=2 * HEAD + 1, max_size=3 * HEAD)
 
 
 @settings(max_examples=60)
-@given(KEYS, st.booleans())
+@given(st.one_of(SMALL, LARGE), st.booleans())
 def test_best_first_is_the_stable_sort_of_minus_keys(keys: list[float], gaps: bool) -> None:
     values = np.array(keys, dtype=np.float64)
     candidates = np.arange(len(values), dtype=np.int64) * (3 if gaps else 1)
     expected = candidates[np.argsort(-values, kind="stable")].tolist()
     assert list(best_first(candidates, values)) == expected
+
+
+def test_alike_nodes_keep_their_positions() -> None:
+    candidates = np.arange(5000, dtype=np.int64)
+    assert list(best_first(candidates, np.zeros(5000))) == candidates.tolist()
 
 
 def test_a_large_set_with_distinct_keys() -> None:
