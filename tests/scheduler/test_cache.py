@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import parse
 from scheduler.framework.snapshot import Snapshot
 from scheduler.host.cache import Cache
@@ -155,3 +160,43 @@ def test_a_pod_starting_to_terminate_is_seen_on_its_node() -> None:
     info = cache.node_info("n1")
     assert info is not None and info.pod_count == 1
     assert info.pods["default/a"].info.terminating
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["bind", "delete", "assume", "forget", "read",
+                                          "node"]),
+                         st.integers(0, 5), st.sampled_from(["n1", "n2"]), st.integers(0, 1)),
+               max_size=40)
+
+
+@given(OPS)
+def test_node_state_after_any_changes_is_what_its_pods_add_up_to(ops: list[Any]) -> None:
+    # Pod changes are folded into a node's NodeInfo lazily, at its next read: whatever the
+    # order of changes and reads, what is read equals the node built from scratch.
+    cache = cache_with("n1", "n2")
+    snapshot = Snapshot()
+    for op, i, node, gpu in ops:
+        key = f"default/p{i}"
+        if op == "bind":
+            cache.set_pod(bound(f"p{i}", node, assignment(node, f"GPU-{node}-{gpu}")))
+        elif op == "delete":
+            cache.remove_pod(key)
+        elif op == "assume":
+            pod = parse(builders.pod(f"p{i}", [builders.container(cpu="2")]), Config())
+            cache.assume(pod, node, assignment(node, f"GPU-{node}-{gpu}", 500, 5))
+        elif op == "forget":
+            cache.forget(key)
+        elif op == "node":
+            cache.set_node(builders.node(node, builders.devices(node, 2), cpu=str(8 + i)), NOW)
+        else:
+            cache.update_snapshot(snapshot)
+    for name in ("n1", "n2"):
+        info = cache.node_info(name)
+        assert info is not None
+        fresh = NodeInfo.of(info.static, 1.0, dict(info.pods))
+        assert (info.requested_cpu, info.requested_memory, info.pod_count, info.usages) == (
+            fresh.requested_cpu, fresh.requested_memory, fresh.pod_count, fresh.usages)
+        assert sorted(info.pods) == sorted(
+            k for k in (f"default/p{i}" for i in range(6))
+            if (rec := cache.pod(k)) is not None and rec.node == name)
+    cache.update_snapshot(snapshot)
+    assert all(snapshot.get(n) is cache.node_info(n) for n in ("n1", "n2"))
