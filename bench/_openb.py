@@ -14,7 +14,7 @@ from _support import ROOT
 
 from vgpu import builders
 
-TRACES = Path(os.environ.get("VGPU_TRACES", ROOT.parent / "shared" / "traces" / "openb"))
+TRACES = Path(os.environ.get("VGPUDEV_TRACES", ROOT.parent / "shared" / "traces" / "openb"))
 NODES_CSV = TRACES / "openb_node_list_gpu_node.csv"
 PODS_CSV = TRACES / "openb_pod_list_default.csv"
 

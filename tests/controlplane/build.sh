@@ -12,7 +12,7 @@
 #
 # Everything lands in a cache folder outside the repository, keyed by the
 # Debian version of the `kubernetes` source package:
-#   ${VGPU_CP_CACHE:-$HOME/.cache/vgpu-controlplane}/<version>/bin/
+#   ${VGPUDEV_CP_CACHE:-$HOME/.cache/vgpu-controlplane}/<version>/bin/
 # Each target has its own stamp file there (.complete is the control plane's, as
 # before the other targets existed), so a cache made by an older build.sh is
 # extended with the missing targets, reusing its sources and Go build cache.
@@ -23,10 +23,10 @@ set -Eeuo pipefail
 
 # The version CI expects; if the archive has moved past it (Debian keeps only
 # the newest), the newest available one is built instead, under its own key.
-KUBE_DEB_VERSION="${VGPU_CP_KUBE_DEB_VERSION:-1.20.5+really1.20.2-1.1+deb12u1}"
+KUBE_DEB_VERSION="${VGPUDEV_CP_KUBE_DEB_VERSION:-1.20.5+really1.20.2-1.1+deb12u1}"
 GO_PKG="golang-1.19"
 
-CACHE_ROOT="${VGPU_CP_CACHE:-$HOME/.cache/vgpu-controlplane}"
+CACHE_ROOT="${VGPUDEV_CP_CACHE:-$HOME/.cache/vgpu-controlplane}"
 APT_DIR="$CACHE_ROOT/apt"
 
 set_version() {
@@ -37,7 +37,7 @@ set_version() {
     local up="${KUBE_DEB_VERSION%%-*}"
     case "$up" in *+really*) up="${up##*+really}" ;; esac
     up="${up%%+*}"
-    KUBE_GIT_VERSION="${VGPU_CP_KUBE_GIT_VERSION:-v$up}"
+    KUBE_GIT_VERSION="${VGPUDEV_CP_KUBE_GIT_VERSION:-v$up}"
     VDIR="$CACHE_ROOT/$KUBE_DEB_VERSION"
     BIN="$VDIR/bin"
     WORK="$VDIR/build"
@@ -90,7 +90,7 @@ setup_apt() {
     python3 - "$APT_DIR/sources.list" <<'PY' || die "could not derive Debian deb-src entries from /etc/apt"
 import glob, os, re, sys
 
-mirror = os.environ.get("VGPU_CP_DEBIAN_MIRROR")
+mirror = os.environ.get("VGPUDEV_CP_DEBIAN_MIRROR")
 out = []
 def want(suite: str) -> bool:
     return re.fullmatch(r"bookworm(-updates|-security)?", suite) is not None
@@ -128,7 +128,7 @@ if mirror:
     key = "/usr/share/keyrings/debian-archive-keyring.gpg"
     out = [f"{t} [signed-by={key}] {mirror} bookworm main" for t in ("deb", "deb-src")]
 if not out:
-    sys.exit("no bookworm entries in /etc/apt; set VGPU_CP_DEBIAN_MIRROR to a Debian mirror URL")
+    sys.exit("no bookworm entries in /etc/apt; set VGPUDEV_CP_DEBIAN_MIRROR to a Debian mirror URL")
 open(sys.argv[1], "w").write("\n".join(dict.fromkeys(out)) + "\n")
 PY
     cat >"$APT_DIR/apt.conf" <<EOF
@@ -198,7 +198,7 @@ if [ ! -f "$WORK/.src-done" ]; then
     rm -rf "$WORK/source" "$SRC"
     mkdir -p "$WORK/source"
     (cd "$WORK/source" && apt-get -q source "kubernetes=$KUBE_DEB_VERSION" >"$WORK/apt-source.log" 2>&1) \
-        || { tail -30 "$WORK/apt-source.log" >&2; die "apt-get source kubernetes=$KUBE_DEB_VERSION failed (is that version still in bookworm? set VGPU_CP_KUBE_DEB_VERSION)"; }
+        || { tail -30 "$WORK/apt-source.log" >&2; die "apt-get source kubernetes=$KUBE_DEB_VERSION failed (is that version still in bookworm? set VGPUDEV_CP_KUBE_DEB_VERSION)"; }
     dir=$(find "$WORK/source" -mindepth 1 -maxdepth 1 -type d -name 'kubernetes-*' | head -1)
     [ -n "$dir" ] || die "no kubernetes-* folder after apt-get source"
     mv "$dir" "$SRC"

@@ -49,7 +49,7 @@ class ControlPlane:
         binaries: Binaries | None = None,
     ) -> None:
         self._requested_workdir = workdir
-        self._keep = keep_workdir or bool(os.environ.get("KEEP_CP"))
+        self._keep = keep_workdir or bool(os.environ.get("VGPUDEV_KEEP_CP"))
         self._extra_args = list(extra_apiserver_args)
         self._startup_timeout = startup_timeout
         self._binaries = binaries

@@ -119,5 +119,5 @@ class KubeScheduler:
         if self._proc is not None:
             self._proc.stop()
             self._proc = None
-        if not os.environ.get("KEEP_E2E"):
+        if not os.environ.get("VGPUDEV_KEEP_E2E"):
             shutil.rmtree(self.workdir, ignore_errors=True)

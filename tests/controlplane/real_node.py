@@ -129,7 +129,7 @@ class RealNode:
             with self.cp.api_client() as client, contextlib.suppress(
                     kubernetes.client.ApiException):
                 kubernetes.client.CoreV1Api(client).delete_node(self.name)
-        if not os.environ.get("KEEP_E2E"):
+        if not os.environ.get("VGPUDEV_KEEP_E2E"):
             shutil.rmtree(self.layout.root, ignore_errors=True)
 
     def _start_containerd(self) -> None:

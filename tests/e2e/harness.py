@@ -165,7 +165,7 @@ class FullStack(StackPods):
         for node in self.nodes.values():
             node.kubelet.stop(delete_node=True)
         self.nodes = {}
-        if not os.environ.get("KEEP_E2E"):
+        if not os.environ.get("VGPUDEV_KEEP_E2E"):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- starting the pieces -----------------------------------------------------------------

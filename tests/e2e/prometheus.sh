@@ -4,7 +4,7 @@
 # Prints the folder holding the two binaries as its last line of stdout.
 set -Eeuo pipefail
 
-CACHE_ROOT="${VGPU_CP_CACHE:-$HOME/.cache/vgpu-controlplane}"
+CACHE_ROOT="${VGPUDEV_CP_CACHE:-$HOME/.cache/vgpu-controlplane}"
 DEST="$CACHE_ROOT/prometheus"
 BIN="$DEST/usr/bin"
 if [ -x "$BIN/prometheus" ] && [ -x "$BIN/promtool" ]; then

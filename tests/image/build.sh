@@ -11,7 +11,7 @@
 #   locales. That tree is the build stage's BUILD_BASE; the same tree with every package
 #   but what python3, sh and sed need purged (tests/image/trim_base.py) is the image's
 #   BASE. With a registry at hand, `docker build .` uses python:3.11-slim for both.
-# - Cache, outside the repository: ${VGPU_IMAGE_CACHE:-$HOME/.cache/vgpu-image} holds the
+# - Cache, outside the repository: ${VGPUDEV_IMAGE_CACHE:-$HOME/.cache/vgpu-image} holds the
 #   bases' tarballs (keyed by their recipe and trim_base.py), buildah's storage (the base
 #   images and the build's layers) and its pip cache mount, so a rebuild downloads
 #   nothing and redoes only the layers after the first changed COPY.
@@ -20,15 +20,15 @@
 #   `inspect --help`; tests/image/imports.py (every component module imports, the
 #   compiled libraries work, no kubernetes client); `certs --out-dir` (cryptography).
 # - Record: uncompressed size (the sum of its layers, what `docker images` shows) and
-#   compressed size (gzip, what a registry stores), in $VGPU_IMAGE_CACHE/report.json
-#   and on stdout. The build fails above VGPU_IMAGE_MAX_MB (default 200, the target), so
+#   compressed size (gzip, what a registry stores), in $VGPUDEV_IMAGE_CACHE/report.json
+#   and on stdout. The build fails above VGPUDEV_IMAGE_MAX_MB (default 200, the target), so
 #   growth shows.
 set -Eeuo pipefail
 cd "$(dirname "$0")/../.."
 
-CACHE="${VGPU_IMAGE_CACHE:-$HOME/.cache/vgpu-image}"
+CACHE="${VGPUDEV_IMAGE_CACHE:-$HOME/.cache/vgpu-image}"
 TARGET_MB=200
-MAX_MB="${VGPU_IMAGE_MAX_MB:-$TARGET_MB}"
+MAX_MB="${VGPUDEV_IMAGE_MAX_MB:-$TARGET_MB}"
 TAG="localhost/vgpu:ci"
 mkdir -p "$CACHE"
 

