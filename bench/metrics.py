@@ -74,6 +74,9 @@ def main() -> int:
         config = Config(scheduler=SchedulerConfig(per_gpu_metrics=per_gpu))
         sched = Scheduler(config, cluster, clock=clock)
         sched.pump()
+        # As the scheduling loop's first cycle does: the cold start's pod changes are
+        # folded into the nodes (a follower folds them at its first scrape instead).
+        sched.cache.update_snapshot(sched.snapshot)
         out[mode] = scrape(Metrics(sched, State(leading=lambda: True)), args.scrapes)
         print(json.dumps({"mode": mode, **out[mode]}), flush=True)
     print(json.dumps(out))

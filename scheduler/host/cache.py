@@ -29,6 +29,10 @@ from vgpu.pods import is_terminated, node_name, pod_key
 
 _log = logs.get("vgpu.scheduler.cache")
 
+#: Pod changes a node may have waiting to be folded into its NodeInfo (see Cache._info).
+_MAX_PENDING = 64
+
+
 class Cache:
     def __init__(self, *, scaling: float = 1.0, assume_ttl: float = 120.0,
                  heartbeat_expiry: float = 180.0, config: Config | None = None) -> None:
@@ -125,8 +129,12 @@ class Cache:
             return
         # Folded into the node's NodeInfo when it is next read: a cold start adds every
         # pod of a node in a row, and building a NodeInfo per pod was a third of it.
-        self._pending.setdefault(rec.node, []).append((rec, sign))
+        changes = self._pending.setdefault(rec.node, [])
+        changes.append((rec, sign))
         self._dirty[rec.node] = None
+        if len(changes) >= _MAX_PENDING:
+            # A follower replica reads no NodeInfo between scrapes: keep what waits bounded.
+            self._info(rec.node)
 
     def _info(self, name: str) -> NodeInfo | None:
         """The node's NodeInfo with the pending pod changes folded in (under the lock)."""

@@ -200,3 +200,15 @@ def test_node_state_after_any_changes_is_what_its_pods_add_up_to(ops: list[Any])
             if (rec := cache.pod(k)) is not None and rec.node == name)
     cache.update_snapshot(snapshot)
     assert all(snapshot.get(n) is cache.node_info(n) for n in ("n1", "n2"))
+
+
+def test_changes_waiting_for_a_node_that_nobody_reads_stay_bounded() -> None:
+    # A follower replica applies the watch but reads no NodeInfo until a scrape.
+    cache = cache_with("n1")
+    for i in range(300):
+        cache.set_pod(bound(f"p{i}", "n1", None, cpu="10m"))
+        if i % 2:
+            cache.remove_pod(f"default/p{i}")
+    assert len(cache._pending.get("n1", ())) < 64
+    info = cache.node_info("n1")
+    assert info is not None and (info.pod_count, info.requested_cpu) == (150, 1500)
