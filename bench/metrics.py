@@ -14,6 +14,7 @@ reuse their sums), on one pinned CPU. Prints one JSON object.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -74,9 +75,11 @@ def main() -> int:
         config = Config(scheduler=SchedulerConfig(per_gpu_metrics=per_gpu))
         sched = Scheduler(config, cluster, clock=clock)
         sched.pump()
-        # As the scheduling loop's first cycle does: the cold start's pod changes are
-        # folded into the nodes (a follower folds them at its first scrape instead).
+        # As the scheduling loop does once synced (scheduler/host/loop.py): fold the
+        # listed pods into their nodes and move what lives on out of the collector's way.
         sched.cache.update_snapshot(sched.snapshot)
+        gc.collect()
+        gc.freeze()
         out[mode] = scrape(Metrics(sched, State(leading=lambda: True)), args.scrapes)
         print(json.dumps({"mode": mode, **out[mode]}), flush=True)
     print(json.dumps(out))
