@@ -8,14 +8,16 @@ inventory publisher, the fault watch (NVML XID events), and the metrics server.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from nodeagent import grants, progress, virtual
+from prometheus_client.core import Metric
+
+from nodeagent import environment, events, isolation_metrics, progress, virtual
 from nodeagent.allocator import Allocator
+from nodeagent.backend import Backend, node_label
 from nodeagent.discovery import Discovery, GpuFacts
 from nodeagent.health import HealthTracker
 from nodeagent.metrics import Metrics, MetricsServer, Sources
@@ -28,14 +30,13 @@ from nodeagent.podresources import (
 )
 from nodeagent.pods import InFlight
 from nodeagent.server import PluginServer
+from nodeagent.watchdog import Watchdog
 from nodeagent.writer import InventoryPublisher, PhaseWriter
 from vgpu import logs
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
-from vgpu.errors import ClusterError, ConfigError
-from vgpu.pods import pod_key
 
 _log = logs.get("vgpu.nodeagent")
 
@@ -57,6 +58,8 @@ class Options:
     poll_seconds: float = 0.1
     #: How long the informer's watch calls last before they are renewed.
     watch_timeout: float = 30.0
+    #: Where the watchdog reads processes' cgroups (the host's /proc, with hostPID).
+    proc_root: str = "/proc"
 
 
 class NodeAgent:
@@ -98,13 +101,18 @@ class NodeAgent:
                 PodResourcesClient(config.nodeagent.pod_resources_socket), self.resource_name,
                 self._known_uuids, self._pods, report=self._report_mismatch,
                 quiet=self._admission_quiet)
+        self.backend = Backend(config)
+        self.watchdog = Watchdog(config.isolation.watchdog, discovery, self._pods, port,
+                                 proc_root=options.proc_root)
+        self._mode = ""
         self.metrics = Metrics(Sources(gpus=self._gpu_health, samples=discovery.samples,
                                        pods=self._pods, registered=self._registered,
-                                       kubelet=self._kubelet_view))
+                                       kubelet=self._kubelet_view, extra=self._extra_metrics))
         self.allocator = Allocator(config, self.node, self.inflight, self.phases,
                                    self._known_uuids,
                                    wait_seconds=config.nodeagent.allocate_wait_seconds,
-                                   on_complete=self.metrics.observe_bind_to_allocate)
+                                   on_complete=self.metrics.observe_bind_to_allocate,
+                                   backend=self.backend, totals=self._totals)
         self.service = DevicePluginService(self.devices, self.allocator, self._stop,
                                            observe=self.metrics.observe_allocate)
         self.server = PluginServer(self.service, config.nodeagent.device_plugin_dir,
@@ -119,6 +127,16 @@ class NodeAgent:
     def _known_uuids(self) -> frozenset[str]:
         with self._lock:
             return frozenset(f.uuid for f in self._facts)
+
+    def _totals(self) -> dict[str, int]:
+        with self._lock:
+            return {f.uuid: f.memory_mib for f in self._facts}
+
+    def _extra_metrics(self) -> Iterator[Metric]:
+        daemon = self.backend.daemon
+        yield from isolation_metrics.families(self.backend.current(), self.backend.choice.mode,
+                                              daemon.status() if daemon else None)
+        yield from self.watchdog.families()
 
     def _gpu_health(self) -> list[tuple[GpuFacts, bool]]:
         with self._lock:
@@ -144,47 +162,34 @@ class NodeAgent:
         _log.warning("a container's GPUs in the kubelet differ from its assignment",
                      pod=key, container=mismatch.container, kubelet=list(mismatch.kubelet),
                      assigned=list(mismatch.assigned))
-        pod = next((p for p in self._pods() if pod_key(p) == key), None)
-        if pod is None or self.port is None:
-            return
-        try:
-            self.port.record_event(pod, "Warning", "GPUAssignmentMismatch", mismatch.message,
-                                   "vgpu-nodeagent")
-        except ClusterError as exc:
-            _log.warning("could not record the mismatch event", pod=key, error=str(exc))
+        events.warn(self.port, self._pods, key, "GPUAssignmentMismatch", mismatch.message)
 
     def inventory(self) -> NodeInventory:
+        mode = self.backend.current().mode
         with self._lock:
-            return virtual.inventory(self._facts, self._unhealthy, self.split)
+            return virtual.inventory(self._facts, self._unhealthy, self.split, mode)
 
     def healthz(self) -> tuple[bool, str]:
         stalled = time.monotonic() - self._last_tick > 10 * max(self.options.poll_seconds, 0.5)
         registered = "registered" if self._registered() else "not registered"
+        live = self.backend.current()
+        # A degraded isolation is reported, not fatal: the agent keeps serving pods.
+        mode = f"isolation {live.mode}" + (f" ({live.problem})" if live.problem else "")
         if stalled:
-            return False, f"device loop stalled; {registered} with the kubelet"
-        return True, f"ok; {registered} with the kubelet"
+            return False, f"device loop stalled; {registered} with the kubelet; {mode}"
+        return True, f"ok; {registered} with the kubelet; {mode}"
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def _check_environment(self) -> None:
-        folder = self.config.nodeagent.device_plugin_dir
-        if not os.path.isdir(folder):
-            raise ConfigError(f"device-plugin folder {folder} does not exist: mount the "
-                              "kubelet's /var/lib/kubelet/device-plugins into the agent or "
-                              "pass --device-plugin-dir")
-        library = self.config.nodeagent.hami_core_path
-        if not library:
-            return
-        if not os.path.isfile(library):
-            raise ConfigError(f"nodeagent.hamiCorePath: {library} is not a file; mount the "
-                              "host folder holding libvgpu.so at the same path in the agent")
-        preload = grants.preload_host_path(self.config)
-        try:
-            os.makedirs(os.path.dirname(preload), exist_ok=True)
-            with open(preload, "w", encoding="ascii") as handle:
-                handle.write(grants.preload_content())
-        except OSError as exc:
-            raise ConfigError(f"cannot write {preload} for HAMi-core: {exc.strerror}") from None
+    def _configure_isolation(self) -> None:
+        """The node's mode from its ``vgpu.io/isolation`` label, read once at start."""
+        choice = self.backend.configure(node_label(self.port, self.node))
+        if choice.error is not None:
+            _log.error("isolation mode not applied", error=choice.error, mode=choice.mode)
+        daemon = self.backend.daemon
+        if daemon is not None:
+            daemon.tick()
+            self._spawn("mps-daemon", lambda: daemon.run(self._stop))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -193,7 +198,8 @@ class NodeAgent:
 
     def start(self) -> None:
         """Serve, register and start every loop; returns once serving."""
-        self._check_environment()
+        environment.check(self.config)
+        self._configure_isolation()
         self._update_devices()
         if self.informer is not None:
             self._threads.append(self.informer.start(self._stop, "pod-informer"))
@@ -208,6 +214,8 @@ class NodeAgent:
         self._spawn("inventory", self._inventory_loop)
         self._spawn("fault-watch",
                     lambda: self.discovery.watch_faults(self._on_fault, self._stop))
+        if self.config.isolation.watchdog.interval_seconds > 0:
+            self._spawn("watchdog", lambda: self.watchdog.run(self._stop))
         if self.pod_resources is not None:
             watch, every = self.pod_resources, self.config.nodeagent.pod_resources_seconds
             self._spawn("pod-resources", lambda: watch.run(self._stop, every))
@@ -218,7 +226,8 @@ class NodeAgent:
             self.metrics_server.start()
         _log.info("node agent started", node=self.node, resource=self.resource_name,
                   discovery=self.discovery.name, gpus=len(self._facts), split=self.split,
-                  socket=self.server.socket_path, cluster=self.port is not None)
+                  socket=self.server.socket_path, cluster=self.port is not None,
+                  isolation=self.backend.current().mode)
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
@@ -252,6 +261,12 @@ class NodeAgent:
                 _log.warning("GPU health changed", uuid=f.uuid,
                              health=virtual.HEALTHY if now else virtual.UNHEALTHY)
         changed = self.devices.set(virtual.plugin_devices(facts, unhealthy, self.split))
+        mode = self.backend.current().mode
+        if mode != self._mode:
+            if self._mode:
+                _log.warning("isolation mode changed", before=self._mode, now=mode)
+            self._mode = mode
+            self._inventory_due.set()
         if changed:
             self._inventory_due.set()
         return changed

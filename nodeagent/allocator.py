@@ -16,11 +16,12 @@ import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from nodeagent import grants, matching, preferred
+from nodeagent import backends, grants, matching, preferred
+from nodeagent.backend import Backend, Live
 from nodeagent.pods import InFlight, is_allocating, uid_of
 from nodeagent.virtual import physical_uuid
 from nodeagent.writer import PhaseUpdate, PhaseWriter
-from vgpu import logs
+from vgpu import isolation, logs
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_FAILED, PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, bind_time, decode_assignment
@@ -50,8 +51,15 @@ class Allocator:
                  phases: PhaseWriter | None, known_gpus: Callable[[], Collection[str]],
                  *, wait_seconds: float = 5.0, prepare_host_dirs: bool = True,
                  on_complete: Callable[[float], None] | None = None,
-                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+                 backend: Backend | None = None,
+                 totals: Callable[[], Mapping[str, int]] = dict) -> None:
         self._config = config
+        self.backend = backend if backend is not None else Backend(config)
+        # MiB of each GPU, so that a whole-GPU grant gets no MPS memory pin.
+        self._totals = totals
+        # What the last answered containers got, for the record of the pod they complete.
+        self._given: Live | None = None
         self._node = node
         self._inflight = inflight
         self._phases = phases
@@ -107,9 +115,11 @@ class Allocator:
         seconds = None if bound is None else now.timestamp() - bound
         if seconds is not None and self._on_complete is not None:
             self._on_complete(seconds)
-        record = Allocation(now, self._node, tuple(sorted(containers)),
-                            grants.isolation(self._config), seconds)
-        self._report(pod, PHASE_SUCCESS, extra={ALLOCATION: encode_allocation(record)})
+        given = self._given or self.backend.current()
+        record = Allocation(now, self._node, tuple(sorted(containers)), given.record(),
+                            seconds)
+        self._report(pod, PHASE_SUCCESS, extra={ALLOCATION: encode_allocation(record),
+                                                isolation.POD_ANNOTATION: given.mode})
 
     def _assignment(self, pod: Obj) -> Assignment:
         raw = annotations_of(pod).get(ASSIGNMENT)
@@ -167,6 +177,8 @@ class Allocator:
             except matching.MatchError as exc:
                 raise self._fail(pod, Code.INVALID_ARGUMENT, str(exc)) from None
             uid = uid_of(pod)
+            live = self._given = self.backend.current()
+            totals = self._totals()
             result = []
             for name, ids in zip(names, requests, strict=True):
                 granted = assignment.containers[name]
@@ -176,17 +188,20 @@ class Allocator:
                     # kubelet's slot IDs only count slots.
                     _log.info("kubelet picked slots on other GPUs than assigned",
                               pod=pod_key(pod), container=name, ids=list(ids))
-                result.append(grants.grant(granted, pod_uid=uid, container=name,
-                                           priority=assignment.priorities.get(name),
-                                           config=self._config))
+                result.append(backends.answer(
+                    live.backend, granted, pod_uid=uid, container=name,
+                    priority=assignment.priorities.get(name), totals=totals,
+                    config=self._config))
             self._inflight.mark_done(pod, names)
             finished = matching.all_done(assignment, self._inflight.done(pod))
             if finished:
                 self._inflight.finish(pod)
-        if self._prepare_host_dirs and self._config.nodeagent.hami_core_path:
+        if (self._prepare_host_dirs and self._config.nodeagent.hami_core_path
+                and live.backend == isolation.HAMI_CORE):
             for item in result:
                 self._make_cache_dir(uid, item.container)
-        _log.info("allocated", pod=pod_key(pod), containers=list(names), complete=finished)
+        _log.info("allocated", pod=pod_key(pod), containers=list(names), complete=finished,
+                  isolation=live.mode)
         if finished:
             self._complete(pod, self._inflight.done(pod))
         return result

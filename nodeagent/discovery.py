@@ -31,11 +31,22 @@ class GpuFacts:
 
 
 @dataclass(frozen=True)
+class GpuProcess:
+    """A process with a CUDA context on a GPU, and the device memory it holds (MiB;
+    ``None`` where NVML cannot tell, e.g. without permission to see other processes)."""
+
+    pid: int
+    used_mib: int | None = None
+
+
+@dataclass(frozen=True)
 class GpuSample:
     """A GPU's live figures for the metrics; ``None`` when the backend cannot tell."""
 
     memory_used_mib: int | None = None
     utilization: int | None = None
+    #: Running compute processes, for the usage watchdog.
+    processes: tuple[GpuProcess, ...] = ()
 
 
 #: Called with the UUID of a GPU that had a device fault (``None``: every GPU) and the XID.

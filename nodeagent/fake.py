@@ -18,14 +18,14 @@ from typing import Any
 
 import yaml
 
-from nodeagent.discovery import NUMA_UNKNOWN, FaultHandler, GpuFacts, GpuSample
+from nodeagent.discovery import NUMA_UNKNOWN, FaultHandler, GpuFacts, GpuProcess, GpuSample
 from vgpu import logs
 from vgpu.errors import DiscoveryError
 
 _log = logs.get("vgpu.nodeagent.fake")
 
 _KEYS = {"uuid", "index", "model", "memory_mib", "numa", "healthy", "memory_used_mib",
-         "utilization", "mig"}
+         "utilization", "mig", "processes"}
 
 
 def _opt_int(obj: Mapping[str, Any], key: str, where: str, *, lo: int,
@@ -53,6 +53,20 @@ def _bool(obj: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise DiscoveryError(f"{where}.{key}: expected true or false, got {value!r}")
     return value
+
+
+def _processes(raw: Any, where: str) -> tuple[GpuProcess, ...]:
+    """``[{"pid": 4242, "used_memory_mib": 5120}]``: what NVML's running compute processes
+    would list, for the usage watchdog."""
+    if not isinstance(raw, list):
+        raise DiscoveryError(f"{where}: expected a list of {{pid, used_memory_mib}}")
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            raise DiscoveryError(f"{where}[{i}]: expected a mapping")
+        out.append(GpuProcess(_int(item, "pid", f"{where}[{i}]", lo=1),
+                              _opt_int(item, "used_memory_mib", f"{where}[{i}]", lo=0)))
+    return tuple(out)
 
 
 def parse(text: str, source: str) -> tuple[tuple[GpuFacts, ...], dict[str, GpuSample]]:
@@ -95,6 +109,7 @@ def parse(text: str, source: str) -> tuple[tuple[GpuFacts, ...], dict[str, GpuSa
         samples[fact.uuid] = GpuSample(
             memory_used_mib=_opt_int(item, "memory_used_mib", where, lo=0),
             utilization=_opt_int(item, "utilization", where, lo=0, hi=100),
+            processes=_processes(item.get("processes", []), f"{where}.processes"),
         )
     return tuple(sorted(facts, key=lambda f: f.index)), samples
 

@@ -7,7 +7,7 @@ that ends leaves no stale series behind.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -66,6 +66,8 @@ class Sources:
     registered: Callable[[], bool]
     #: The kubelet's pod-resources view; None while the check is off.
     kubelet: Callable[[], KubeletView | None] = lambda: None
+    #: Families other parts of the agent read at scrape time (isolation, the watchdog).
+    extra: Callable[[], Iterable[Metric]] = lambda: ()
 
 
 class AgentCollector(Collector):
@@ -112,6 +114,7 @@ class AgentCollector(Collector):
         registered.add_metric([], 1 if self._sources.registered() else 0)
         yield registered
         yield from _kubelet_metrics(self._sources.kubelet())
+        yield from self._sources.extra()
 
 
 def _kubelet_metrics(view: KubeletView | None) -> Iterator[Metric]:

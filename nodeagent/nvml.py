@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from nodeagent.discovery import NUMA_UNKNOWN, FaultHandler, GpuFacts, GpuSample
+from nodeagent.discovery import NUMA_UNKNOWN, FaultHandler, GpuFacts, GpuProcess, GpuSample
 from nodeagent.xid import is_device_fault
 from vgpu import logs
 from vgpu.errors import DiscoveryError
@@ -130,7 +130,14 @@ class NvmlDiscovery:
                 used = int(nvml.nvmlDeviceGetMemoryInfo(handle).used) // MIB
             with contextlib.suppress(nvml.NVMLError):
                 utilization = int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            out[uuid] = GpuSample(memory_used_mib=used, utilization=utilization)
+            processes: tuple[GpuProcess, ...] = ()
+            with contextlib.suppress(nvml.NVMLError):
+                processes = tuple(
+                    GpuProcess(int(p.pid), None if p.usedGpuMemory is None
+                               else int(p.usedGpuMemory) // MIB)
+                    for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle))
+            out[uuid] = GpuSample(memory_used_mib=used, utilization=utilization,
+                                  processes=processes)
         return out
 
     def watch_faults(self, on_fault: FaultHandler, stop: threading.Event) -> None:

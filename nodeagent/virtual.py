@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from nodeagent.discovery import NUMA_UNKNOWN, GpuFacts
 from vgpu.codecs import NodeInventory
 from vgpu.devices import FULL_CORES, Device
+from vgpu.isolation import UNKNOWN
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
@@ -63,10 +64,11 @@ def plugin_devices(facts: Iterable[GpuFacts], unhealthy: Collection[str],
 
 
 def inventory(facts: Iterable[GpuFacts], unhealthy: Collection[str],
-              split: int) -> NodeInventory:
+              split: int, mode: str = UNKNOWN) -> NodeInventory:
     """The node inventory annotation's content (DESIGN §5)."""
     return NodeInventory(devices=tuple(
         Device(uuid=f.uuid, index=f.index, model=f.model, memory_mib=f.memory_mib,
-               cores=FULL_CORES, split=split, numa=f.numa, healthy=is_healthy(f, unhealthy))
+               cores=FULL_CORES, split=split, numa=f.numa, healthy=is_healthy(f, unhealthy),
+               isolation=mode)
         for f in facts
     ))

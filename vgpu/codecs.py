@@ -17,14 +17,20 @@ from typing import Any
 from vgpu.annotations import ASSIGNMENT, BIND_TIME, NODE_GPUS, NODE_HEARTBEAT
 from vgpu.devices import Device
 from vgpu.errors import CodecError
+from vgpu.isolation import UNKNOWN
 
 VERSION = 1
+#: The node inventory is at version 2: each device carries the isolation mode it runs in.
+#: Version 1 inventories (agents from before the modes) still decode, as mode ``unknown``.
+INVENTORY_VERSION = 2
+INVENTORY_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
 class NodeInventory:
     devices: tuple[Device, ...]
-    version: int = VERSION
+    #: The version it was read at; encoding always writes the current one.
+    version: int = field(default=INVENTORY_VERSION, compare=False)
 
 
 @dataclass(frozen=True)
@@ -110,19 +116,22 @@ def device_to_dict(device: Device) -> dict[str, Any]:
     return {
         "uuid": device.uuid, "index": device.index, "model": device.model,
         "memory_mib": device.memory_mib, "cores": device.cores, "split": device.split,
-        "numa": device.numa, "healthy": device.healthy,
+        "numa": device.numa, "healthy": device.healthy, "isolation": device.isolation,
     }
 
 
 def encode_inventory(inventory: NodeInventory) -> str:
-    return _dump({"version": inventory.version,
+    return _dump({"version": INVENTORY_VERSION,
                   "devices": [device_to_dict(d) for d in inventory.devices]})
 
 
 def decode_inventory(text: Any) -> NodeInventory:
     key = NODE_GPUS
     root = _obj(_load(text, key), key)
-    _version(root, key)
+    version = root.get("version")
+    if version not in INVENTORY_VERSIONS or isinstance(version, bool):
+        raise CodecError(f"{key}: unsupported version {json.dumps(version)}; this vgpu reads "
+                         f"versions {', '.join(map(str, INVENTORY_VERSIONS))}")
     raw = root.get("devices")
     if not isinstance(raw, list):
         raise CodecError(f"{key}.devices: expected a list")
@@ -136,12 +145,14 @@ def decode_inventory(text: Any) -> NodeInventory:
             model=_str(obj, "model", where), memory_mib=_int(obj, "memory_mib", where, lo=1),
             cores=_int(obj, "cores", where, lo=1), split=_int(obj, "split", where, lo=1),
             numa=_int(obj, "numa", where, lo=-1), healthy=_bool(obj, "healthy", where),
+            # An open set: a mode this vgpu does not know counts as not enforcing.
+            isolation=_str(obj, "isolation", where) if version >= 2 else UNKNOWN,
         )
         if device.uuid in seen:
             raise CodecError(f"{where}.uuid: {device.uuid} appears twice")
         seen.add(device.uuid)
         devices.append(device)
-    return NodeInventory(devices=tuple(devices))
+    return NodeInventory(devices=tuple(devices), version=version)
 
 
 # --- heartbeat ---------------------------------------------------------------------------

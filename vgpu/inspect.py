@@ -225,7 +225,7 @@ def to_json(report: Report) -> dict[str, Any]:
             "stale": n.stale,
             "gpus": [{
                 "uuid": g.device.uuid, "index": g.device.index, "model": g.device.model,
-                "healthy": g.device.healthy,
+                "healthy": g.device.healthy, "isolation": g.device.isolation,
                 "memoryMiB": g.device.memory_mib, "memoryCapacityMiB": g.capacity_mib,
                 "memoryAllocatedMiB": g.usage.memory_mib,
                 "cores": g.device.cores, "coresAllocated": g.usage.cores,
@@ -250,7 +250,7 @@ def render_json(report: Report) -> str:
 
 
 _HEADER = ("NODE", "GPU", "MODEL", "MEMORY MiB (ALLOC/TOTAL)", "MEM%", "CORES", "TASKS",
-           "HEALTH")
+           "ISOLATION", "HEALTH")
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
@@ -271,7 +271,8 @@ def render_table(report: Report, details: bool = False) -> str:
             rows.append((node.name if i == 0 else "", str(d.index), d.model,
                          f"{u.memory_mib}/{gpu.capacity_mib}",
                          _percent(u.memory_mib, gpu.capacity_mib),
-                         f"{u.cores}/{d.cores}", f"{u.tasks}/{d.split}", _health(node, gpu)))
+                         f"{u.cores}/{d.cores}", f"{u.tasks}/{d.split}", d.isolation,
+                         _health(node, gpu)))
             if details and gpu.pods:
                 after[len(rows) - 1] = [
                     f"    {p.namespace}/{p.pod}  container={p.container}  "
@@ -279,13 +280,13 @@ def render_table(report: Report, details: bool = False) -> str:
                     + (f"  phase={p.bind_phase}" if p.bind_phase else "")
                     for p in gpu.pods]
         if not node.gpus:
-            rows.append((node.name, "-", "(no GPUs)", "", "", "", "",
+            rows.append((node.name, "-", "(no GPUs)", "", "", "", "", "",
                          "node stale" if node.stale else ""))
     t = report.totals
     rows.append(("TOTAL", str(t.gpus), f"{t.nodes} nodes",
                  f"{t.memory_allocated_mib}/{t.memory_mib}",
                  _percent(t.memory_allocated_mib, t.memory_mib),
-                 f"{t.cores_allocated}/{t.cores}", f"{t.tasks}/{t.slots}",
+                 f"{t.cores_allocated}/{t.cores}", f"{t.tasks}/{t.slots}", "",
                  f"{t.healthy_gpus}/{t.gpus} healthy"))
     lines: list[str] = []
     for i, line in enumerate(_table(rows)):

@@ -188,6 +188,7 @@ CAN = {
     "vgpu-nodeagent": [
         ("list", "pods", "-A"), ("watch", "pods", "-A"), ("get", "pods", "-n", "team-a"),
         ("patch", "pods", "-n", "team-a"), ("patch", "nodes"),
+        ("create", "events", "-n", "team-a"), ("create", "pods", "--subresource=eviction", "-A"),
     ],
     "vgpu-certs": [
         ("create", "secrets", "-n", "vgpu-system"),
@@ -218,7 +219,7 @@ CANNOT = {
                        ("update", "pods", "-n", "team-a")],
     "vgpu-webhook": [("get", "pods", "-A"), ("patch", "nodes"), ("get", "nodes/some-node")],
     "vgpu-nodeagent": [("list", "nodes"), ("create", "pods", "--subresource=binding", "-A"),
-                       ("update", "pods", "-n", "team-a"), ("create", "events", "-A")],
+                       ("update", "pods", "-n", "team-a"), ("patch", "events", "-A")],
     "vgpu-certs": [("get", "secrets/other", "-n", "vgpu-system"),
                    ("update", "secrets/other", "-n", "vgpu-system"),
                    ("create", "secrets", "-n", "team-a"),

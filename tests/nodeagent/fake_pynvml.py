@@ -46,6 +46,8 @@ class Gpu:
     mig: int | None = NVML_DEVICE_MIG_DISABLE  # None: not MIG-capable
     broken: bool = False
     events: str = "ok"  # "ok", "not-supported" or "error"
+    #: (pid, used bytes or None) of the running compute processes
+    processes: list[tuple[int, int | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -111,6 +113,10 @@ class FakeNvml:
         if gpu.utilization is None:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return Struct({"gpu": gpu.utilization, "memory": 0})
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Struct]:
+        return [Struct({"pid": pid, "usedGpuMemory": used})
+                for pid, used in self._gpu(handle).processes]
 
     def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:
         gpu = self._gpu(handle)

@@ -15,16 +15,20 @@ FRESH = "2024-05-01T11:59:30Z"
 OLD = "2024-05-01T11:00:00Z"
 
 
-def gpu(uuid: str, index: int, model: str, memory: int, healthy: bool = True) -> dict[str, Any]:
-    return {"uuid": uuid, "index": index, "model": model, "memory_mib": memory, "cores": 100,
-            "split": 10, "numa": 0, "healthy": healthy}
+def gpu(uuid: str, index: int, model: str, memory: int, healthy: bool = True, *,
+        isolation: str | None = None) -> dict[str, Any]:
+    out = {"uuid": uuid, "index": index, "model": model, "memory_mib": memory, "cores": 100,
+           "split": 10, "numa": 0, "healthy": healthy}
+    return out if isolation is None else {**out, "isolation": isolation}
 
 
 def node(name: str, devices: list[dict[str, Any]] | None, heartbeat: str | None = FRESH,
          raw: str | None = None) -> dict[str, Any]:
     ann: dict[str, str] = {}
     if devices is not None:
-        ann["vgpu.io/node-gpus"] = json.dumps({"version": 1, "devices": devices})
+        # Version 2 reports each GPU's isolation mode; an older agent's version 1 does not.
+        version = 2 if devices and all("isolation" in d for d in devices) else 1
+        ann["vgpu.io/node-gpus"] = json.dumps({"version": version, "devices": devices})
     if raw is not None:
         ann["vgpu.io/node-gpus"] = raw
     if heartbeat is not None and (devices is not None or raw is not None):
@@ -56,8 +60,8 @@ def pod(name: str, node_name: str | None,
 A0, A1, B0 = "GPU-a0", "GPU-a1", "GPU-b0"
 
 NODES = [
-    node("gpu-a", [gpu(A0, 0, "NVIDIA A100-SXM4-40GB", 40960),
-                   gpu(A1, 1, "NVIDIA A100-SXM4-40GB", 40960)]),
+    node("gpu-a", [gpu(A0, 0, "NVIDIA A100-SXM4-40GB", 40960, isolation="mps"),
+                   gpu(A1, 1, "NVIDIA A100-SXM4-40GB", 40960, isolation="mps")]),
     node("gpu-b", [gpu(B0, 0, "Tesla T4", 15360, healthy=False)], heartbeat=OLD),
     node("cpu-1", None),
     node("gpu-broken", None, raw="{not json"),

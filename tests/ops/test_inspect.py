@@ -20,12 +20,13 @@ def report(nodes: list[dict[str, Any]] = NODES, pods: list[dict[str, Any]] = POD
 
 
 TABLE = """\
-NODE   GPU  MODEL                  MEMORY MiB (ALLOC/TOTAL)  MEM%  CORES   TASKS  HEALTH
-gpu-a  0    NVIDIA A100-SXM4-40GB  25120/40960               61%   60/100  3/10   healthy
-       1    NVIDIA A100-SXM4-40GB  10000/40960               24%   30/100  1/10   healthy
-gpu-b  0    Tesla T4               8000/15360                52%   0/100   1/10   unhealthy, \
-node stale
-TOTAL  3    2 nodes                43120/97280               44%   90/300  5/30   2/3 healthy
+NODE   GPU  MODEL                  MEMORY MiB (ALLOC/TOTAL)  MEM%  CORES   TASKS  ISOLATION  HEALTH
+gpu-a  0    NVIDIA A100-SXM4-40GB  25120/40960               61%   60/100  3/10   mps        healthy
+       1    NVIDIA A100-SXM4-40GB  10000/40960               24%   30/100  1/10   mps        healthy
+gpu-b  0    Tesla T4               8000/15360                52%   0/100   1/10   unknown    \
+unhealthy, node stale
+TOTAL  3    2 nodes                43120/97280               44%   90/300  5/30              \
+2/3 healthy
 Pending GPU pods: 1
 WARNING pod default/garbled: vgpu.io/assignment.containers: expected an object, got null
 WARNING node gpu-broken: vgpu.io/node-gpus: not valid JSON: Expecting property name enclosed \
@@ -34,14 +35,14 @@ WARNING pod default/ghost: container main is assigned GPU GPU-gone on node gpu-b
 node inventory lists"""
 
 DETAILS = """\
-gpu-a  0    NVIDIA A100-SXM4-40GB  25120/40960               61%   60/100  3/10   healthy
+gpu-a  0    NVIDIA A100-SXM4-40GB  25120/40960               61%   60/100  3/10   mps        healthy
     default/infer  container=main  memory=4096MiB  cores=10  phase=allocating
     default/infer  container=sidecar  memory=1024MiB  cores=0  phase=allocating
     ml/train  container=worker  memory=20000MiB  cores=50  phase=success
-       1    NVIDIA A100-SXM4-40GB  10000/40960               24%   30/100  1/10   healthy
+       1    NVIDIA A100-SXM4-40GB  10000/40960               24%   30/100  1/10   mps        healthy
     ml/train  container=worker  memory=10000MiB  cores=30  phase=success
-gpu-b  0    Tesla T4               8000/15360                52%   0/100   1/10   unhealthy, \
-node stale
+gpu-b  0    Tesla T4               8000/15360                52%   0/100   1/10   unknown    \
+unhealthy, node stale
     default/t4-job  container=main  memory=8000MiB  cores=0  phase=success
 TOTAL"""
 
@@ -58,6 +59,7 @@ def test_json_on_the_known_cluster() -> None:
     out = json.loads(inspect.render_json(report()))
     assert [n["name"] for n in out["nodes"]] == ["gpu-a", "gpu-b"]
     a0, a1 = out["nodes"][0]["gpus"]
+    assert (a0["isolation"], out["nodes"][1]["gpus"][0]["isolation"]) == ("mps", "unknown")
     assert (a0["uuid"], a0["memoryAllocatedMiB"], a0["coresAllocated"], a0["tasks"]) == (
         A0, 25120, 60, 3)
     assert (a1["uuid"], a1["memoryAllocatedMiB"], a1["coresAllocated"], a1["tasks"]) == (

@@ -70,7 +70,11 @@ EXPECTED_RIGHTS = {
                      | _rights("cluster", "", "events", "create")),
     "vgpu-nodeagent": (
         _rights("cluster", "", "pods", "get", "list", "watch", "patch")
-        | _rights("cluster", "", "nodes", "patch")),
+        | _rights("cluster", "", "nodes", "patch")
+        # Warnings on its pods (assignment mismatch, memory over grant); the watchdog's
+        # evict action, through the Eviction API so budgets hold.
+        | _rights("cluster", "", "events", "create")
+        | _rights("cluster", "", "pods/eviction", "create")),
     "vgpu-certs": (
         _rights("vgpu-system", "", "secrets", "create")
         | _rights("vgpu-system", "", f"secrets/{certs_cli.DEFAULT_SECRET}", "get", "update")

@@ -125,7 +125,7 @@ def test_split_slots_and_compute_are_freed_like_memory() -> None:
 
 _pods = st.lists(st.tuples(st.integers(0, 2), st.sampled_from([1000, 4000, 8000, 12000]),
                            st.sampled_from([0, 30, 60]), st.integers(0, 3)),
-                 min_size=1, max_size=10)
+                 min_size=3, max_size=12)
 
 
 def _fits(world: World, obj: Obj, node: NodeInfo) -> bool:
@@ -146,7 +146,10 @@ def _place(specs: Sequence[tuple[int, int, int, int]]) -> list[Obj]:
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Only a pod that fits nowhere is a preemptor, so many draws are discarded by design (a
+# fuller node makes fewer, but an unlucky seed still trips the filter health check).
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(specs=_pods, memory=st.sampled_from([2000, 8000, 14000]),
        cores=st.sampled_from([0, 40, 100]), priority=st.integers(0, 4))
 def test_victims_are_lower_priority_needed_and_sufficient(

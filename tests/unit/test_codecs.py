@@ -44,6 +44,8 @@ def inventories(draw: st.DrawFn) -> NodeInventory:
             split=draw(st.integers(1, 1024)),
             numa=draw(st.integers(-1, 8)),
             healthy=draw(st.booleans()),
+            isolation=draw(st.one_of(st.sampled_from(("none", "hami-core", "mps", "unknown")),
+                                     st.text(min_size=1, max_size=8))),
         )
         for uuid in uuids
     )
@@ -85,11 +87,11 @@ def test_assignment_round_trip(assignment: Assignment) -> None:
 
 def test_inventory_wire_shape_is_design_section_5() -> None:
     device = Device(uuid="GPU-1", index=0, model="NVIDIA A100-SXM4-40GB", memory_mib=40960,
-                    cores=100, split=10, numa=1, healthy=True)
+                    cores=100, split=10, numa=1, healthy=True, isolation="mps")
     wire = json.loads(encode_inventory(NodeInventory(devices=(device,))))
-    assert wire == {"version": 1, "devices": [{
+    assert wire == {"version": 2, "devices": [{
         "uuid": "GPU-1", "index": 0, "model": "NVIDIA A100-SXM4-40GB", "memory_mib": 40960,
-        "cores": 100, "split": 10, "numa": 1, "healthy": True}]}
+        "cores": 100, "split": 10, "numa": 1, "healthy": True, "isolation": "mps"}]}
 
 
 def test_assignment_wire_shape_is_design_section_5() -> None:

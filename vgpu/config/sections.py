@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vgpu import policy
+from vgpu.config.isolation import IsolationConfig, check_split
 from vgpu.config.knobs import knob as _knob
 from vgpu.config.knobs import section as _section
 from vgpu.config.plugin_args import InterPodAffinityArgs, PodTopologySpreadArgs
@@ -46,7 +47,8 @@ class WebhookConfig:
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
     "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-    "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "VGPU",
+    "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity",
+    "IsolationRequired", "VGPU",
     "DefaultPreemption", "AllocationGate", "VGPUBinder",
 )
 
@@ -218,3 +220,9 @@ class Config:
     webhook: WebhookConfig = _section(WebhookConfig, "admission webhook")
     scheduler: SchedulerConfig = _section(SchedulerConfig, "scheduler")
     nodeagent: NodeAgentConfig = _section(NodeAgentConfig, "node agent")
+    isolation: IsolationConfig = _section(IsolationConfig, "isolation backends and watchdog")
+
+    def __post_init__(self) -> None:
+        problem = check_split(self.isolation.mode, self.device_split_count, self.isolation.mps)
+        if problem is not None:
+            raise ConfigError(f"isolation.mode mps: {problem}")

@@ -1,0 +1,88 @@
+"""Isolation backends: what holds a container to its slice, and who may rely on it.
+
+A node runs one backend (DESIGN §6): ``none`` (the slice is bookkeeping only),
+``hami-core`` (HAMi-core's environment; enforced only when the agent preloads its library)
+or ``mps`` (NVIDIA MPS per-client limits through the agent's control daemon). The cluster
+config names the default; the node label ``vgpu.io/isolation`` overrides it per node. The
+node agent reports the mode each GPU *actually* runs in (its inventory), which may fall
+back from the configured one, e.g. while the MPS daemon is down.
+
+Pure: parsing and decisions only. The scheduler's ``IsolationRequired`` plugin and the
+node agent both use :func:`resolve_mode` and :func:`enforcing`, so they agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from vgpu.errors import RequestError
+
+NONE = "none"
+HAMI_CORE = "hami-core"
+MPS = "mps"
+MODES = (NONE, HAMI_CORE, MPS)
+#: What a GPU of an inventory written before modes were reported (version 1) runs.
+UNKNOWN = "unknown"
+
+#: Node label naming the node's backend, overriding ``isolation.mode``.
+NODE_LABEL = "vgpu.io/isolation"
+#: Pod annotation: "true" keeps a fractional pod off GPUs whose mode does not enforce.
+REQUIRE_ANNOTATION = "vgpu.io/require-isolation"
+#: Pod annotation the node agent writes with the mode the pod's containers got.
+POD_ANNOTATION = "vgpu.io/isolation"
+
+#: Volta MPS serves at most 48 client CUDA contexts per GPU (NVIDIA's MPS guide).
+MPS_MAX_CLIENTS = 48
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    """The backend a node should run, and why not the one it was told when that failed."""
+
+    mode: str
+    error: str | None = None
+
+
+def resolve_mode(default: str, label: str | None) -> ModeChoice:
+    """The node's configured mode: its label when that names a mode, else the default.
+
+    An unknown label value is an operator's typo; the node keeps the cluster default (a
+    working backend beats none) and the error says what to fix.
+    """
+    if label is None:
+        return ModeChoice(default)
+    value = label.strip()
+    if value in MODES:
+        return ModeChoice(value)
+    return ModeChoice(default, f"node label {NODE_LABEL}={label!r} is not an isolation mode "
+                               f"(use one of {', '.join(MODES)}); running the cluster default "
+                               f"{default!r}")
+
+
+def enforcing(mode: str, modes: Collection[str]) -> bool:
+    """Whether a GPU in ``mode`` holds containers to their slices, by the cluster's list."""
+    return mode in modes
+
+
+def required(annotations: Mapping[str, str] | None, default: bool) -> bool:
+    """Whether a pod requires enforced isolation (its annotation, else the cluster default)."""
+    value = (annotations or {}).get(REQUIRE_ANNOTATION)
+    if value is None:
+        return default
+    lowered = str(value).strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise RequestError(f"annotation {REQUIRE_ANNOTATION}: {value!r} is not a boolean; use "
+                       f"\"true\" or \"false\"")
+
+
+def fits(need: bool, modes: Iterable[str], enforcing_modes: Collection[str]) -> bool:
+    """A node holds a pod that needs enforcement only when every healthy GPU it reports
+    enforces: the GPU choice comes later, and a node runs one backend anyway."""
+    if not need:
+        return True
+    listed = list(modes)
+    return bool(listed) and all(enforcing(m, enforcing_modes) for m in listed)
