@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework.runtime import HEAD, best_first
+from scheduler.framework import visit_order
+from scheduler.framework.visit_order import HEAD, best_first
 
 # Few distinct values, so that ties straddle the head's boundary; NaN as a policy may
 # leave it where a node has no GPUs.
@@ -37,3 +39,20 @@ def test_a_large_set_with_distinct_keys() -> None:
     got = list(best_first(candidates, values[candidates]))
     assert got == candidates[np.argsort(-values[candidates], kind="stable")].tolist()
     assert values[got[0]] == values[candidates].max()
+
+
+@pytest.mark.parametrize(("mask", "order", "last", "start", "expected"), [
+    ([1, 1, 1, 1], None, set(), 0, [0, 1, 2, 3]),
+    ([1, 1, 1, 1], None, set(), 1, [1, 2, 3, 0]),
+    ([1, 1, 1, 1], None, {1}, 1, [2, 3, 0, 1]),
+    ([1, 0, 1, 1], [1.0, 9.0, 2.0, 3.0], set(), 5, [3, 2, 0]),
+    ([1, 1, 1, 1], [1.0, 9.0, 2.0, 3.0], {1, 3}, 0, [2, 0, 1, 3]),
+    ([1, 1, 1, 1], [5.0, 5.0, 5.0, 5.0], {0}, 0, [1, 2, 3, 0]),
+    ([0, 1, 0, 0], [1.0, 2.0, 3.0, 4.0], {1}, 0, [1]),
+])
+def test_candidates_best_first_with_the_visit_last_nodes_after(
+        mask: list[int], order: list[float] | None, last: set[int], start: int,
+        expected: list[int]) -> None:
+    keys = None if order is None else np.array(order, dtype=np.float64)
+    got = visit_order.candidates(np.array(mask, dtype=bool), keys, last, start)
+    assert list(got) == expected

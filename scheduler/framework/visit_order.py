@@ -1,0 +1,60 @@
+"""The order in which the filters visit candidate nodes.
+
+Pure: the PreFilter's verdict (which nodes are left, an order key, nodes to visit last)
+and where the last cycle stopped in, positions out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Set
+
+import numpy as np
+import numpy.typing as npt
+
+#: Candidates sorted before the filters start; the rest only if the filters reject so many.
+HEAD = 256
+
+
+def best_first(candidates: npt.NDArray[np.int64],
+               keys: npt.NDArray[np.float64]) -> Iterator[int]:
+    """``candidates`` by ``keys``, highest first, ties by position: a stable sort of all
+    of them took 200 µs at 5,000 nodes, and the filters rarely look past the first
+    dozens, so the best ``HEAD`` are sorted first and the others only when reached."""
+    neg = -keys
+    if len(neg) > 2 * HEAD:
+        kth = np.partition(neg, HEAD)[HEAD]
+        head = neg < kth
+        # Of the keys equal to the boundary's, the first by position: on a cluster of
+        # alike nodes nearly all keys tie, and the head would be every candidate.
+        ties = np.flatnonzero(neg == kth)
+        head[ties[: HEAD + 1 - int(np.count_nonzero(head))]] = True
+        # Every key of the head sorts before every other: together, one stable sort.
+        yield from candidates[head][np.argsort(neg[head], kind="stable")].tolist()
+        rest = ~head
+        yield from candidates[rest][np.argsort(neg[rest], kind="stable")].tolist()
+        return
+    yield from candidates[np.argsort(neg, kind="stable")].tolist()
+
+
+def candidates(mask: npt.NDArray[np.bool_], order: npt.NDArray[np.float64] | None,
+               last: Set[int], next_start: int) -> Iterable[int]:
+    """Positions left by ``mask``: best first by ``order``; without one, rotated to start at
+    ``next_start`` so that successive pods spread over the nodes. Positions in ``last``
+    come after all others, in the same order among themselves."""
+    found = np.flatnonzero(mask)
+    if len(found) > 1 and order is None and next_start:
+        start = next_start % len(found)
+        found = np.concatenate((found[start:], found[:start]))
+    later = None
+    if last and len(found) > 1:
+        later = np.isin(found, np.fromiter(last, dtype=found.dtype))
+    if order is not None and len(found) > 1:
+        if later is None or not later.any():
+            return best_first(found, order[found])
+        first, rest = found[~later], found[later]
+        return itertools.chain(best_first(first, order[first]), best_first(rest, order[rest]))
+    if later is not None:
+        found = np.concatenate((found[~later], found[later]))
+    positions: list[int] = found.tolist()
+    return positions
