@@ -59,8 +59,9 @@ def model(node: NodeInfo) -> str:
     return node.devices[0].model if node.devices else ""
 
 
-def pod_shape(pod: PodInfo, *, memory: bool = False) -> Shape:
-    """The pod as (CPU, share per GPU, GPU count[, memory]); several GPU containers add up."""
+def pod_shape(pod: PodInfo, *, memory: bool = False, models: bool = False) -> Shape:
+    """The pod as (CPU, share per GPU, GPU count[, memory][, the GPU models it accepts
+    and refuses]); several GPU containers add up."""
     cpu = pod.cpu_milli or DEFAULT_MILLI_CPU
     mib = pod.memory // MIB if memory else 0
     if pod.gpu is None or not pod.gpu.is_gpu_pod:
@@ -71,7 +72,10 @@ def pod_shape(pod: PodInfo, *, memory: bool = False) -> Shape:
         share = c.cores if c.cores > 0 else (c.memory_percent or 100)
         milli = max(milli, milli_of_percent(min(share, 100)))
         count += c.count
-    return Shape(cpu, milli, count, memory_mib=mib)
+    if not models:
+        return Shape(cpu, milli, count, memory_mib=mib)
+    selector = pod.gpu.choices.selector
+    return Shape(cpu, milli, count, selector.use_types, mib, selector.nouse_types)
 
 
 @dataclass
@@ -122,6 +126,38 @@ class NodeStates:
 
     def arrays(self, snapshot: Snapshot) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         return snapshot.column(self.state_column), snapshot.column(self.cpu_column)
+
+
+@dataclass
+class ModelCapacity:
+    """The cluster's GPUs per model, from two snapshot columns (a node's model, interned,
+    and its GPU count), for policies that weigh how scarce each model is."""
+
+    prefix: str
+
+    def __post_init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._names: list[str] = []
+
+    def _model_id(self, node: NodeInfo) -> int:
+        name = model(node)
+        found = self._ids.get(name)
+        if found is None:
+            found = self._ids[name] = len(self._names)
+            self._names.append(name)
+        return found
+
+    def columns(self) -> tuple[Column, Column]:
+        return (Column(f"{self.prefix}.model", np.int64, self._model_id, 0),
+                Column(f"{self.prefix}.gpus", np.int64, lambda n: len(n.devices), 0))
+
+    def of(self, snapshot: Snapshot) -> dict[str, int]:
+        """GPUs per model over the snapshot's nodes (removed positions count 0 GPUs)."""
+        ids = snapshot.column(f"{self.prefix}.model")
+        gpus = snapshot.column(f"{self.prefix}.gpus")
+        counts = np.bincount(ids, weights=gpus, minlength=len(self._names))
+        return {m: int(c) for m, c in zip(self._names, counts.tolist(), strict=True)
+                if m and c > 0}
 
 
 #: A learned workload is rebuilt once this many more pods were seen (and at least 5 %).
