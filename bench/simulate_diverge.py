@@ -26,6 +26,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from scheduler.host.scheduler import Decision, Scheduler  # noqa: E402
 from scheduler.placement import shares, stranding  # noqa: E402
+from scheduler.placement.demand import NodeKind  # noqa: E402
 from scheduler.placement.shapes import Shape  # noqa: E402
 from scheduler.simulate import bundled, mapping, policies  # noqa: E402
 from scheduler.simulate.arrivals import Arrivals, arrival_order  # noqa: E402
@@ -127,10 +128,8 @@ def main() -> int:
     pods = load_pods(args.pods) if args.pods else bundled.pods(args.variant)
     capacity = gpu_capacity_milli(nodes)
     workload = [trace_shape(p) for p in pods]
-    gpus: Counter[str] = Counter()
-    for node in nodes:
-        gpus[node.model] += node.gpus
-    load = stranding.workload(workload, {m: g for m, g in gpus.items() if g})
+    kinds = Counter(NodeKind(n.model, n.gpus, n.cpu_milli, n.memory_mib) for n in nodes)
+    load = stranding.workload(workload, kinds)
     frag = FragModel(typical_shapes(memory_free(workload)))
     lanes = []
     for name in (a_name, b_name):
@@ -162,9 +161,10 @@ def main() -> int:
                           + (measures(state, shape, load, frag) if state else "-"))
         arrived += pod.total_gpu_milli
         if arrived >= capacity and not summary:
-            summary = {lane.policy.name: {"idle_gpus_by_model": lane.idle_by_model(),
-                                          "failed": sum(lane.failed.values())}
-                       for lane in lanes}
+            summary = {lane.policy.name: {
+                "idle_gpus_by_model": lane.idle_by_model(), "failed": sum(lane.failed.values()),
+                "failed_by": {f"{k} {c}": n for (k, c), n in lane.failed.most_common()}}
+                for lane in lanes}
             for lane in lanes:
                 print(f"at 100 % arrived, {lane.policy.name}: idle GPUs by model "
                       f"{lane.idle_by_model()}; failed {sum(lane.failed.values())}: "

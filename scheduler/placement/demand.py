@@ -1,48 +1,91 @@
-"""How many tasks of each shape a GPU of each model should expect: how scarce a model is.
+"""The workload against the cluster: how scarce each task's GPUs are, and how much CPU and
+memory a GPU really needs when CPU-only tasks compete for them.
 
-A task that names the GPU models it accepts (``nvidia.com/use-gputype``, the trace's
-``gpu_spec``; or refuses some, ``nouse-gputype``) can use only those models' GPUs. When
-many tasks are pinned to a small model, each of its GPUs is wanted by more tasks than the
-average GPU, and a task that could run anywhere takes from them what a pinned task will
-miss.
+**Densities.** A task can use only some of the cluster's GPUs: those of the models it
+accepts (``nvidia.com/use-gputype``, the trace's ``gpu_spec``; not those it refuses,
+``nouse-gputype``) on nodes with enough GPUs, CPU and memory for it. When many tasks can
+use only a few GPUs (pinned to a small model, or needing eight GPUs and 120 CPUs), each of
+those GPUs is wanted by more tasks than the average GPU, and a task that could run
+anywhere takes from them what the others will miss. A task is taken to be as likely to ask
+for any GPU it could use: with ``C`` GPUs in the cluster and ``C(s)`` on the nodes that
+could hold a task of shape ``s`` alone, a GPU it could use sees ``1 / C(s)`` of its tasks
+against ``1 / C`` if every GPU were usable, and that ratio is the shape's *density*::
 
-A task of shape ``s`` is taken to be as likely to ask for any GPU it allows: with ``C_m``
-GPUs of model ``m``, ``C`` in all and ``C(A_s)`` on the models ``s`` allows, a GPU of an
-allowed model sees ``1 / C(A_s)`` of the shape's tasks, against ``1 / C`` if every GPU were
-allowed. That ratio is the shape's *density* on the model::
+    density(s, m) = C / C(s)  if s accepts model m,  else 0
 
-    density(s, m) = C / C(A_s)  if s allows m,  else 0
+A shape every node can hold has density 1 (the measure without constraints); one pinned
+to a model with a tenth of the GPUs has density 10. A model's GPUs then carry the claims
+of the tasks that need them on top of everyone else's, and a task that can go anywhere
+strands least where the fewest such tasks need the GPUs. (Sending the flexible demand
+where loads come out even instead, the split a perfect scheduler would reach, makes every
+model look equally costly to a flexible task and leaves to chance which scarce model fills
+first; see ``docs/fragmentation-constraints.md``.)
 
-A shape that allows every model has density 1 everywhere (the measure without
-constraints); one pinned to a model with a tenth of the GPUs has density 10 there. So a
-model's GPUs weigh the pinned tasks' claims on top of everyone else's, and a task that can
-go anywhere strands least where the fewest pinned tasks need the GPUs.
+**CPU and memory per GPU.** The measure feeds idle GPUs at the GPU tasks' CPU and memory
+per milli-GPU ``r``. CPU-only tasks bring ``q`` per milli-GPU of GPU demand; the cluster
+has ``K / G`` per milli-GPU, so ``K / G − r`` is spare. While ``q`` fits in the spare the
+CPU-only tasks take spare CPU and nothing changes; what does not fit is taken from the GPU
+tasks, so a GPU needs ``r + max(0, q − spare)``.
 
-Why not the split a perfect scheduler would reach (flexible tasks sent wherever loads
-come out even)? In that split every model is loaded alike and a flexible task finds every
-model equally costly, so which scarce model fills first is left to chance, and the pinned
-tasks that arrive after it fail. On the generated ``gpuspec33`` workload (tuning seeds
-1-3) the even split left 11.36 % of the GPUs unallocated, these densities 6.82 %, FGD
-11.13 %. Nothing here is tuned: the densities follow from the shapes and the cluster.
+Nothing here is tuned: every number follows from the workload and the cluster.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from scheduler.placement.shapes import Shape
+from scheduler.placement.shapes import MILLI, Shape
 
 
-def densities(shapes: Sequence[tuple[Shape, float]], capacity: Mapping[str, int]
+@dataclass(frozen=True, order=True)
+class NodeKind:
+    """What a node offers a task when empty: its GPU model and count, CPU and memory."""
+
+    model: str
+    gpus: int
+    milli_cpu: int
+    memory_mib: int
+
+    def holds(self, shape: Shape) -> bool:
+        """Whether a task of ``shape`` fits the node when nothing else runs there."""
+        return (self.gpus >= shape.gpus and self.milli_cpu >= shape.milli_cpu
+                and self.memory_mib >= shape.memory_mib
+                and (shape.gpus == 0 or shape.allows(self.model)))
+
+
+def densities(shapes: Sequence[tuple[Shape, float]], kinds: Mapping[NodeKind, int]
               ) -> dict[str, tuple[float, ...]]:
-    """Per model with GPUs, each of ``shapes``' density on it (see the module docstring);
-    empty when no shape names a model, which means density 1 wherever a shape is allowed."""
-    models = sorted(m for m, c in capacity.items() if c > 0)
-    if not models or not any(s.models or s.excluded for s, _ in shapes):
+    """Per GPU model of the cluster, each of ``shapes``' (GPU shapes') density on it, see
+    the module docstring; ``kinds`` counts the nodes of each kind."""
+    total = sum(k.gpus * n for k, n in kinds.items())
+    if total <= 0:
         return {}
-    total = sum(capacity[m] for m in models)
-    allowed = [[s.allows(m) for m in models] for s, _ in shapes]
-    reach = [sum(capacity[m] for m, ok in zip(models, row, strict=True) if ok)
-             for row in allowed]
-    return {m: tuple(total / r if row[j] else 0.0 for row, r in zip(allowed, reach, strict=True))
-            for j, m in enumerate(models)}
+    reach = [sum(k.gpus * n for k, n in kinds.items() if k.gpus and k.holds(s))
+             for s, _ in shapes]
+    models = sorted({k.model for k, n in kinds.items() if k.gpus and n})
+    return {m: tuple(total / r if r and s.allows(m) else 0.0
+                     for (s, _), r in zip(shapes, reach, strict=True)) for m in models}
+
+
+def per_milli(tasks: Sequence[Shape], kinds: Mapping[NodeKind, int]) -> tuple[float, float]:
+    """The CPU (milli) and memory (MiB) a milli-GPU of demand needs, CPU-only tasks' excess
+    over the cluster's spare included (the module docstring); (0, 0) without GPU tasks."""
+    gpu = [s for s in tasks if s.gpus and s.milli_gpu]
+    milli = sum(s.total_milli_gpu for s in gpu)
+    if not milli:
+        return 0.0, 0.0
+    cpu_only = [s for s in tasks if not (s.gpus and s.milli_gpu)]
+    capacity = sum(k.gpus * n for k, n in kinds.items()) * MILLI
+    cpu = _with_excess(sum(s.milli_cpu for s in gpu) / milli,
+                       sum(s.milli_cpu for s in cpu_only) / milli,
+                       sum(k.milli_cpu * n for k, n in kinds.items()) / max(capacity, 1))
+    memory = _with_excess(sum(s.memory_mib for s in gpu) / milli,
+                          sum(s.memory_mib for s in cpu_only) / milli,
+                          sum(k.memory_mib * n for k, n in kinds.items()) / max(capacity, 1))
+    return cpu, memory
+
+
+def _with_excess(need: float, others: float, has: float) -> float:
+    """``need`` plus what ``others`` take beyond the spare ``has − need`` (per milli-GPU)."""
+    return need + max(others - max(has - need, 0.0), 0.0) if has > 0 else need

@@ -19,6 +19,7 @@ from scheduler.framework.candidate import Candidate
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo, parse
 from scheduler.framework.snapshot import Column, Snapshot
+from scheduler.placement.demand import NodeKind
 from scheduler.placement.shapes import MILLI, Shape, milli_of_percent
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
@@ -128,36 +129,42 @@ class NodeStates:
         return snapshot.column(self.state_column), snapshot.column(self.cpu_column)
 
 
+def node_kind(node: NodeInfo) -> NodeKind:
+    return NodeKind(model(node), len(node.devices), node.static.alloc_cpu,
+                    node.static.alloc_memory // MIB)
+
+
 @dataclass
-class ModelCapacity:
-    """The cluster's GPUs per model, from two snapshot columns (a node's model, interned,
-    and its GPU count), for policies that weigh how scarce each model is."""
+class NodeKinds:
+    """How many nodes of each kind (GPU model and count, CPU, memory) the cluster has, from
+    a snapshot column of interned kinds, for policies that weigh the workload against the
+    cluster."""
 
     prefix: str
 
     def __post_init__(self) -> None:
-        self._ids: dict[str, int] = {}
-        self._names: list[str] = []
+        self._ids: dict[NodeKind, int] = {}
+        self._kinds: list[NodeKind] = []
 
-    def _model_id(self, node: NodeInfo) -> int:
-        name = model(node)
-        found = self._ids.get(name)
+    @property
+    def column(self) -> str:
+        return f"{self.prefix}.kind"
+
+    def _kind_id(self, node: NodeInfo) -> int:
+        kind = node_kind(node)
+        found = self._ids.get(kind)
         if found is None:
-            found = self._ids[name] = len(self._names)
-            self._names.append(name)
+            found = self._ids[kind] = len(self._kinds)
+            self._kinds.append(kind)
         return found
 
-    def columns(self) -> tuple[Column, Column]:
-        return (Column(f"{self.prefix}.model", np.int64, self._model_id, 0),
-                Column(f"{self.prefix}.gpus", np.int64, lambda n: len(n.devices), 0))
+    def columns(self) -> tuple[Column]:
+        return (Column(self.column, np.int64, self._kind_id, -1),)
 
-    def of(self, snapshot: Snapshot) -> dict[str, int]:
-        """GPUs per model over the snapshot's nodes (removed positions count 0 GPUs)."""
-        ids = snapshot.column(f"{self.prefix}.model")
-        gpus = snapshot.column(f"{self.prefix}.gpus")
-        counts = np.bincount(ids, weights=gpus, minlength=len(self._names))
-        return {m: int(c) for m, c in zip(self._names, counts.tolist(), strict=True)
-                if m and c > 0}
+    def of(self, snapshot: Snapshot) -> dict[NodeKind, int]:
+        ids = snapshot.column(self.column)
+        counts = np.bincount(ids[ids >= 0], minlength=len(self._kinds))
+        return {k: int(n) for k, n in zip(self._kinds, counts.tolist(), strict=True) if n}
 
 
 #: A learned workload is rebuilt once this many more pods were seen (and at least 5 %).

@@ -12,11 +12,13 @@ memory ``m``, and a workload of task shapes ``s`` with frequencies ``p_s``:
   shape fits ``Σ_i L_i // g_s`` times and a ``k_s``-GPU shape ``#{i: L_i ≥ g_s} // k_s``
   times;
 * ``d_s``: the shape's density on the node's GPU model (:mod:`scheduler.placement.demand`):
-  0 when the shape excludes the model, ``C / C(A_s)`` when it accepts only models with
-  ``C(A_s)`` of the cluster's ``C`` GPUs, 1 when it accepts any (so a GPU that pinned tasks
-  need weighs their claims on top of everyone else's);
-* ``mix``: the GPU the node's CPU and memory could feed at the workload's average CPU and
-  memory per milli-GPU: ``min(idle, c / r_c, m / r_m)``;
+  0 when the shape excludes the model, else ``C / C(s)`` with ``C`` the cluster's GPUs and
+  ``C(s)`` those on nodes that could hold the task alone (models it accepts, enough GPUs,
+  CPU and memory), so a GPU that few tasks can do without weighs their claims on top of
+  everyone else's; 1 for a task any node holds;
+* ``mix``: the GPU the node's CPU and memory could feed at the workload's CPU and memory
+  per milli-GPU: ``min(idle, c / r_c, m / r_m)``, where ``r`` is the GPU tasks' mean plus
+  what CPU-only tasks need beyond the cluster's spare (:func:`demand.per_milli`);
 * serviceable GPU ``U = Σ_s d_s × p_s × fill_s + mix``; stranded GPU ``F = idle − U``.
 
 A placement's cost is the growth of ``F``; :func:`scores_from_deltas` turns it into FGD's
@@ -71,16 +73,21 @@ class Workload:
         return tuple(1.0 if s.allows(model) else 0.0 for s, _ in self.gpu_shapes)
 
 
-def workload(shapes: Iterable[Shape], capacity: Mapping[str, int] | None = None) -> Workload:
+def workload(shapes: Iterable[Shape], kinds: Mapping[demand.NodeKind, int] | None = None
+             ) -> Workload:
     """Every distinct (CPU, GPU share, GPU count, models) shape with its frequency, each
     carrying the median memory of its tasks (memory varies too much to be part of a
-    shape), and the mean ratios over the GPU tasks; with the cluster's GPUs per model
-    (``capacity``), each shape's density per model."""
-    load = _frequencies(list(shapes))
-    if not capacity:
+    shape), and the mean ratios over the GPU tasks; with the cluster's nodes (``kinds``:
+    how many of each), each shape's density per model and the ratios CPU-only tasks leave
+    (:mod:`scheduler.placement.demand`)."""
+    tasks = list(shapes)
+    load = _frequencies(tasks)
+    if not kinds:
         return load
-    found = demand.densities(load.gpu_shapes, capacity)
-    return dataclasses.replace(load, density=tuple(sorted(found.items())))
+    cpu, memory = demand.per_milli(tasks, kinds)
+    return dataclasses.replace(
+        load, density=tuple(sorted(demand.densities(load.gpu_shapes, kinds).items())),
+        cpu_per_milli=cpu, memory_per_milli=memory)
 
 
 def _frequencies(tasks: list[Shape]) -> Workload:

@@ -18,8 +18,9 @@ or free memory changed since that shape was last scored.
 
 The workload is given (the simulator passes its trace) or learned from the pods the
 scheduler sees, with the GPU models each accepts (``use-gputype``, ``nouse-gputype``);
-the cluster's GPUs per model come from the snapshot, and the model is rebuilt when they
-change, since how scarce a model is for the tasks pinned to it depends on both.
+the cluster's nodes (how many of each GPU model and count, CPU and memory) come from the
+snapshot, and the model is rebuilt when they change, since how scarce a GPU is for the
+tasks that need it depends on both.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.placement import shares, stranding, stranding_tables
+from scheduler.placement.demand import NodeKind
 from scheduler.placement.shapes import MILLI, Shape, milli_of_percent
 
 #: Pod shapes whose node scores are kept between cycles (each holds four arrays per node).
@@ -59,8 +61,8 @@ class FragmentationAware:
 
     def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
         self._states = shares.NodeStates(self.name.lower())
-        self._gpus = shares.ModelCapacity(self.name.lower())
-        self._capacity: dict[str, int] = {}
+        self._kinds = shares.NodeKinds(self.name.lower())
+        self._cluster: dict[NodeKind, int] = {}
         self._cache: dict[Shape, _Scored] = {}
         self._shape: Shape | None = None
         self._set_workload(workload or ())
@@ -74,7 +76,7 @@ class FragmentationAware:
         self._set_model()
 
     def _set_model(self) -> None:
-        load = stranding.workload(self._shapes, self._capacity)
+        load = stranding.workload(self._shapes, self._cluster)
         self._model = stranding_tables.StrandingModel(load, self._states.states)
         self._cache.clear()
 
@@ -94,13 +96,13 @@ class FragmentationAware:
     # -- framework -------------------------------------------------------------------------
 
     def columns(self) -> Sequence[Column]:
-        return (*self._states.columns(), *self._gpus.columns())
+        return (*self._states.columns(), *self._kinds.columns())
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        capacity = self._gpus.of(snapshot)
-        if capacity != self._capacity:
-            self._capacity = capacity  # nodes came or went: how scarce each model is
+        cluster = self._kinds.of(snapshot)
+        if cluster != self._cluster:
+            self._cluster = cluster  # nodes came or went: what is scarce has changed
             self._set_model()
         shape = self._shape_of(pod)
         self._shape = shape
