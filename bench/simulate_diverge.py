@@ -35,7 +35,7 @@ from scheduler.simulate.baselines.fragmentation import (  # noqa: E402
     memory_free,
     typical_shapes,
 )
-from scheduler.simulate.replay import EPOCH, trace_shape  # noqa: E402
+from scheduler.simulate.replay import EPOCH, tie_order, trace_shape  # noqa: E402
 from scheduler.simulate.trace import (  # noqa: E402
     TraceNode,
     TracePod,
@@ -54,7 +54,7 @@ class Lane:
         config = self.policy.config()
         self.config = config
         self.cluster = MemoryCluster(copy_objects=False)
-        for node in nodes:
+        for node in tie_order(nodes, arrivals.node_perm):
             self.cluster.create("nodes", mapping.node_object(node, EPOCH))
         self.sched = Scheduler(config, self.cluster, clock=lambda: EPOCH,
                                registry=self.policy.registry(workload, arrivals.rng))
