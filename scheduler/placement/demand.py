@@ -35,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from scheduler.placement.shapes import MILLI, Shape
 
 
@@ -58,14 +60,27 @@ def densities(shapes: Sequence[tuple[Shape, float]], kinds: Mapping[NodeKind, in
               ) -> dict[str, tuple[float, ...]]:
     """Per GPU model of the cluster, each of ``shapes``' (GPU shapes') density on it, see
     the module docstring; ``kinds`` counts the nodes of each kind."""
-    total = sum(k.gpus * n for k, n in kinds.items())
-    if total <= 0:
+    gpu_kinds = [(k, n) for k, n in kinds.items() if k.gpus and n]
+    if not gpu_kinds:
         return {}
-    reach = [sum(k.gpus * n for k, n in kinds.items() if k.gpus and k.holds(s))
-             for s, _ in shapes]
-    models = sorted({k.model for k, n in kinds.items() if k.gpus and n})
-    return {m: tuple(total / r if r and s.allows(m) else 0.0
-                     for (s, _), r in zip(shapes, reach, strict=True)) for m in models}
+    models = sorted({k.model for k, _ in gpu_kinds})
+    # A real cluster has as many kinds as allocatable values; one array operation each.
+    gpus = np.asarray([k.gpus for k, _ in gpu_kinds], dtype=np.int64)
+    cpu = np.asarray([k.milli_cpu for k, _ in gpu_kinds], dtype=np.int64)
+    memory = np.asarray([k.memory_mib for k, _ in gpu_kinds], dtype=np.int64)
+    model_of = np.asarray([models.index(k.model) for k, _ in gpu_kinds], dtype=np.int64)
+    total_of = gpus * np.asarray([n for _, n in gpu_kinds], dtype=np.int64)
+    allows = np.asarray([[s.allows(m) for m in models] for s, _ in shapes],
+                        dtype=np.bool_).reshape(len(shapes), len(models))
+    holds = ((gpus[None, :] >= np.asarray([s.gpus for s, _ in shapes])[:, None])
+             & (cpu[None, :] >= np.asarray([s.milli_cpu for s, _ in shapes])[:, None])
+             & (memory[None, :] >= np.asarray([s.memory_mib for s, _ in shapes])[:, None])
+             & allows[:, model_of])
+    reach = (holds * total_of[None, :]).sum(axis=1)
+    total = float(sum(k.gpus * n for k, n in kinds.items()))
+    density = np.divide(total, reach, out=np.zeros(len(shapes)), where=reach > 0)
+    return {m: tuple(np.where(allows[:, j], density, 0.0).tolist())
+            for j, m in enumerate(models)}
 
 
 def per_milli(tasks: Sequence[Shape], kinds: Mapping[NodeKind, int]) -> tuple[float, float]:
