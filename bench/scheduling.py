@@ -1,6 +1,7 @@
 """Scheduler throughput, decision latency and memory on the openb node sets.
 
     python bench/scheduling.py [--runs 3] [--cpu N] [--pods N] [--nodes-to-score N]
+                               [--constrained FRACTION]
 
 For each node set (the 1,213 GPU nodes of the Alibaba openb trace, and a synthetic
 1,000 nodes × 8 GPUs) the pods of ``openb_pod_list_default.csv`` are created in trace
@@ -17,6 +18,11 @@ node would stay gated after its first GPU pod.
   rate; the deployment binds on other threads);
 * steps/s: ``schedule_one()`` as a whole, which also binds inline through the port;
 * peak RSS: after 10,000 pods are placed on the synthetic node set (its own process).
+
+With ``--constrained 0.2`` every fifth pod belongs to one of 40 replica groups and carries,
+by turns, required anti-affinity one per node, a hard zone spread (maxSkew 1) or a soft one,
+and the nodes are spread over four zones: the cost of InterPodAffinity and
+PodTopologySpread when they have work to do.
 
 Runs pinned to one CPU. Prints one line per run and, last, one JSON object with the
 medians over the runs.
@@ -96,6 +102,38 @@ def trace_pods(limit: int | None = None, suffix: str = "") -> list[dict[str, Any
             if limit is not None and len(out) >= limit:
                 break
     return out
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def zoned(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for i, node in enumerate(nodes):
+        node["metadata"]["labels"][ZONE] = f"zone-{i % 4}"
+    return nodes
+
+
+def constrain(pods: list[dict[str, Any]], fraction: float) -> list[dict[str, Any]]:
+    """Give ``fraction`` of the pods (evenly spaced) a group label and, by turns, one of
+    the rules of Deployments: anti-affinity per node, hard or soft zone spread."""
+    if fraction <= 0:
+        return pods
+    step = max(1, round(1 / fraction))
+    for i in range(0, len(pods), step):
+        k = i // step
+        group = {"app": f"group-{k % 40}"}
+        pod = pods[i]
+        pod["metadata"]["labels"] = group
+        if k % 3 == 0:
+            pod["spec"]["affinity"] = {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": group},
+                    "topologyKey": "kubernetes.io/hostname"}]}}
+        else:
+            pod["spec"]["topologySpreadConstraints"] = [{
+                "maxSkew": 1, "topologyKey": ZONE, "labelSelector": {"matchLabels": group},
+                "whenUnsatisfiable": "DoNotSchedule" if k % 3 == 1 else "ScheduleAnyway"}]
+    return pods
 
 
 def make(nodes: list[dict[str, Any]], nodes_to_score: int) -> tuple[Scheduler, MemoryCluster]:
@@ -206,17 +244,22 @@ def main() -> int:
                         default=SchedulerConfig().nodes_to_score)
     parser.add_argument("--memory-target", type=int, default=10_000)
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--constrained", type=float, default=0.0,
+                        help="fraction of pods with anti-affinity or topology spread")
     args = parser.parse_args()
     cpu = pin(args.cpu)
     if args.memory_only:
         print(json.dumps(memory_run(args.memory_target, args.nodes_to_score)))
         return 0
     sets = {"openb-1213": openb_nodes(), "synthetic-1000x8": synthetic_nodes()}
+    if args.constrained:
+        sets = {name: zoned(nodes) for name, nodes in sets.items()}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in sets}
     memory: list[dict[str, Any]] = []
     for run in range(args.runs):
         for name, nodes in sets.items():
-            result = run_set(name, nodes, trace_pods(args.pods), args.nodes_to_score)
+            pods = constrain(trace_pods(args.pods), args.constrained)
+            result = run_set(name, nodes, pods, args.nodes_to_score)
             results[name].append(result)
             print(json.dumps({"run": run, **result}), flush=True)
         out = subprocess.run(
@@ -227,7 +270,8 @@ def main() -> int:
         memory.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps({"run": run, **memory[-1]}), flush=True)
     summary: dict[str, Any] = {"runs": args.runs, "cpu": cpu,
-                               "nodes_to_score": args.nodes_to_score}
+                               "nodes_to_score": args.nodes_to_score,
+                               "constrained": args.constrained}
     for name, rows in results.items():
         summary[name] = {key: statistics.median(r[key] for r in rows)
                          for key in rows[0] if isinstance(rows[0][key], (int, float))}

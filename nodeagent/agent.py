@@ -14,12 +14,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nodeagent import grants, virtual
+from nodeagent import grants, progress, virtual
 from nodeagent.allocator import Allocator
 from nodeagent.discovery import Discovery, GpuFacts
 from nodeagent.health import HealthTracker
 from nodeagent.metrics import Metrics, MetricsServer, Sources
 from nodeagent.plugin import DeviceList, DevicePluginService
+from nodeagent.podresources import (
+    KubeletView,
+    Mismatch,
+    PodResourcesClient,
+    PodResourcesWatch,
+)
 from nodeagent.pods import InFlight
 from nodeagent.server import PluginServer
 from nodeagent.writer import InventoryPublisher, PhaseWriter
@@ -28,11 +34,15 @@ from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
-from vgpu.errors import ConfigError
+from vgpu.errors import ClusterError, ConfigError
+from vgpu.pods import pod_key
 
 _log = logs.get("vgpu.nodeagent")
 
 ENDPOINT = "vgpu.sock"
+#: How long after a GetPreferredAllocation or Allocate call the kubelet's pod resources
+#: are not read (a kubelet may admit the next container of the pod at once).
+ADMISSION_QUIET_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -74,23 +84,35 @@ class NodeAgent:
         self.informer: Informer | None = None
         self.phases: PhaseWriter | None = None
         if port is not None:
-            self.inflight = InFlight()
-            self.informer = Informer(port, "pods", self.inflight.on_pod,
+            self.inflight = InFlight(progress.ProgressFile(
+                progress.path_in(config.nodeagent.device_plugin_dir)))
+            self.informer = Informer(port, "pods", self._on_pod,
                                      Selector(node_name=self.node),
                                      watch_timeout=options.watch_timeout)
             self.phases = PhaseWriter(port)
         self.publisher = InventoryPublisher(port, self.node,
                                             config.nodeagent.heartbeat_seconds)
+        self.pod_resources: PodResourcesWatch | None = None
+        if port is not None and config.nodeagent.pod_resources_socket:
+            self.pod_resources = PodResourcesWatch(
+                PodResourcesClient(config.nodeagent.pod_resources_socket), self.resource_name,
+                self._known_uuids, self._pods, report=self._report_mismatch,
+                quiet=self._admission_quiet)
+        self.metrics = Metrics(Sources(gpus=self._gpu_health, samples=discovery.samples,
+                                       pods=self._pods, registered=self._registered,
+                                       kubelet=self._kubelet_view))
         self.allocator = Allocator(config, self.node, self.inflight, self.phases,
                                    self._known_uuids,
-                                   wait_seconds=config.nodeagent.allocate_wait_seconds)
-        self.metrics = Metrics(Sources(gpus=self._gpu_health, samples=discovery.samples,
-                                       pods=self._pods, registered=self._registered))
+                                   wait_seconds=config.nodeagent.allocate_wait_seconds,
+                                   on_complete=self.metrics.observe_bind_to_allocate)
         self.service = DevicePluginService(self.devices, self.allocator, self._stop,
                                            observe=self.metrics.observe_allocate)
         self.server = PluginServer(self.service, config.nodeagent.device_plugin_dir,
                                    options.endpoint, self.resource_name)
         self.metrics_server: MetricsServer | None = None
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        self.allocator.on_pod(old, new)
 
     # -- views -----------------------------------------------------------------------------
 
@@ -107,6 +129,29 @@ class NodeAgent:
 
     def _registered(self) -> bool:
         return self.server.registered.is_set()
+
+    def _admission_quiet(self) -> bool:
+        """No pod of ours in allocation and no admission call lately (podresources.py:
+        a pod-resources read during an admission can crash a kubelet)."""
+        recent = time.monotonic() - self.service.last_admission < ADMISSION_QUIET_SECONDS
+        return not recent and not (self.inflight is not None and self.inflight.current())
+
+    def _kubelet_view(self) -> KubeletView | None:
+        return self.pod_resources.view if self.pod_resources is not None else None
+
+    def _report_mismatch(self, mismatch: Mismatch) -> None:
+        key = f"{mismatch.namespace}/{mismatch.pod}"
+        _log.warning("a container's GPUs in the kubelet differ from its assignment",
+                     pod=key, container=mismatch.container, kubelet=list(mismatch.kubelet),
+                     assigned=list(mismatch.assigned))
+        pod = next((p for p in self._pods() if pod_key(p) == key), None)
+        if pod is None or self.port is None:
+            return
+        try:
+            self.port.record_event(pod, "Warning", "GPUAssignmentMismatch", mismatch.message,
+                                   "vgpu-nodeagent")
+        except ClusterError as exc:
+            _log.warning("could not record the mismatch event", pod=key, error=str(exc))
 
     def inventory(self) -> NodeInventory:
         with self._lock:
@@ -163,6 +208,9 @@ class NodeAgent:
         self._spawn("inventory", self._inventory_loop)
         self._spawn("fault-watch",
                     lambda: self.discovery.watch_faults(self._on_fault, self._stop))
+        if self.pod_resources is not None:
+            watch, every = self.pod_resources, self.config.nodeagent.pod_resources_seconds
+            self._spawn("pod-resources", lambda: watch.run(self._stop, every))
         if self.options.metrics_port is not None:
             self.metrics_server = MetricsServer(self.metrics.registry, self.healthz,
                                                 self.options.metrics_port,

@@ -10,22 +10,24 @@ opens instead of waiting for its timeout.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import os
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from nodeagent import grants, matching, preferred
-from nodeagent.pods import InFlight, uid_of
+from nodeagent.pods import InFlight, is_allocating, uid_of
 from nodeagent.virtual import physical_uuid
 from nodeagent.writer import PhaseUpdate, PhaseWriter
 from vgpu import logs
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_FAILED, PHASE_SUCCESS
 from vgpu.cluster.port import Obj
-from vgpu.codecs import Assignment, decode_assignment
+from vgpu.codecs import Assignment, bind_time, decode_assignment
 from vgpu.config import Config
 from vgpu.errors import CodecError, VgpuError
 from vgpu.pods import annotations_of, container_names, pod_key
+from vgpu.records import ALLOCATION, Allocation, encode_allocation
 
 _log = logs.get("vgpu.nodeagent.allocate")
 
@@ -46,7 +48,9 @@ class AllocateError(VgpuError):
 class Allocator:
     def __init__(self, config: Config, node: str, inflight: InFlight | None,
                  phases: PhaseWriter | None, known_gpus: Callable[[], Collection[str]],
-                 *, wait_seconds: float = 5.0, prepare_host_dirs: bool = True) -> None:
+                 *, wait_seconds: float = 5.0, prepare_host_dirs: bool = True,
+                 on_complete: Callable[[float], None] | None = None,
+                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
         self._config = config
         self._node = node
         self._inflight = inflight
@@ -54,6 +58,9 @@ class Allocator:
         self._known_gpus = known_gpus
         self._wait = wait_seconds
         self._prepare_host_dirs = prepare_host_dirs
+        # Told the bind-to-Allocate seconds of each pod this agent completes (a metric).
+        self._on_complete = on_complete
+        self._now = now
         # The kubelet calls one at a time; the lock keeps "match, then mark done" atomic
         # should it ever not.
         self._lock = threading.Lock()
@@ -86,11 +93,23 @@ class Allocator:
         self._report(pod, PHASE_FAILED, reason)
         return AllocateError(code, message)
 
-    def _report(self, pod: Obj, phase: str, reason: str | None = None) -> None:
+    def _report(self, pod: Obj, phase: str, reason: str | None = None,
+                extra: Mapping[str, str] | None = None) -> None:
         """Queue the pod's ``bind-phase`` patch (none without a cluster)."""
         if self._phases is not None:
             namespace, name = pod_key(pod).split("/", 1)
-            self._phases.submit(PhaseUpdate(namespace, name, phase, reason))
+            self._phases.submit(PhaseUpdate(namespace, name, phase, reason, extra or {}))
+
+    def _complete(self, pod: Obj, containers: Collection[str]) -> None:
+        """Mark the pod allocated, with the record ``vgpu why`` reads, in one patch."""
+        now = self._now()
+        bound = bind_time(annotations_of(pod))
+        seconds = None if bound is None else now.timestamp() - bound
+        if seconds is not None and self._on_complete is not None:
+            self._on_complete(seconds)
+        record = Allocation(now, self._node, tuple(sorted(containers)),
+                            grants.isolation(self._config), seconds)
+        self._report(pod, PHASE_SUCCESS, extra={ALLOCATION: encode_allocation(record)})
 
     def _assignment(self, pod: Obj) -> Assignment:
         raw = annotations_of(pod).get(ASSIGNMENT)
@@ -101,6 +120,28 @@ class Allocator:
             raise CodecError(f"its assignment is for node {assignment.node!r}, "
                              f"not this node {self._node!r}")
         return assignment
+
+    # -- the pod watch ---------------------------------------------------------------------
+
+    def on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        """Pod informer handler: index the pod; and close a pod whose every container a
+        previous run of this agent served but that it did not live to mark (the kubelet
+        will not call again for it)."""
+        if self._inflight is None:
+            return
+        self._inflight.on_pod(old, new)
+        if new is None or not is_allocating(new):
+            return
+        done = self._inflight.done(new)
+        if not done:
+            return
+        try:
+            finished = matching.all_done(self._assignment(new), done)
+        except CodecError:
+            return
+        if finished and self._inflight.finish(new):
+            _log.info("allocated before a restart; marking it", pod=pod_key(new))
+            self._complete(new, done)
 
     # -- Allocate --------------------------------------------------------------------------
 
@@ -147,7 +188,7 @@ class Allocator:
                 self._make_cache_dir(uid, item.container)
         _log.info("allocated", pod=pod_key(pod), containers=list(names), complete=finished)
         if finished:
-            self._report(pod, PHASE_SUCCESS)
+            self._complete(pod, self._inflight.done(pod))
         return result
 
     def _make_cache_dir(self, pod_uid: str, container: str) -> None:

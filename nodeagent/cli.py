@@ -33,6 +33,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="kubeconfig (default: in-cluster, then $KUBECONFIG, "
                              "then ~/.kube/config)")
+    parser.add_argument("--pod-resources-socket", metavar="PATH",
+                        help="the kubelet's pod-resources socket (default: "
+                             "nodeagent.podResourcesSocket, "
+                             "/var/lib/kubelet/pod-resources/kubelet.sock); '' turns the "
+                             "check off")
     config_cli.add_config_option(parser)
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="port of /metrics and /healthz (default: nodeagent.metricsPort, "
@@ -71,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     section = cfg.nodeagent
     if args.device_plugin_dir:
         section = dataclasses.replace(section, device_plugin_dir=args.device_plugin_dir)
+    if args.pod_resources_socket is not None:
+        section = dataclasses.replace(section, pod_resources_socket=args.pod_resources_socket)
     if args.metrics_port is not None:
         if not 0 <= args.metrics_port <= 65535:
             raise ConfigError(f"--metrics-port: {args.metrics_port} is not a port")

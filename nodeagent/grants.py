@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from vgpu.codecs import GrantedDevice
 from vgpu.config import Config
+from vgpu.records import Isolation
 
 #: Where the library and the preload list appear inside the container (HAMi's layout).
 LIBRARY_IN_CONTAINER = "/usr/local/vgpu/libvgpu.so"
@@ -108,3 +109,14 @@ def grant(devices: Sequence[GrantedDevice], *, pod_uid: str, container: str,
                             config=config),
         mounts=container_mounts(pod_uid=pod_uid, container=container, config=config),
     )
+
+
+def isolation(config: Config) -> Isolation:
+    """The isolation this node's containers get, as ``vgpu why`` shows it."""
+    library = config.nodeagent.hami_core_path
+    if library:
+        return Isolation("hami-core", True, f"HAMi-core environment; {library} preloaded "
+                         f"through {PRELOAD_IN_CONTAINER}")
+    return Isolation("none", False, "HAMi-core environment only (CUDA_DEVICE_MEMORY_LIMIT_<i>, "
+                     "CUDA_DEVICE_SM_LIMIT): nodeagent.hamiCorePath is not set, so nothing "
+                     "enforces the limits unless the container's image ships HAMi-core")

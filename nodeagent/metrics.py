@@ -15,7 +15,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from nodeagent.discovery import GpuFacts, GpuSample
-from vgpu import logs
+from nodeagent.podresources import KubeletView
+from vgpu import latency, logs
 from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
 from vgpu.pods import pod_key
@@ -63,6 +64,8 @@ class Sources:
     samples: Callable[[], Mapping[str, GpuSample]]
     pods: Callable[[], Sequence[Obj]]
     registered: Callable[[], bool]
+    #: The kubelet's pod-resources view; None while the check is off.
+    kubelet: Callable[[], KubeletView | None] = lambda: None
 
 
 class AgentCollector(Collector):
@@ -108,6 +111,29 @@ class AgentCollector(Collector):
                                        "kubelet")
         registered.add_metric([], 1 if self._sources.registered() else 0)
         yield registered
+        yield from _kubelet_metrics(self._sources.kubelet())
+
+
+def _kubelet_metrics(view: KubeletView | None) -> Iterator[Metric]:
+    if view is None:
+        return
+    up = GaugeMetricFamily("vgpu_nodeagent_pod_resources_up",
+                           "1 when the last read of the kubelet's pod-resources API worked")
+    up.add_metric([], 1 if view.up else 0)
+    devices = GaugeMetricFamily("vgpu_container_kubelet_devices",
+                                "Device IDs of the GPU the kubelet lists for the container "
+                                "(pod-resources API)", labels=_CONTAINER_LABELS)
+    for entry in view.devices:
+        counts: dict[str, int] = {}
+        for gpu in entry.gpus(view.known):
+            counts[gpu] = counts.get(gpu, 0) + 1
+        for gpu, count in sorted(counts.items()):
+            devices.add_metric([entry.namespace, entry.pod, entry.container, gpu], count)
+    mismatched = GaugeMetricFamily("vgpu_nodeagent_pod_resources_mismatches",
+                                   "Containers whose GPUs in the kubelet's pod resources "
+                                   "differ from their assignment")
+    mismatched.add_metric([], len(view.mismatches))
+    yield from (up, devices, mismatched)
 
 
 class Metrics:
@@ -123,10 +149,17 @@ class Metrics:
         self.allocations = Counter("vgpu_nodeagent_allocations",
                                    "Allocate calls answered, by result", ["result"],
                                    registry=self.registry)
+        self.bind_to_allocate = Histogram(latency.METRIC, latency.HELP, [latency.LABEL],
+                                          buckets=latency.BUCKETS, registry=self.registry
+                                          ).labels(latency.BIND_TO_ALLOCATE)
 
     def observe_allocate(self, seconds: float, ok: bool) -> None:
         self.allocate_seconds.observe(seconds)
         self.allocations.labels(result="success" if ok else "error").inc()
+
+    def observe_bind_to_allocate(self, seconds: float) -> None:
+        # Two machines' clocks: skew can make it negative; zero is the honest floor.
+        self.bind_to_allocate.observe(max(seconds, 0.0))
 
 
 Health = Check

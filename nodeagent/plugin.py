@@ -79,6 +79,8 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
         self._stopping = stopping
         self._observe = observe
         self._tick = stream_tick
+        #: ``time.monotonic()`` of the last GetPreferredAllocation or Allocate call.
+        self.last_admission = 0.0
 
     def GetDevicePluginOptions(self, request: api_pb2.Empty,
                                context: Any) -> api_pb2.DevicePluginOptions:
@@ -98,6 +100,7 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
 
     def GetPreferredAllocation(self, request: api_pb2.PreferredAllocationRequest,
                                context: Any) -> api_pb2.PreferredAllocationResponse:
+        self.last_admission = time.monotonic()
         responses = []
         matched: list[str] = []
         for req in request.container_requests:
@@ -111,6 +114,7 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
 
     def Allocate(self, request: api_pb2.AllocateRequest,
                  context: Any) -> api_pb2.AllocateResponse:
+        self.last_admission = time.monotonic()
         start = time.perf_counter()
         ok = False
         try:

@@ -2,8 +2,9 @@
 
 Allocate must not cost an API round trip, so the agent keeps an :class:`Informer` over the
 pods bound to its node and indexes those in ``vgpu.io/bind-phase: allocating`` as events
-arrive. It also remembers which containers of such a pod were already allocated, and which
-pods it finished but whose phase patch the watch has not shown yet.
+arrive. It also remembers which containers of such a pod were already allocated (on disk
+too, :mod:`nodeagent.progress`, so a restarted agent carries on), and which pods it
+finished but whose phase patch the watch has not shown yet.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 import time
 from collections.abc import Collection
 
+from nodeagent.progress import ProgressFile
 from vgpu.annotations import PHASE_ALLOCATING
 from vgpu.cluster.port import Obj
 from vgpu.codecs import bind_time
@@ -36,10 +38,11 @@ def _bind_order(pod: Obj) -> tuple[float, str]:
 class InFlight:
     """Index of allocating pods plus the agent's own progress on them; thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: ProgressFile | None = None) -> None:
         self._cond = threading.Condition()
         self._allocating: dict[str, Obj] = {}
-        self._done: dict[str, set[str]] = {}
+        self._progress = progress
+        self._done: dict[str, set[str]] = progress.load() if progress is not None else {}
         self._finished: set[str] = set()
 
     # -- informer handler ------------------------------------------------------------------
@@ -96,11 +99,24 @@ class InFlight:
     # -- progress --------------------------------------------------------------------------
 
     def mark_done(self, pod: Obj, containers: Collection[str]) -> None:
+        """Record served containers; saved before the caller answers the kubelet."""
         with self._cond:
-            self._done.setdefault(uid_of(pod), set()).update(containers)
+            uid = uid_of(pod)
+            self._done.setdefault(uid, set()).update(containers)
+            if self._progress is None:
+                return
+            # Entries of pods no longer allocating (finished, deleted while the agent was
+            # down) are dropped here rather than on every watch event.
+            live = {uid_of(p) for p in self._allocating.values()} | {uid}
+            self._progress.save({u: names for u, names in self._done.items() if u in live})
 
-    def finish(self, pod: Obj) -> None:
-        """The agent wrote (or is writing) this pod's final phase: stop offering it."""
+    def finish(self, pod: Obj) -> bool:
+        """The agent wrote (or is writing) this pod's final phase: stop offering it.
+        False when it had finished the pod already."""
         with self._cond:
-            self._finished.add(uid_of(pod))
+            uid = uid_of(pod)
+            if uid in self._finished:
+                return False
+            self._finished.add(uid)
             self._cond.notify_all()
+            return True

@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vgpu import logs
 from vgpu.annotations import BIND_PHASE, BIND_REASON, NODE_GPUS, NODE_HEARTBEAT
@@ -35,6 +35,8 @@ class PhaseUpdate:
     name: str
     phase: str
     reason: str | None = None
+    #: More annotations for the same patch (the allocation record).
+    extra: Mapping[str, str] = field(default_factory=dict)
 
 
 class PhaseWriter:
@@ -61,7 +63,7 @@ class PhaseWriter:
 
     def write(self, update: PhaseUpdate, stop: threading.Event) -> bool:
         annotations: Mapping[str, str | None] = {BIND_PHASE: update.phase,
-                                                  BIND_REASON: update.reason}
+                                                  BIND_REASON: update.reason, **update.extra}
         backoff = 0.05
         for attempt in range(1, self._max_attempts + 1):
             try:

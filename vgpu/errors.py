@@ -49,6 +49,11 @@ class InvalidError(ClusterError):
     because it cannot apply (a namespace on a cluster-scoped resource, say)."""
 
 
+class EvictionRefusedError(ClusterError):
+    """An eviction the API server refused (HTTP 429): a PodDisruptionBudget allows no
+    disruption of the pod now."""
+
+
 class GoneError(ClusterError):
     """A watch resourceVersion is too old (HTTP 410); the caller must re-list."""
 

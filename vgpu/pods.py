@@ -52,6 +52,11 @@ def is_terminated(pod: Mapping[str, Any]) -> bool:
     return isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES
 
 
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod is being deleted (``metadata.deletionTimestamp`` is set)."""
+    return bool(_meta(pod).get("deletionTimestamp"))
+
+
 def bind_phase(pod: Mapping[str, Any]) -> str | None:
     """``vgpu.io/bind-phase``: allocating, success, failed, or None when unset."""
     phase = annotations_of(pod).get(BIND_PHASE)
@@ -72,6 +77,13 @@ class ContainerRef:
     def name(self) -> str | None:
         name = self.container.get("name") if isinstance(self.container, Mapping) else None
         return name if isinstance(name, str) and name else None
+
+    @property
+    def sidecar(self) -> bool:
+        """An init container with ``restartPolicy: Always``: it keeps running beside the
+        app containers (Kubernetes' sidecar containers), so what it takes adds to theirs."""
+        return self.init and isinstance(self.container, Mapping) and (
+            self.container.get("restartPolicy") == "Always")
 
 
 def containers(pod: Mapping[str, Any]) -> Iterator[ContainerRef]:

@@ -11,7 +11,7 @@ from vgpu import logs
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import connect
-from webhook.gpus import GpuView
+from webhook.denials import DenialRecorder
 from webhook.server import WebhookServer
 from webhook.tls import CertReloader
 from webhook.watch import no_cluster, watch_nodes
@@ -53,20 +53,18 @@ def run(args: argparse.Namespace) -> int:
     tls = CertReloader(args.cert_file, args.key_file)
     stop = threading.Event()
     try:
-        view = _view(args.kubeconfig, stop)
+        cluster = connect(args.kubeconfig, required=bool(args.kubeconfig))
+        view = watch_nodes(cluster, stop) if cluster is not None else no_cluster()
+        denials = DenialRecorder(cluster) if cluster is not None else None
         server = WebhookServer(cfg, view, tls, host=args.address,
                                port=_port(args.port, "--port"),
                                metrics_port=_port(args.metrics_port, "--metrics-port"),
-                               reload_interval=cfg.webhook.cert_reload_seconds)
+                               reload_interval=cfg.webhook.cert_reload_seconds,
+                               denials=denials)
         asyncio.run(_serve(server))
     finally:
         stop.set()
     return 0
-
-
-def _view(kubeconfig: str | None, stop: threading.Event) -> GpuView:
-    port = connect(kubeconfig, required=bool(kubeconfig))
-    return watch_nodes(port, stop) if port is not None else no_cluster()
 
 
 async def _serve(server: WebhookServer) -> None:

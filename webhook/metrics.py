@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from vgpu import latency
+
 #: skipped: not a GPU pod creation; unchanged: GPU pod needing no patch; mutated; denied;
 #: invalid: not an AdmissionReview (HTTP 400); error: a bug, answered as a denial.
 OUTCOMES = ("skipped", "unchanged", "mutated", "denied", "invalid", "error")
@@ -23,6 +25,9 @@ class Metrics:
         self.latency = Histogram("vgpu_webhook_request_duration_seconds",
                                  "Time from request received to answer ready",
                                  buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.decision = Histogram(latency.METRIC, latency.HELP, [latency.LABEL],
+                                  buckets=latency.BUCKETS, registry=self.registry
+                                  ).labels(latency.WEBHOOK_DECISION)
         reloads = Counter("vgpu_webhook_certificate_reloads",
                           "Certificate reloads after the files changed, by result",
                           ["result"], registry=self.registry)

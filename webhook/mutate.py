@@ -28,6 +28,7 @@ from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
 from vgpu.errors import RequestError
 from vgpu.pods import containers
+from vgpu.records import ADMISSION, encode_admission
 from vgpu.requests import (
     ContainerRequest,
     PodRequest,
@@ -36,7 +37,7 @@ from vgpu.requests import (
     privileged_gpu_containers,
 )
 from webhook.gpus import ClusterGpus
-from webhook.patch import Op, add, update_mapping
+from webhook.patch import Op, add, describe, update_mapping
 
 Outcome = Literal["skipped", "unchanged", "mutated", "denied"]
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -195,14 +196,20 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
         ops.extend(_container_ops(f"/spec/{ref.key}/{ref.position}/resources", container,
                                   request, mib, config))
 
+    if not ops:
+        return ops
+    records = {}
     if resolved:
-        record = json.dumps(resolved, separators=(",", ":"), sort_keys=True)
-        metadata = pod.get("metadata")
-        if not isinstance(metadata, Mapping):
-            ops.append(add("/metadata", {"annotations": {GPUMEM_PERCENTAGE: record}}))
-        else:
-            annotations = metadata.get("annotations")
-            desired = dict(annotations) if isinstance(annotations, Mapping) else {}
-            desired[GPUMEM_PERCENTAGE] = record
-            ops.extend(update_mapping("/metadata/annotations", annotations, desired))
+        records[GPUMEM_PERCENTAGE] = json.dumps(resolved, separators=(",", ":"),
+                                                sort_keys=True)
+    # What this patch changes, for `vgpu why`: part of the same patch, so it costs nothing.
+    records[ADMISSION] = encode_admission(describe(ops, pod))
+    metadata = pod.get("metadata")
+    if not isinstance(metadata, Mapping):
+        ops.append(add("/metadata", {"annotations": records}))
+    else:
+        annotations = metadata.get("annotations")
+        desired = dict(annotations) if isinstance(annotations, Mapping) else {}
+        desired.update(records)
+        ops.extend(update_mapping("/metadata/annotations", annotations, desired))
     return ops

@@ -9,6 +9,7 @@ operations that get there, creating the mapping when it is missing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,3 +47,31 @@ def update_mapping(path: str, current: Any, desired: Mapping[str, Any]) -> list[
         if key not in current or current[key] != value
     )
     return ops
+
+
+def _step(token: str) -> str:
+    token = token.replace("~1", "/").replace("~0", "~")
+    return f"[{token}]" if "/" in token or "." in token else f".{token}"
+
+
+def describe(ops: list[Op], pod: Mapping[str, Any]) -> list[str]:
+    """One line per operation, for the ``vgpu.io/admission`` record: the path as a person
+    reads it (containers by name, not position) and the value written."""
+    spec = pod.get("spec")
+    lines = []
+    for op in ops:
+        tokens = op["path"].lstrip("/").split("/")
+        if (len(tokens) > 2 and tokens[0] == "spec" and isinstance(spec, Mapping)
+                and tokens[1] in ("containers", "initContainers") and tokens[2].isdigit()):
+            items = spec.get(tokens[1]) or []
+            index = int(tokens[2])
+            name = items[index].get("name", index) if index < len(items) else index
+            where = f"{tokens[1]}[{name}]" + "".join(_step(t) for t in tokens[3:])
+        else:
+            where = "".join(_step(t) for t in tokens).lstrip(".")
+        if op["op"] == "remove":
+            lines.append(f"{where}: removed")
+            continue
+        value = json.dumps(op["value"], separators=(",", ":"), sort_keys=True)
+        lines.append(f"{where}: {value if len(value) <= 80 else value[:77] + '...'}")
+    return lines

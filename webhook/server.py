@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vgpu import logs
 from vgpu.config import Config
+from webhook.denials import DenialRecorder
 from webhook.gpus import GpuView
 from webhook.metrics import Metrics
 from webhook.mutate import Decision, decide
@@ -48,7 +49,8 @@ class WebhookServer:
 
     def __init__(self, config: Config, view: GpuView, tls: CertReloader, *, host: str = "",
                  port: int | None = None, metrics_port: int | None = None,
-                 reload_interval: float = 10.0, metrics: Metrics | None = None) -> None:
+                 reload_interval: float = 10.0, metrics: Metrics | None = None,
+                 denials: DenialRecorder | None = None) -> None:
         self.config = config
         self.view = view
         self.tls = tls
@@ -57,6 +59,7 @@ class WebhookServer:
         self.metrics_port = config.webhook.metrics_port if metrics_port is None else metrics_port
         self.reload_interval = reload_interval
         self.metrics = metrics or Metrics()
+        self.denials = denials
         self._runners: list[web.AppRunner] = []
         self._watch: asyncio.Task[None] | None = None
 
@@ -89,13 +92,21 @@ class WebhookServer:
             # audit log records patches, and a log line per admission costs more CPU
             # than the decision itself.
             if decision.outcome == "denied":
-                log.info("pod denied", **review.describe(), message=decision.message)
+                who = review.describe()
+                log.info("pod denied", **who, message=decision.message)
+                if self.denials is not None:
+                    self.denials.record(who["namespace"], who["pod"].rstrip("*"),
+                                        decision.message)
             elif decision.outcome == "mutated":
                 log.debug("pod mutated", **review.describe(), operations=len(decision.patch))
             return web.Response(body=answer(review.uid, decision), content_type=JSON)
         finally:
+            seconds = time.perf_counter() - started
             self.metrics.outcome[outcome].inc()
-            self.metrics.latency.observe(time.perf_counter() - started)
+            self.metrics.latency.observe(seconds)
+            if outcome not in ("skipped", "invalid"):
+                # A GPU pod's step; pods passed through untouched are no part of its path.
+                self.metrics.decision.observe(seconds)
 
     # -- operations port -------------------------------------------------------------------
 

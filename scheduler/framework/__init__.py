@@ -9,13 +9,9 @@ builds a profile from the configuration.
 
 from __future__ import annotations
 
+from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
 from scheduler.framework.diagnosis import Diagnosis
-from scheduler.framework.interfaces import (
-    ClusterEvent,
-    CycleState,
-    Handle,
-    PreFilterResult,
-)
+from scheduler.framework.interfaces import Handle
 from scheduler.framework.runtime import Framework, ScheduleResult
 from scheduler.framework.status import SKIP, SUCCESS, WAIT, Code, Status
 

@@ -10,20 +10,18 @@ a node whose state did not change.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from scheduler.framework.cycle import CycleState
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Code, Status, error
-
-if TYPE_CHECKING:
-    from scheduler.framework.interfaces import CycleState
 
 #: How long, and for how many pod shapes, per-node failure reasons are reused.
 DIAGNOSIS_MEMO_SECONDS = 5.0
@@ -43,6 +41,9 @@ class Diagnosis:
     #: A failure that concerns the pod rather than nodes (a PreFilter rejection).
     pod_status: Status | None = None
     groups: list[tuple[Status, int]] = field(default_factory=list)
+    #: What the PostFilter plugins said (preemption under way, or why it cannot help);
+    #: the summary ends with it, as kube-scheduler's FailedScheduling message does.
+    post_filter_message: str = ""
 
     def counted(self) -> list[tuple[Status, int]]:
         """Every distinct status with the number of nodes that gave it."""
@@ -62,6 +63,36 @@ class Diagnosis:
         if self.pod_status is not None and self.pod_status.plugin:
             plugins.add(self.pod_status.plugin)
         return plugins
+
+
+NO_NODES = "no nodes available to schedule pods"
+
+
+def summarize(diagnosis: Diagnosis) -> str:
+    """``0/12 nodes are available: 7 insufficient GPU memory, 5 GPU type excluded.``
+
+    Each node counts once per distinct reason it gave; reasons are sorted by how many
+    nodes gave them, then alphabetically, so the message is stable across attempts. The
+    PostFilter's word follows (``preemption: ...``).
+    """
+    if diagnosis.total == 0:
+        # kube-scheduler's words for an empty cluster, before any plugin runs.
+        return NO_NODES
+    head = f"0/{diagnosis.total} nodes are available"
+    if diagnosis.pod_status is not None:
+        reason = diagnosis.pod_status.message or diagnosis.pod_status.code.name.lower()
+        text = f"{head}: {reason.rstrip('.')}."
+    else:
+        counts: Counter[str] = Counter()
+        for status, n in diagnosis.counted():
+            for reason in dict.fromkeys(status.reasons or (status.code.name.lower(),)):
+                counts[reason] += n
+        parts = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        text = f"{head}: " + ", ".join(f"{n} {r}" for r, n in parts) + "." if parts \
+            else f"{head}."
+    if diagnosis.post_filter_message:
+        text += f" {diagnosis.post_filter_message.rstrip('.')}."
+    return text
 
 
 def run_filters(state: CycleState, pod: PodInfo, info: NodeInfo,
@@ -130,27 +161,40 @@ class Diagnoser:
     def _filter_each(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                      statuses: dict[str, Status], *, filters: Sequence[Any],
                      positions: list[int]) -> None:
-        memo = self._memo(pod, state.now, filters)
+        # Filters whose answer on a node depends on other nodes (pod affinity, spread)
+        # are run every time, the others' answer comes from the memo when it can: a node
+        # fails at the first failing filter, whichever kind it is.
+        kept = [f for f in filters if getattr(f, "diagnosis_memo", True)]
+        live = [(i, f) for i, f in enumerate(filters) if not getattr(f, "diagnosis_memo", True)]
+        order = {f.name: i for i, f in enumerate(filters)}
+        memo = self._memo(pod, state.now, kept)
         for pos in positions:
             info = snapshot.nodes[pos]
             if info is None:
                 continue
             name = info.name
-            if memo is not None:
-                hit = memo.get(name)
-                if hit is not None and hit[0] is info:
-                    statuses[name] = hit[1]
-                    continue
-            status = run_filters(state, pod, info, filters)
+            hit = memo.get(name) if memo is not None else None
+            if hit is not None and hit[0] is info:
+                status = hit[1]
+            else:
+                status = run_filters(state, pod, info, kept)
+                if memo is not None:
+                    memo[name] = (info, status)
+            first = order[status.plugin] if status.code is not Code.SUCCESS else len(filters)
+            for i, f in live:
+                if i > first:
+                    break
+                answer = f.filter(state, pod, info)
+                if answer.code is not Code.SUCCESS:
+                    status = answer.with_plugin(f.name)
+                    break
             if status.code is Code.SUCCESS:
                 status = error("node was not evaluated")
             statuses[name] = status
-            if memo is not None:
-                memo[name] = (info, status)
 
     def _memo(self, pod: PodInfo, now: float,
               filters: Sequence[Any]) -> dict[str, tuple[NodeInfo, Status]] | None:
-        if not all(getattr(f, "diagnosis_memo", True) for f in filters):
+        if not filters:
             return None
         key = (pod.shape, tuple(f.name for f in filters))
         entry = self._memos.get(key)

@@ -8,19 +8,19 @@ protocols), never per cycle.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.candidate import Candidate
+from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
 from scheduler.framework.diagnosis import Diagnosis
-from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.nodeinfo import NodeInfo, NodePod
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import Status
-from vgpu.cluster.port import ClusterPort, Obj
+from vgpu.cluster.port import ClusterPort, Kind, Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
 
@@ -28,63 +28,18 @@ Clock = Callable[[], float]
 """Seconds since the epoch; injected everywhere so that decisions never read the wall clock."""
 
 
-class CycleState:
-    """Per-pod, per-cycle scratch space shared by the plugins of one scheduling attempt."""
+class Lister(Protocol):
+    """A local, watch-fed view of every object of one kind."""
 
-    __slots__ = ("_data", "now", "skip_filter", "skip_score", "snapshot")
+    def get(self, key: str) -> Obj | None:
+        """By ``namespace/name`` (namespaced kinds) or ``name``."""
 
-    def __init__(self, now: float, snapshot: Snapshot | None = None) -> None:
-        self.now = now
-        self.snapshot = snapshot
-        self._data: dict[str, Any] = {}
-        self.skip_filter: set[str] = set()
-        self.skip_score: set[str] = set()
-
-    def write(self, key: str, value: Any) -> None:
-        self._data[key] = value
-
-    def read(self, key: str, default: Any = None) -> Any:
-        return self._data.get(key, default)
-
-
-@dataclass(frozen=True)
-class PreFilterResult:
-    """What a PreFilter plugin knows about the whole node set before per-node filtering.
-
-    ``mask`` (over snapshot positions) and ``node_names`` must each be a superset of the
-    nodes the plugin's Filter would accept: the framework still runs every Filter on what
-    is left, so a loose mask costs time, never correctness. ``order_key`` (over positions,
-    higher first) ranks the candidates: when only ``nodesToScore`` feasible nodes are
-    scored, the filters visit candidates best-first by it, so a policy that can compute its
-    score for every node in one vectorised step gets the best node whatever the limit.
-    ``ranks_for`` names the score plugin whose ranking ``order_key`` reproduces exactly;
-    when it is the profile's only weighted scorer, the first feasible node in that order
-    is the best of all feasible nodes and the filters stop there.
-    """
-
-    mask: npt.NDArray[np.bool_] | None = None
-    node_names: frozenset[str] | None = None
-    order_key: npt.NDArray[np.float64] | None = None
-    ranks_for: str | None = None
-
-
-@dataclass(frozen=True)
-class ClusterEvent:
-    """A change that may make unschedulable pods schedulable (kube's QueueingHint input)."""
-
-    resource: Literal["pod", "node"]
-    action: Literal["add", "update", "delete"]
-    node: str
-    #: Node updates: which facts changed (labels, taints, unschedulable, allocatable,
-    #: inventory, heartbeat).
-    changes: frozenset[str] = frozenset()
-    #: Pod deletions: the GPU slices that were freed.
-    freed: Assignment | None = None
-    obj: Obj | None = None
+    def items(self) -> list[Obj]: ...
 
 
 class Handle(Protocol):
-    """What the host gives plugins: configuration, the cluster, the clock, waiting pods."""
+    """What the host gives plugins: configuration, the cluster, the clock, waiting pods,
+    watched objects, and the framework's own steps for plugins that simulate (preemption)."""
 
     @property
     def config(self) -> Config: ...
@@ -105,10 +60,44 @@ class Handle(Protocol):
     def on_pod_event(self, handler: Callable[[Obj | None, Obj | None], None]) -> None:
         """Also call ``handler(old, new)`` for every pod add/update/delete the host sees."""
 
+    def lister(self, kind: Kind) -> Lister:
+        """A shared view of ``kind`` (call it when the plugin is built, so the host watches
+        the kind before scheduling starts); its changes reach the plugins' ``could_help``
+        as ClusterEvents whose ``resource`` is the kind's plural."""
+
+    def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Every Filter of the profile (those PreFilter did not skip) on ``node``."""
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, removed: NodePod,
+                   node: NodeInfo) -> Status:
+        """Tell the PreFilter state in ``state`` that ``removed`` left ``node``."""
+
+    def add_pod(self, state: CycleState, pod: PodInfo, added: NodePod,
+                node: NodeInfo) -> Status:
+        """Tell the PreFilter state in ``state`` that ``added`` joined ``node``."""
+
+    def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
+        """Hold room for ``pod`` on ``node`` (its CPU, memory and ``claim``) while the
+        victims of its preemption leave: until it is bound, deleted, nominated elsewhere
+        or attempted again (the host gives the room back to the pod first thing in each
+        attempt; PostFilter nominates it again if it must still wait)."""
+
+    def clear_nomination(self, pod_key: str) -> None:
+        """Give up the room a pending pod's nomination holds (a higher-priority pod
+        preempted on its node); the pod is tried again at once, as kube-scheduler moves a
+        pod whose nomination it removed to the active queue."""
+
     def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
         """Reserve: the GPU slices the pod takes on the node it is being reserved on. The
         host counts them in its cache from this cycle on, so that the next decision never
         hands out the same slice; Unreserve (or a failed binding) gives them back."""
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Protocol):
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """Before a pod enters the active queue: anything but SUCCESS keeps it aside (not
+        attempted, no event) until an update of the pod passes."""
 
 
 @runtime_checkable
@@ -126,6 +115,18 @@ class PreFilterPlugin(Protocol):
 
 
 @runtime_checkable
+class PreFilterExtensions(Protocol):
+    """A PreFilter whose state depends on the pods already placed keeps it current when a
+    plugin (preemption) tries a node with pods removed or added."""
+
+    def add_pod(self, state: CycleState, pod: PodInfo, added: NodePod,
+                node: NodeInfo) -> Status: ...
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, removed: NodePod,
+                   node: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
 class FilterPlugin(Protocol):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status: ...
 
@@ -134,8 +135,10 @@ class FilterPlugin(Protocol):
 class PostFilterPlugin(Protocol):
     def post_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                     diagnosis: Diagnosis) -> Status:
-        """Runs when no node fits (kube uses it for preemption); SUCCESS means the plugin
-        made room and the pod should be retried at once."""
+        """Runs when no node fits (kube uses it for preemption). SUCCESS: the plugin made
+        room (victims are leaving; the pod's nomination holds the room) and no further
+        PostFilter runs; the pod is retried when the cluster changes. The message ends the
+        pod's FailedScheduling summary; ERROR makes the pod back off instead of parking."""
 
 
 @runtime_checkable

@@ -12,9 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import vgpu.annotations as ann
-from scheduler.framework import objects
-from vgpu import codecs, heartbeat
+from scheduler.framework import compute, objects
+from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.ports import HostPort
+from vgpu import codecs, heartbeat, usage
 from vgpu.cluster.port import Obj
+from vgpu.codecs import Assignment
 from vgpu.devices import EMPTY, Device, Usage, largest_percent, memory_capacity, takes_tasks
 from vgpu.errors import CodecError, RequestError
 
@@ -47,7 +50,7 @@ def parse_node(node: Obj) -> NodeStatic:
     error = None
     try:
         taints = objects.parse_taints(node)
-        cpu, memory, pods = objects.node_allocatable(node)
+        cpu, memory, pods = compute.node_allocatable(node)
     except RequestError as exc:
         taints, cpu, memory, pods, error = (), 0, 0, 0, f"node {name}: {exc}"
     devices: tuple[Device, ...] = ()
@@ -94,29 +97,46 @@ def static_changes(old: NodeStatic, new: NodeStatic, expiry: float, now: float) 
     return frozenset(changes)
 
 
+@dataclass(frozen=True, slots=True)
+class NodePod:
+    """A pod that takes room on the node (bound, assumed or nominated) and its GPU slices."""
+
+    info: PodInfo
+    assignment: Assignment | None = None
+    #: A pending pod whose preemption made room here: it holds the room until it is
+    #: scheduled, but it is not running (a higher-priority pod may take the room).
+    nominated: bool = False
+
+
 class NodeInfo:
     """A node with the pods on it. Immutable by convention: never assign to a field."""
 
     __slots__ = (
-        "gpu_cores_total", "gpu_cores_used", "gpu_memory_total", "gpu_memory_used",
-        "gpu_usage", "max_fit_percent", "max_free_cores", "max_free_memory",
-        "pod_count", "requested_cpu", "requested_memory", "scaling", "static", "usable",
-        "usages",
+        "_used_ports", "gpu_cores_total", "gpu_cores_used", "gpu_memory_total",
+        "gpu_memory_used", "gpu_usage", "max_fit_percent", "max_free_cores", "max_free_memory",
+        "pod_count", "pods", "requested_cpu", "requested_memory", "scaling", "static",
+        "usable", "usages",
     )
 
     def __init__(self, static: NodeStatic, scaling: float, *, requested_cpu: int = 0,
                  requested_memory: int = 0, pod_count: int = 0,
-                 gpu_usage: Mapping[str, Usage] | None = None) -> None:
+                 gpu_usage: Mapping[str, Usage] | None = None,
+                 pods: Mapping[str, NodePod] | None = None) -> None:
         self.static = static
         self.scaling = scaling
         self.requested_cpu = requested_cpu
         self.requested_memory = requested_memory
         self.pod_count = pod_count
+        #: The pods on the node by key, for plugins that look at them (ports, affinity,
+        #: spread, volumes, preemption); the totals above are what they add up to.
+        self.pods: Mapping[str, NodePod] = pods or {}
+        self._used_ports: tuple[HostPort, ...] | None = None
         #: Usage by GPU uuid, including uuids the inventory no longer lists (a GPU that
         #: comes back keeps what is on it).
         self.gpu_usage: Mapping[str, Usage] = gpu_usage or {}
-        usage = self.gpu_usage
-        self.usages: tuple[Usage, ...] = tuple(usage.get(d.uuid, EMPTY) for d in static.devices)
+        by_uuid = self.gpu_usage
+        self.usages: tuple[Usage, ...] = tuple(by_uuid.get(d.uuid, EMPTY)
+                                               for d in static.devices)
         usable = max_cores = max_mem = max_pct = 0
         cap_total = used_mem = cores_total = used_cores = 0
         for d, u in zip(static.devices, self.usages, strict=True):
@@ -146,6 +166,25 @@ class NodeInfo:
         self.gpu_cores_total = cores_total
         self.gpu_cores_used = used_cores
 
+    @classmethod
+    def of(cls, static: NodeStatic, scaling: float, pods: Mapping[str, NodePod]) -> NodeInfo:
+        """The node with exactly ``pods`` on it, every total derived from them (what a
+        plugin builds to ask "and without these pods?")."""
+        usages: dict[str, Usage] = {}
+        for pod in pods.values():
+            usage.apply(usages, pod.assignment, +1)
+        return cls(static, scaling, requested_cpu=sum(p.info.cpu_milli for p in pods.values()),
+                   requested_memory=sum(p.info.memory for p in pods.values()),
+                   pod_count=len(pods), gpu_usage=usages, pods=pods)
+
+    @property
+    def used_ports(self) -> tuple[HostPort, ...]:
+        """Host ports the node's pods bind (computed on first use)."""
+        if self._used_ports is None:
+            self._used_ports = tuple(port for pod in self.pods.values()
+                                     for port in pod.info.host_ports)
+        return self._used_ports
+
     @property
     def name(self) -> str:
         return self.static.name
@@ -156,7 +195,8 @@ class NodeInfo:
 
     def replace(self, *, static: NodeStatic | None = None, requested_cpu: int | None = None,
                 requested_memory: int | None = None, pod_count: int | None = None,
-                gpu_usage: Mapping[str, Usage] | None = None) -> NodeInfo:
+                gpu_usage: Mapping[str, Usage] | None = None,
+                pods: Mapping[str, NodePod] | None = None) -> NodeInfo:
         return NodeInfo(
             static or self.static, self.scaling,
             requested_cpu=self.requested_cpu if requested_cpu is None else requested_cpu,
@@ -164,6 +204,7 @@ class NodeInfo:
                               else requested_memory),
             pod_count=self.pod_count if pod_count is None else pod_count,
             gpu_usage=self.gpu_usage if gpu_usage is None else gpu_usage,
+            pods=self.pods if pods is None else pods,
         )
 
     def __repr__(self) -> str:

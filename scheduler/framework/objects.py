@@ -8,14 +8,12 @@ Malformed fields raise :class:`vgpu.errors.RequestError` with the field's path.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
-from vgpu.errors import QuantityError, RequestError
-from vgpu.quantity import parse_quantity
+from vgpu.errors import RequestError
+from vgpu.fields import as_list, as_map
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -68,27 +66,11 @@ class SelectorTerm:
     fields: tuple[Requirement, ...] = ()
 
 
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise RequestError(f"{where} must be a list")
-    return value
-
-
-def _map(value: Any, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise RequestError(f"{where} must be a mapping")
-    return value
-
-
 def parse_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
-    spec = _map(node.get("spec"), "node spec")
+    spec = as_map(node.get("spec"), "node spec")
     out: list[Taint] = []
-    for i, raw in enumerate(_list(spec.get("taints"), "spec.taints")):
-        item = _map(raw, f"spec.taints[{i}]")
+    for i, raw in enumerate(as_list(spec.get("taints"), "spec.taints")):
+        item = as_map(raw, f"spec.taints[{i}]")
         key = item.get("key")
         if not isinstance(key, str) or not key:
             raise RequestError(f"spec.taints[{i}].key must be a non-empty string")
@@ -101,10 +83,10 @@ def parse_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
 
 
 def parse_tolerations(pod: Mapping[str, Any]) -> tuple[Toleration, ...]:
-    spec = _map(pod.get("spec"), "pod spec")
+    spec = as_map(pod.get("spec"), "pod spec")
     out: list[Toleration] = []
-    for i, raw in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
-        item = _map(raw, f"spec.tolerations[{i}]")
+    for i, raw in enumerate(as_list(spec.get("tolerations"), "spec.tolerations")):
+        item = as_map(raw, f"spec.tolerations[{i}]")
         operator = item.get("operator") or "Equal"
         if operator not in ("Equal", "Exists"):
             raise RequestError(f"spec.tolerations[{i}].operator {operator!r} is not Equal or "
@@ -120,15 +102,15 @@ def parse_tolerations(pod: Mapping[str, Any]) -> tuple[Toleration, ...]:
 
 def _requirements(raw: Any, where: str) -> tuple[Requirement, ...]:
     out: list[Requirement] = []
-    for i, item in enumerate(_list(raw, where)):
-        entry = _map(item, f"{where}[{i}]")
+    for i, item in enumerate(as_list(raw, where)):
+        entry = as_map(item, f"{where}[{i}]")
         key, operator = entry.get("key"), entry.get("operator")
         if not isinstance(key, str) or not key:
             raise RequestError(f"{where}[{i}].key must be a non-empty string")
         if operator not in OPERATORS:
             raise RequestError(f"{where}[{i}].operator {operator!r} is not one of "
                                f"{', '.join(OPERATORS)}")
-        values = tuple(str(v) for v in _list(entry.get("values"), f"{where}[{i}].values"))
+        values = tuple(str(v) for v in as_list(entry.get("values"), f"{where}[{i}].values"))
         if operator in ("In", "NotIn") and not values:
             raise RequestError(f"{where}[{i}]: {operator} needs at least one value")
         if operator in ("Exists", "DoesNotExist") and values:
@@ -146,9 +128,43 @@ def _requirements(raw: Any, where: str) -> tuple[Requirement, ...]:
 
 
 def parse_node_selector(pod: Mapping[str, Any]) -> dict[str, str]:
-    spec = _map(pod.get("spec"), "pod spec")
-    selector = _map(spec.get("nodeSelector"), "spec.nodeSelector")
+    spec = as_map(pod.get("spec"), "pod spec")
+    selector = as_map(spec.get("nodeSelector"), "spec.nodeSelector")
     return {str(k): str(v) for k, v in selector.items()}
+
+
+def _node_affinity(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = as_map(pod.get("spec"), "pod spec")
+    return as_map(as_map(spec.get("affinity"), "spec.affinity").get("nodeAffinity"),
+                "spec.affinity.nodeAffinity")
+
+
+def _term(raw: Any, where: str) -> SelectorTerm:
+    term = as_map(raw, where)
+    return SelectorTerm(_requirements(term.get("matchExpressions"), f"{where}.matchExpressions"),
+                        _requirements(term.get("matchFields"), f"{where}.matchFields"))
+
+
+def parse_preferred_terms(pod: Mapping[str, Any]) -> tuple[tuple[int, SelectorTerm], ...]:
+    """The preferred node-affinity terms with their weights (1–100)."""
+    where = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    out: list[tuple[int, SelectorTerm]] = []
+    raw = _node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution")
+    for i, item in enumerate(as_list(raw, where)):
+        entry = as_map(item, f"{where}[{i}]")
+        weight = entry.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise RequestError(f"{where}[{i}].weight {weight!r} must be an integer from 1 to 100")
+        out.append((weight, _term(entry.get("preference"), f"{where}[{i}].preference")))
+    return tuple(out)
+
+
+def parse_node_selector_terms(raw: Any, where: str) -> tuple[SelectorTerm, ...]:
+    """The terms of a ``NodeSelector`` (``nodeSelectorTerms``): a pod's required node
+    affinity, a PersistentVolume's ``spec.nodeAffinity.required``."""
+    body = as_map(raw, where)
+    return tuple(_term(item, f"{where}.nodeSelectorTerms[{i}]") for i, item in enumerate(
+        as_list(body.get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")))
 
 
 def parse_required_terms(pod: Mapping[str, Any]) -> tuple[SelectorTerm, ...] | None:
@@ -156,85 +172,8 @@ def parse_required_terms(pod: Mapping[str, Any]) -> tuple[SelectorTerm, ...] | N
 
     An empty tuple is a required affinity that matches nothing, as in Kubernetes.
     """
-    spec = _map(pod.get("spec"), "pod spec")
     where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    affinity = _map(_map(spec.get("affinity"), "spec.affinity").get("nodeAffinity"),
-                    "spec.affinity.nodeAffinity")
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
         return None
-    required = _map(required, where)
-    terms: list[SelectorTerm] = []
-    for i, raw in enumerate(_list(required.get("nodeSelectorTerms"),
-                                  f"{where}.nodeSelectorTerms")):
-        term = _map(raw, f"{where}.nodeSelectorTerms[{i}]")
-        terms.append(SelectorTerm(
-            _requirements(term.get("matchExpressions"),
-                          f"{where}.nodeSelectorTerms[{i}].matchExpressions"),
-            _requirements(term.get("matchFields"), f"{where}.nodeSelectorTerms[{i}].matchFields"),
-        ))
-    return tuple(terms)
-
-
-# --- resources ---------------------------------------------------------------------------
-
-def _amount(raw: Any, where: str) -> Fraction:
-    try:
-        return parse_quantity(raw)
-    except QuantityError as exc:
-        raise QuantityError(f"{where}: {exc}") from None
-
-
-def milli(raw: Any, where: str) -> int:
-    """CPU quantity → millicores, rounded up as the API server does."""
-    return math.ceil(_amount(raw, where) * 1000)
-
-
-def whole(raw: Any, where: str) -> int:
-    """Memory (bytes) or count quantity, rounded up."""
-    return math.ceil(_amount(raw, where))
-
-
-def _container_requests(container: Mapping[str, Any], where: str) -> tuple[int, int]:
-    resources = _map(container.get("resources"), f"{where}.resources")
-    requests = _map(resources.get("requests"), f"{where}.resources.requests")
-    limits = _map(resources.get("limits"), f"{where}.resources.limits")
-    cpu = requests.get("cpu", limits.get("cpu"))
-    memory = requests.get("memory", limits.get("memory"))
-    return (milli(cpu, f"{where} cpu") if cpu is not None else 0,
-            whole(memory, f"{where} memory") if memory is not None else 0)
-
-
-def pod_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
-    """(CPU millicores, memory bytes) the pod needs on a node, as kube-scheduler counts them:
-    the larger of the sum of its containers and its largest init container, plus overhead.
-    A container's limit stands in for a missing request."""
-    spec = _map(pod.get("spec"), "pod spec")
-    cpu = memory = 0
-    for i, c in enumerate(_list(spec.get("containers"), "spec.containers")):
-        c_cpu, c_mem = _container_requests(_map(c, f"spec.containers[{i}]"),
-                                           f"spec.containers[{i}]")
-        cpu += c_cpu
-        memory += c_mem
-    for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
-        c_cpu, c_mem = _container_requests(_map(c, f"spec.initContainers[{i}]"),
-                                           f"spec.initContainers[{i}]")
-        cpu, memory = max(cpu, c_cpu), max(memory, c_mem)
-    overhead = _map(spec.get("overhead"), "spec.overhead")
-    if "cpu" in overhead:
-        cpu += milli(overhead["cpu"], "spec.overhead.cpu")
-    if "memory" in overhead:
-        memory += whole(overhead["memory"], "spec.overhead.memory")
-    return cpu, memory
-
-
-def node_allocatable(node: Mapping[str, Any]) -> tuple[int, int, int]:
-    """(CPU millicores, memory bytes, pods) a node offers; capacity when allocatable is
-    absent, 0 when both are."""
-    status = _map(node.get("status"), "node status")
-    alloc = _map(status.get("allocatable"), "status.allocatable") or _map(
-        status.get("capacity"), "status.capacity")
-    cpu = milli(alloc["cpu"], "status.allocatable.cpu") if "cpu" in alloc else 0
-    memory = whole(alloc["memory"], "status.allocatable.memory") if "memory" in alloc else 0
-    pods = whole(alloc["pods"], "status.allocatable.pods") if "pods" in alloc else 0
-    return cpu, memory, pods
+    return parse_node_selector_terms(required, where)

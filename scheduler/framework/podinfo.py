@@ -1,16 +1,30 @@
-"""A pending pod, parsed once per version: what every plugin reads on every node."""
+"""A pod, parsed once per version: what every plugin reads on every node.
+
+The same parse serves pending pods (the queue) and the pods already on a node (the
+cache), so a plugin reads a node's pods and the incoming pod through the same fields.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.framework import objects
+from scheduler.framework import compute, objects
+from scheduler.framework.affinity import PodAffinity, parse_pod_affinity
+from scheduler.framework.ports import HostPort, parse_host_ports
+from scheduler.framework.spread import SpreadConstraint, parse_constraints
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.errors import RequestError
+from vgpu.fields import as_list, as_map
+from vgpu.labels import labels_of
+from vgpu.pods import pod_key
 from vgpu.requests import PodRequest, parse_pod
+
+#: ``spec.preemptionPolicy`` of a pod that must never evict others to make room.
+NEVER = "Never"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,34 +44,97 @@ class PodInfo:
     required_terms: tuple[objects.SelectorTerm, ...] | None
     #: Why the pod cannot be scheduled at all as written (bad quantity, bad annotation).
     error: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    host_ports: tuple[HostPort, ...] = ()
+    #: Preferred node-affinity terms with their weights.
+    preferred_terms: tuple[tuple[int, objects.SelectorTerm], ...] = ()
+    #: ``spec.schedulingGates`` names: the pod is not tried while any is left.
+    gates: tuple[str, ...] = ()
+    preemption_policy: str = "PreemptLowerPriority"
+    #: PersistentVolumeClaims the pod mounts (ephemeral volumes' claims included).
+    claims: tuple[str, ...] = ()
+    #: ``metadata.creationTimestamp`` in epoch seconds, when readable.
+    created: float | None = None
+    #: Pod affinity and anti-affinity terms; None when the pod has none.
+    pod_affinity: PodAffinity | None = None
+    #: ``spec.topologySpreadConstraints``, selectors merged with ``matchLabelKeys``.
+    spread: tuple[SpreadConstraint, ...] = ()
+    #: ``metadata.deletionTimestamp`` is set: spreading no longer counts the pod.
+    terminating: bool = False
 
     @property
     def shape(self) -> tuple[Any, ...]:
-        """Everything the built-in filters read, without the pod's identity: pods of one
+        """Everything the pod-only filters read, without the pod's identity: pods of one
         shape get the same answer from the same node."""
         return (self.cpu_milli, self.memory, self.gpu, self.tolerations,
-                tuple(sorted(self.node_selector.items())), self.required_terms, self.error)
+                tuple(sorted(self.node_selector.items())), self.required_terms, self.error,
+                self.host_ports, self.claims)
 
     @property
     def is_gpu_pod(self) -> bool:
         return self.gpu is not None and self.gpu.is_gpu_pod
 
 
+def _gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    names = []
+    for i, gate in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates")):
+        name = as_map(gate, f"spec.schedulingGates[{i}]").get("name")
+        if not isinstance(name, str) or not name:
+            raise RequestError(f"spec.schedulingGates[{i}].name must be a non-empty string")
+        names.append(name)
+    return tuple(names)
+
+
+def _claims(name: str, spec: Mapping[str, Any]) -> tuple[str, ...]:
+    out = []
+    for i, raw in enumerate(as_list(spec.get("volumes"), "spec.volumes")):
+        volume = as_map(raw, f"spec.volumes[{i}]")
+        claim = as_map(volume.get("persistentVolumeClaim"),
+                       f"spec.volumes[{i}].persistentVolumeClaim").get("claimName")
+        if isinstance(claim, str) and claim:
+            out.append(claim)
+        elif volume.get("ephemeral") is not None:
+            # The ephemeral-volume controller names the claim <pod>-<volume>.
+            out.append(f"{name}-{volume.get('name')}")
+    return tuple(out)
+
+
+def _created(meta: Mapping[str, Any]) -> float | None:
+    raw = meta.get("creationTimestamp")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def parse(pod: Obj, config: Config) -> PodInfo:
     """Parse a pod; a malformed one yields a PodInfo with ``error`` set, never an exception."""
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    namespace = str(meta.get("namespace") or "default")
-    name = str(meta.get("name", ""))
-    priority = spec.get("priority") if isinstance(spec, Mapping) else 0
+    meta: Mapping[str, Any] = pod.get("metadata") or {}
+    spec: Mapping[str, Any] = pod.get("spec") or {}
+    if not isinstance(meta, Mapping):
+        meta = {}
+    if not isinstance(spec, Mapping):
+        spec = {}
+    key = pod_key(pod)
+    namespace, name = key.split("/", 1)
+    priority = spec.get("priority")
     if not isinstance(priority, int) or isinstance(priority, bool):
         priority = 0
     base: dict[str, Any] = {
-        "key": f"{namespace}/{name}", "namespace": namespace, "name": name,
+        "key": key, "namespace": namespace, "name": name,
         "uid": str(meta.get("uid", "")), "pod": pod, "priority": priority,
+        "labels": labels_of(pod), "created": _created(meta),
+        "terminating": meta.get("deletionTimestamp") is not None,
+        "preemption_policy": str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
     }
     try:
-        cpu, memory = objects.pod_requests(pod)
+        cpu, memory = compute.pod_requests(pod)
+    except RequestError as exc:
+        return PodInfo(**base, cpu_milli=0, memory=0, gpu=None, tolerations=(),
+                       node_selector={}, required_terms=None, error=str(exc))
+    try:
         gpu = parse_pod(pod, config)
         return PodInfo(
             **base, cpu_milli=cpu, memory=memory,
@@ -65,7 +142,14 @@ def parse(pod: Obj, config: Config) -> PodInfo:
             tolerations=objects.parse_tolerations(pod),
             node_selector=objects.parse_node_selector(pod),
             required_terms=objects.parse_required_terms(pod),
+            preferred_terms=objects.parse_preferred_terms(pod),
+            host_ports=parse_host_ports(pod), gates=_gates(spec),
+            claims=_claims(name, spec),
+            pod_affinity=parse_pod_affinity(pod, namespace),
+            spread=parse_constraints(pod, base["labels"]),
         )
     except RequestError as exc:
-        return PodInfo(**base, cpu_milli=0, memory=0, gpu=None, tolerations=(),
+        # What the pod takes on a node is known even when the rest is malformed: a bound
+        # pod like that still counts.
+        return PodInfo(**base, cpu_milli=cpu, memory=memory, gpu=None, tolerations=(),
                        node_selector={}, required_terms=None, error=str(exc))

@@ -1,8 +1,9 @@
 """The framework host: runs a profile's plugins at each extension point for one pod.
 
 ``schedule`` is the scheduling algorithm (PreFilter → Filter → PreScore → Score →
-NormalizeScore → select); ``reserve``, ``permit`` and ``bind`` are the later points, which
-the host (:mod:`scheduler.host`) drives around its cache and queue. Nothing here does I/O
+NormalizeScore → select); the points before and after it (PreEnqueue, the PreFilter
+extensions, Reserve, Permit, Bind) are in :mod:`.later`, and the host
+(:mod:`scheduler.host`) drives them around its cache and queue. Nothing here does I/O
 or reads a clock: the time comes in the :class:`CycleState`.
 """
 
@@ -17,10 +18,12 @@ import numpy.typing as npt
 
 from scheduler.framework import diagnosis as diag
 from scheduler.framework import interfaces as fw
+from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from scheduler.framework.later import LaterPoints
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SUCCESS, WAIT, Code, Status, error, unschedulable
+from scheduler.framework.status import SUCCESS, Code, Status, unschedulable
 from vgpu.errors import ConfigError
 
 
@@ -29,7 +32,7 @@ class ScheduleResult:
     """The outcome of the scheduling algorithm for one pod."""
 
     node: str | None
-    state: fw.CycleState
+    state: CycleState
     status: Status
     diagnosis: diag.Diagnosis | None = None
     #: Nodes the filters ran on, and how many of them fit.
@@ -47,7 +50,7 @@ class _PreFiltered:
     ranks_for: str | None = None
 
 
-class Framework:
+class Framework(LaterPoints):
     """One profile: its plugins sorted into extension points, with score weights."""
 
     def __init__(self, plugins: Sequence[Any], weights: Mapping[str, int] | None = None,
@@ -76,6 +79,8 @@ class Framework:
         self.binders = having(fw.BindPlugin)
         self.post_binds = having(fw.PostBindPlugin)
         self.tickers = having(fw.Ticker)
+        self.pre_enqueues = having(fw.PreEnqueuePlugin)
+        self._extensions = having(fw.PreFilterExtensions)
         self._hints = {p.name: p for p in having(fw.EnqueueExtensions)}
         self._diagnoser = diag.Diagnoser({p.name for p in having(fw.Explainer)})
         self._next_start = 0
@@ -103,7 +108,7 @@ class Framework:
         key: tuple[Any, ...] = self.queue_sort.sort_key(pod, arrival)
         return key
 
-    def could_help(self, pod: PodInfo, plugins: set[str], event: fw.ClusterEvent) -> bool:
+    def could_help(self, pod: PodInfo, plugins: set[str], event: ClusterEvent) -> bool:
         """kube's QueueingHint: may ``event`` cure a pod rejected by ``plugins``?"""
         if not plugins:
             return True
@@ -127,10 +132,12 @@ class Framework:
     # -- scheduling algorithm --------------------------------------------------------------
 
     def schedule(self, pod: PodInfo, snapshot: Snapshot, now: float) -> ScheduleResult:
-        state = fw.CycleState(now, snapshot)
+        state = CycleState(now, snapshot)
         pre = self._pre_filter(state, pod, snapshot)
         if isinstance(pre, Status):
             diagnosis = diag.Diagnosis(len(snapshot), pod_status=pre)
+            if pre.rejected:
+                pre = self._post_filter(state, pod, snapshot, diagnosis) or pre
             return ScheduleResult(None, state, pre, diagnosis)
         candidates = self._visit_order(pre)
         filters = [f for f in self.filters if f.name not in state.skip_filter]
@@ -146,22 +153,35 @@ class Framework:
             self._next_start = (self._next_start + evaluated) % max(len(snapshot), 1)
         if not feasible:
             diagnosis = self._diagnoser.diagnose(state, pod, snapshot, statuses, filters)
-            for plugin in self.post_filters:
-                if plugin.post_filter(state, pod, snapshot, diagnosis).code is Code.SUCCESS:
-                    break
-            return ScheduleResult(None, state, unschedulable("no node fits"), diagnosis,
-                                  evaluated, 0)
+            failed = self._post_filter(state, pod, snapshot, diagnosis)
+            return ScheduleResult(None, state, failed or unschedulable("no node fits"),
+                                  diagnosis, evaluated, 0)
         best = feasible[0]
         if len(feasible) > 1 and self.scorers:
             best = self._select(state, pod, feasible)
         return ScheduleResult(best.name, state, SUCCESS, None, evaluated, len(feasible))
 
-    def _pre_filter(self, state: fw.CycleState, pod: PodInfo,
+    def _post_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                     diagnosis: diag.Diagnosis) -> Status | None:
+        """Run the PostFilter plugins until one succeeds (kube: it made room, typically by
+        preemption); what the last one said goes into the diagnosis. Returns the ERROR a
+        plugin ended with (the pod then backs off instead of parking), else None."""
+        for plugin in self.post_filters:
+            status: Status = plugin.post_filter(state, pod, snapshot, diagnosis)
+            if status.message:
+                diagnosis.post_filter_message = status.message
+            if status.code is Code.SUCCESS:
+                return None
+            if status.code is Code.ERROR:
+                return status.with_plugin(plugin.name)
+        return None
+
+    def _pre_filter(self, state: CycleState, pod: PodInfo,
                     snapshot: Snapshot) -> _PreFiltered | Status:
         """Run every PreFilter: the nodes left and their order, or the pod's rejection."""
         pre = _PreFiltered(snapshot.mask())
         for plugin in self.pre_filters:
-            result: fw.PreFilterResult | None
+            result: PreFilterResult | None
             status: Status
             result, status = plugin.pre_filter(state, pod, snapshot)
             if status.code is Code.SKIP:
@@ -197,7 +217,7 @@ class Framework:
         return positions
 
     @staticmethod
-    def _find_feasible(state: fw.CycleState, pod: PodInfo, snapshot: Snapshot, *,
+    def _find_feasible(state: CycleState, pod: PodInfo, snapshot: Snapshot, *,
                        candidates: list[int], filters: Sequence[Any],
                        limit: int) -> tuple[list[NodeInfo], dict[str, Status], int]:
         """Filter candidates in order until ``limit`` fit: (feasible, failing statuses by
@@ -222,7 +242,7 @@ class Framework:
                     break
         return feasible, statuses, evaluated
 
-    def _select(self, state: fw.CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> NodeInfo:
+    def _select(self, state: CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> NodeInfo:
         for plugin in self.pre_scores:
             status = plugin.pre_score(state, pod, feasible)
             if status.code is Code.SKIP:
@@ -245,50 +265,6 @@ class Framework:
                 best, top = i, totals[i]
         return feasible[best]
 
-    def run_filters(self, state: fw.CycleState, pod: PodInfo, info: NodeInfo,
+    def run_filters(self, state: CycleState, pod: PodInfo, info: NodeInfo,
                     filters: Sequence[Any] | None = None) -> Status:
         return diag.run_filters(state, pod, info, self.filters if filters is None else filters)
-
-    # -- reserve, permit, bind -------------------------------------------------------------
-
-    def reserve(self, state: fw.CycleState, pod: PodInfo, node: str) -> Status:
-        for plugin in self.reservers:
-            status: Status = plugin.reserve(state, pod, node)
-            if status.code is not Code.SUCCESS:
-                self.unreserve(state, pod, node)
-                return status.with_plugin(plugin.name)
-        return SUCCESS
-
-    def unreserve(self, state: fw.CycleState, pod: PodInfo, node: str) -> None:
-        for plugin in reversed(self.reservers):
-            plugin.unreserve(state, pod, node)
-
-    def permit(self, state: fw.CycleState, pod: PodInfo, node: str) -> tuple[Status, set[str]]:
-        """SUCCESS, a rejection, or WAIT with the plugins that must allow the pod."""
-        waiting: set[str] = set()
-        for plugin in self.permits:
-            status: Status = plugin.permit(state, pod, node)
-            if status.code is Code.WAIT:
-                waiting.add(plugin.name)
-            elif status.code is not Code.SUCCESS:
-                return status.with_plugin(plugin.name), set()
-        return (WAIT if waiting else SUCCESS), waiting
-
-    def bind(self, state: fw.CycleState, pod: PodInfo, node: str) -> Status:
-        """PreBind, then the first Bind plugin that does not SKIP, then PostBind."""
-        for plugin in self.pre_binds:
-            status: Status = plugin.pre_bind(state, pod, node)
-            if status.code is not Code.SUCCESS:
-                return status.with_plugin(plugin.name)
-        for plugin in self.binders:
-            status = plugin.bind(state, pod, node)
-            if status.code is Code.SKIP:
-                continue
-            if status.code is not Code.SUCCESS:
-                return status.with_plugin(plugin.name)
-            break
-        else:
-            return error("no bind plugin took the pod")
-        for plugin in self.post_binds:
-            plugin.post_bind(state, pod, node)
-        return SUCCESS

@@ -15,67 +15,24 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass, field
 
-from scheduler.framework import objects
-from scheduler.framework.interfaces import ClusterEvent
+from scheduler.framework.cycle import ClusterEvent
 from scheduler.framework.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Snapshot
+from scheduler.host.records import PodRecord, bound_record
 from vgpu import logs, usage
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
-from vgpu.devices import Usage
-from vgpu.errors import CodecError, RequestError
+from vgpu.config import Config
 from vgpu.pods import is_terminated, node_name, pod_key
 
 _log = logs.get("vgpu.scheduler.cache")
 
-@dataclass(slots=True)
-class PodRecord:
-    """A pod that takes resources on a node (bound, or assumed to be)."""
-
-    key: str
-    uid: str
-    node: str
-    cpu: int
-    memory: int
-    assignment: Assignment | None = None
-    assumed: bool = False
-    binding_finished: bool = False
-    deadline: float | None = None
-    obj: Obj | None = field(default=None, repr=False)
-
-    def same_placement(self, other: PodRecord) -> bool:
-        return (self.node, self.cpu, self.memory, self.assignment) == (
-            other.node, other.cpu, other.memory, other.assignment)
-
-
-def bound_record(pod: Obj) -> PodRecord | None:
-    """The record of a pod that occupies a node, or None (pending, or terminated)."""
-    node = node_name(pod)
-    if node is None or is_terminated(pod):
-        return None
-    meta = pod.get("metadata") or {}
-    key = pod_key(pod)
-    try:
-        cpu, memory = objects.pod_requests(pod)
-    except RequestError as exc:
-        # The API server would not have accepted it; count nothing rather than crash.
-        _log.warning("bound pod has unreadable requests", pod=key, error=str(exc))
-        cpu = memory = 0
-    try:
-        assignment = usage.claimed(pod)
-    except CodecError as exc:
-        _log.warning("bound pod has an unreadable assignment", pod=key, error=str(exc))
-        assignment = None
-    return PodRecord(key=key, uid=str(meta.get("uid", "")), node=node, cpu=cpu,
-                     memory=memory, assignment=assignment, obj=pod)
-
-
 class Cache:
     def __init__(self, *, scaling: float = 1.0, assume_ttl: float = 120.0,
-                 heartbeat_expiry: float = 180.0) -> None:
+                 heartbeat_expiry: float = 180.0, config: Config | None = None) -> None:
+        self._config = config or Config()
         self._lock = threading.RLock()
         self._scaling = scaling
         self._ttl = assume_ttl
@@ -144,15 +101,9 @@ class Cache:
             return ClusterEvent("node", "delete", name)
 
     def _build(self, static: NodeStatic) -> NodeInfo:
-        cpu = memory = 0
-        usages: dict[str, Usage] = {}
         records = self._by_node.get(static.name, {})
-        for rec in records.values():
-            cpu += rec.cpu
-            memory += rec.memory
-            usage.apply(usages, rec.assignment, +1)
-        return NodeInfo(static, self._scaling, requested_cpu=cpu, requested_memory=memory,
-                        pod_count=len(records), gpu_usage=usages)
+        return NodeInfo.of(static, self._scaling,
+                           {key: rec.on_node() for key, rec in records.items()})
 
     # -- pods ------------------------------------------------------------------------------
 
@@ -172,10 +123,15 @@ class Cache:
             return
         usages = dict(info.gpu_usage)
         usage.apply(usages, rec.assignment, sign)
+        pods = dict(info.pods)
+        if sign > 0:
+            pods[rec.key] = rec.on_node()
+        else:
+            pods.pop(rec.key, None)
         self._infos[rec.node] = info.replace(
             requested_cpu=info.requested_cpu + sign * rec.cpu,
             requested_memory=info.requested_memory + sign * rec.memory,
-            pod_count=info.pod_count + sign, gpu_usage=usages)
+            pod_count=info.pod_count + sign, gpu_usage=usages, pods=pods)
         self._dirty[rec.node] = None
 
     def set_pod(self, pod: Obj) -> tuple[PodRecord | None, PodRecord | None]:
@@ -184,12 +140,12 @@ class Cache:
         A pod the cache assumed is confirmed here. A pod that is pending, or that reached
         a terminal phase, takes nothing (an assumed pending pod keeps its assumption).
         """
-        new = bound_record(pod)
+        new = bound_record(pod, self._config)
         key = pod_key(pod)
         with self._lock:
             old = self._pods.get(key)
             if new is None:
-                if old is None or (old.assumed and node_name(pod) is None
+                if old is None or ((old.assumed or old.nominated) and node_name(pod) is None
                                    and not is_terminated(pod)):
                     return old, old
                 self._apply(old, -1)
@@ -216,14 +172,34 @@ class Cache:
                assignment: Assignment | None = None) -> PodRecord:
         """Count a placement the scheduler just decided, before it is bound, with the GPU
         slices Reserve claimed for it."""
-        rec = PodRecord(key=pod.key, uid=pod.uid, node=node, cpu=pod.cpu_milli,
-                        memory=pod.memory, assignment=assignment, assumed=True, obj=pod.pod)
+        rec = PodRecord(key=pod.key, node=node, info=pod, assignment=assignment, assumed=True)
         with self._lock:
             old = self._pods.get(pod.key)
             if old is not None:
                 self._apply(old, -1)
             self._apply(rec, +1)
         return rec
+
+    def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
+        """Hold room on ``node`` for a pending pod that preempted others there (its CPU,
+        memory and GPU ``claim``), until it is assumed, bound, deleted or nominated again."""
+        rec = PodRecord(key=pod.key, node=node, info=pod, assignment=claim, nominated=True)
+        with self._lock:
+            old = self._pods.get(pod.key)
+            if old is not None and not old.nominated:
+                return  # assumed or bound already: that is the room it takes
+            if old is not None:
+                self._apply(old, -1)
+            self._apply(rec, +1)
+
+    def clear_nomination(self, key: str) -> PodRecord | None:
+        """Give up the room a nomination held (the pod is being scheduled again)."""
+        with self._lock:
+            rec = self._pods.get(key)
+            if rec is None or not rec.nominated:
+                return None
+            self._apply(rec, -1)
+            return rec
 
     def finish_binding(self, key: str, now: float) -> None:
         """The binding call returned: start the clock on the watch confirming it."""

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from scheduler.framework.interfaces import ClusterEvent, CycleState
+from scheduler.framework.cycle import ClusterEvent, CycleState
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.status import Code, Status
 from scheduler.host.queue import QueuedPod
@@ -47,6 +47,8 @@ class Decision:
     #: Wall-clock and CPU time (of the scheduling thread) the attempt took.
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    #: How long the pod waited in the active queue before this attempt (attempts only).
+    queued: float = 0.0
 
 
 def _clocks() -> tuple[float, float]:
@@ -66,8 +68,8 @@ class Cycle:
     # -- reporting -------------------------------------------------------------------------
 
     def _emit(self, pod: str, node: str | None, outcome: Outcome, message: str,
-              started: tuple[float, float]) -> None:
-        decision = Decision(pod, node, outcome, message, *_since(started))
+              started: tuple[float, float], *, queued: float = 0.0) -> None:
+        decision = Decision(pod, node, outcome, message, *_since(started), queued=queued)
         for listener in self._s.listeners:
             listener(decision)
 
@@ -87,11 +89,23 @@ class Cycle:
         self._s.queue.requeue(qp, unschedulable=unschedulable, rejected_by=rejected_by,
                               message=message)
         self._emit(qp.key, node, "unschedulable" if unschedulable else "error", message,
-                   started)
+                   started, queued=qp.waited)
 
     # -- the scheduling cycle --------------------------------------------------------------
 
     def attempt(self, qp: QueuedPod) -> None:
+        # A nominated pod gives back the room its preemption held, so that this attempt
+        # can use it; PostFilter nominates it again if it still has to wait (kube removes
+        # the pod from the nominator and adds it back the same way).
+        held = self._s.cache.clear_nomination(qp.key)
+        try:
+            self._attempt(qp)
+        finally:
+            if held is not None and self._s.cache.pod(qp.key) is None:
+                # Not scheduled and not nominated again: the room is free for others.
+                self._s.wake(ClusterEvent("pod", "delete", held.node, freed=held.assignment))
+
+    def _attempt(self, qp: QueuedPod) -> None:
         started = _clocks()
         s = self._s
         info = qp.info
@@ -132,7 +146,8 @@ class Cycle:
         if status.code is Code.WAIT:
             s.waiting.hold(Waiting(qp, state, node, waiting_for))
             s.queue.done(info.key)
-            self._emit(info.key, node, "waiting", ", ".join(sorted(waiting_for)), started)
+            self._emit(info.key, node, "waiting", ", ".join(sorted(waiting_for)), started,
+                       queued=qp.waited)
             return
         if not status.ok:
             self._undo(info, state, node)
@@ -140,7 +155,7 @@ class Cycle:
                        rejected_by={status.plugin}, unschedulable=status.rejected, node=node)
             return
         s.queue.done(info.key)
-        self._emit(info.key, node, "scheduled", "", started)
+        self._emit(info.key, node, "scheduled", "", started, queued=qp.waited)
         self._submit_bind(qp, state, node)
 
     def _forget(self, info: PodInfo) -> None:
@@ -177,7 +192,10 @@ class Cycle:
             self._emit(info.key, node, "bind-conflict", status.message, started)
             return
         _log.warning("binding failed", pod=info.key, node=node, error=status.message)
-        message = f"binding rejected: {status.message}"
+        # kube's words: a PreBind failure says which plugin failed, a Bind one that the
+        # binding was rejected. Either way the pod backs off and is tried again.
+        pre_bind = any(p.name == status.plugin for p in s.framework.pre_binds)
+        message = status.message if pre_bind else f"binding rejected: {status.message}"
         self._event(info, "Warning", "FailedScheduling", message)
         if s.still_pending(info.key):
             s.queue.readd_failed(qp, message)

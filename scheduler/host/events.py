@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from vgpu import logs
 from vgpu.cluster.port import ALL, ClusterPort, Kind, ListResult, Obj, Selector, WatchEvent
@@ -143,6 +143,13 @@ class RecordingPort:
     def bind(self, namespace: str, name: str, node: str,
              annotations: Mapping[str, str]) -> None:
         self.inner.bind(namespace, name, node, annotations)
+
+    def patch_status(self, kind: Kind, name: str, status: Mapping[str, Any],
+                     namespace: str | None = None) -> Obj:
+        return self.inner.patch_status(kind, name, status, namespace)
+
+    def evict(self, namespace: str, name: str) -> None:
+        self.inner.evict(namespace, name)
 
     # -- events ----------------------------------------------------------------------------
 

@@ -9,10 +9,10 @@ the parked pods it could help. Pod events are also passed on to plugins that ask
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from scheduler.framework import podinfo
-from scheduler.framework.interfaces import ClusterEvent
+from scheduler.framework.cycle import ClusterEvent
 from scheduler.host.waiting import DELETED
 from vgpu.cluster.port import Obj
 from vgpu.pods import is_terminated, node_name, pod_key
@@ -61,10 +61,7 @@ class Handlers:
         spec = new.get("spec") or {}
         if node_name(new) is not None:
             s.queue.delete(key)
-            before, after = s.cache.set_pod(new)
-            if before is not None and after is None:
-                s.wake(ClusterEvent("pod", "delete", before.node, freed=before.assignment,
-                                    obj=new))
+            self._bound(new)
             return
         if spec.get("schedulerName") != s.config.scheduler_name:
             return
@@ -79,6 +76,30 @@ class Handlers:
         if old is not None and same_for_scheduling(old, new):
             return
         s.queue.add(podinfo.parse(new, s.config))
+
+    def _bound(self, pod: Obj) -> None:
+        s = self._s
+        before, after = s.cache.set_pod(pod)
+        if after is None:
+            if before is not None:
+                s.wake(ClusterEvent("pod", "delete", before.node, freed=before.assignment,
+                                    obj=pod))
+        elif before is None or before.assumed or before.node != after.node:
+            # As kube-scheduler's AssignedPodAdd (an assumed pod's confirmation too): a pod
+            # that pod affinity or topology spread waits for is now on a node.
+            s.wake(ClusterEvent("pod", "add", after.node, obj=pod))
+        elif before.info.labels != after.info.labels:
+            s.wake(ClusterEvent("pod", "update", after.node, obj=pod))
+
+    def on_other(self, kind: str, old: Obj | None, new: Obj | None) -> None:
+        """A watched object of another kind (``Handle.lister``) changed: plugins whose
+        hints say it may help wake their pods."""
+        obj = new if new is not None else old
+        if obj is None:
+            return
+        action: Literal["add", "update", "delete"] = (
+            "add" if old is None else "delete" if new is None else "update")
+        self._s.wake(ClusterEvent(kind, action, "", obj=obj))
 
     def on_node(self, old: Obj | None, new: Obj | None) -> None:
         s = self._s

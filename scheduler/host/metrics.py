@@ -26,6 +26,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from scheduler.host.scheduler import Decision, Scheduler
+from vgpu import latency
 from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY
 from vgpu.pods import node_name, pod_key
@@ -128,13 +129,13 @@ class Metrics:
         attempts = Counter("vgpu_scheduler_schedule_attempts",
                            "Scheduling attempts, by result", ["result"],
                            registry=self.registry)
-        latency = Histogram("vgpu_scheduler_scheduling_attempt_duration_seconds",
+        attempt_latency = Histogram("vgpu_scheduler_scheduling_attempt_duration_seconds",
                             "Time of one scheduling attempt (snapshot, filter, score, "
                             "reserve, permit), by result", ["result"],
                             buckets=ATTEMPT_BUCKETS, registry=self.registry)
         # Children bound once: a labels() lookup per attempt is measurable at high rates.
         self._attempts = {r: attempts.labels(r) for r in RESULTS}
-        self._latency = {r: latency.labels(r) for r in RESULTS}
+        self._latency = {r: attempt_latency.labels(r) for r in RESULTS}
         bindings = Counter("vgpu_scheduler_bindings", "Bindings, by result: success, "
                            "conflict (the pod was bound already or is being deleted), error",
                            ["result"], registry=self.registry)
@@ -146,6 +147,11 @@ class Metrics:
                          "repeat held back), dropped (too many queued), failed", ["outcome"],
                          registry=self.registry)
         self._events = {o: events.labels(o) for o in ("sent", "limited", "dropped", "failed")}
+        steps = Histogram(latency.METRIC, latency.HELP, [latency.LABEL],
+                          buckets=latency.BUCKETS, registry=self.registry)
+        self._queue_wait = steps.labels(latency.QUEUE_WAIT)
+        self._cycle = steps.labels(latency.SCHEDULING_CYCLE)
+        self._bind = steps.labels(latency.BIND)
         self._lock = threading.Lock()
         self._starts: dict[str, float] = {}
 
@@ -174,7 +180,11 @@ class Metrics:
         if result is not None:
             self._attempts[result].inc()
             self._latency[result].observe(decision.seconds)
-        elif decision.outcome == "bound":
+            self._queue_wait.observe(decision.queued)
+            self._cycle.observe(decision.seconds)
+            return
+        self._bind.observe(decision.seconds)
+        if decision.outcome == "bound":
             self._bindings["success"].inc()
             self._bound_now(decision.pod)
         elif decision.outcome == "bind-conflict":

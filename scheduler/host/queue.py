@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.framework.interfaces import Clock, ClusterEvent
+from scheduler.framework.cycle import ClusterEvent
+from scheduler.framework.interfaces import Clock
 from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.status import Status
 
 
 @dataclass(eq=False)
@@ -35,6 +37,10 @@ class QueuedPod:
     rejected_by: set[str] = field(default_factory=set)
     #: The last failure, for `describe`-style answers.
     message: str = ""
+    #: When it last became ready to pop (entered the active heap), and how long it then
+    #: waited there before its latest attempt.
+    ready_at: float = 0.0
+    waited: float = 0.0
     #: Queue bookkeeping.
     parked_at: float = 0.0
     cycle: int = 0
@@ -46,13 +52,17 @@ class QueuedPod:
 
 
 SortKey = Callable[[PodInfo, int], tuple[Any, ...]]
+#: PreEnqueue: may the pod enter the active queue?
+Admit = Callable[[PodInfo], Status]
 Hint = Callable[[PodInfo, set[str], ClusterEvent], bool]
 
 
 class SchedulingQueue:
-    def __init__(self, sort_key: SortKey, clock: Clock, *, initial_backoff: float = 1.0,
-                 max_backoff: float = 10.0, max_unschedulable: float = 300.0) -> None:
+    def __init__(self, sort_key: SortKey, clock: Clock, *, admit: Admit | None = None,
+                 initial_backoff: float = 1.0, max_backoff: float = 10.0,
+                 max_unschedulable: float = 300.0) -> None:
         self._sort_key = sort_key
+        self._admit = admit
         self._clock = clock
         self._initial = initial_backoff
         self._max = max_backoff
@@ -64,6 +74,9 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, QueuedPod]] = []
         self._backoff_keys: dict[str, QueuedPod] = {}
         self._unschedulable: dict[str, QueuedPod] = {}
+        # Pods a PreEnqueue plugin keeps out (scheduling gates): never attempted until an
+        # update of the pod passes.
+        self._gated: dict[str, QueuedPod] = {}
         # Pods popped and not yet settled, and the cycle of the last event that moved pods:
         # a pod failing in a cycle that started before such an event is retried instead of
         # parked, so that an event landing mid-cycle is not lost.
@@ -75,8 +88,10 @@ class SchedulingQueue:
 
     # -- adding ----------------------------------------------------------------------------
 
-    def _push_active(self, qp: QueuedPod) -> None:
+    def _push_active(self, qp: QueuedPod, *, still_ready: bool = False) -> None:
         seq = next(self._seq)
+        if not still_ready:
+            qp.ready_at = self._clock()
         heapq.heappush(self._active, (self._sort_key(qp.info, seq), seq, qp))
         self._active_keys[qp.key] = qp
         self._cond.notify()
@@ -88,11 +103,13 @@ class SchedulingQueue:
     def _detach(self, key: str) -> QueuedPod | None:
         """Take a pod out of wherever it waits (heaps are cleaned lazily)."""
         return (self._active_keys.pop(key, None) or self._backoff_keys.pop(key, None)
-                or self._unschedulable.pop(key, None))
+                or self._unschedulable.pop(key, None) or self._gated.pop(key, None))
 
     def add(self, info: PodInfo) -> None:
         """A new pending pod, or a changed one: it goes (back) to the active heap at once."""
         with self._cond:
+            # A pod updated while it waits in the active heap keeps its wait so far.
+            was_active = info.key in self._active_keys
             old = self._detach(info.key)
             if info.key in self._in_flight:
                 # Being scheduled right now; the new version replaces it when it settles.
@@ -101,7 +118,10 @@ class SchedulingQueue:
                 return
             qp = old or QueuedPod(info, self._clock())
             qp.info = info
-            self._push_active(qp)
+            if self._admit is not None and not self._admit(info).ok:
+                self._gated[info.key] = qp
+                return
+            self._push_active(qp, still_ready=was_active)
 
     def delete(self, key: str) -> None:
         with self._cond:
@@ -111,7 +131,8 @@ class SchedulingQueue:
     def __contains__(self, key: str) -> bool:
         with self._cond:
             return (key in self._active_keys or key in self._backoff_keys
-                    or key in self._unschedulable or key in self._in_flight)
+                    or key in self._unschedulable or key in self._in_flight
+                    or key in self._gated)
 
     # -- popping ---------------------------------------------------------------------------
 
@@ -129,6 +150,7 @@ class SchedulingQueue:
                         self._cycle += 1
                         qp.cycle = self._cycle
                         qp.changed = False
+                        qp.waited = max(self._clock() - qp.ready_at, 0.0)
                         self._in_flight[qp.key] = qp
                         return qp
                 if self._closed or self._interrupted:
@@ -245,6 +267,11 @@ class SchedulingQueue:
                     "unschedulable": len(self._unschedulable),
                     "in_flight": len(self._in_flight)}
 
+    def gated(self) -> int:
+        """Pods a PreEnqueue plugin keeps out of the queue (scheduling gates)."""
+        with self._cond:
+            return len(self._gated)
+
     def next_backoff(self) -> float | None:
         """When the earliest backed-off pod becomes active (for a stepping driver)."""
         with self._cond:
@@ -260,4 +287,5 @@ class SchedulingQueue:
     def get(self, key: str) -> QueuedPod | None:
         with self._cond:
             return (self._active_keys.get(key) or self._backoff_keys.get(key)
-                    or self._unschedulable.get(key) or self._in_flight.get(key))
+                    or self._unschedulable.get(key) or self._in_flight.get(key)
+                    or self._gated.get(key))

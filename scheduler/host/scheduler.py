@@ -17,18 +17,20 @@ summary; every decision is reported to ``listeners`` (the seam for metrics). The
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from collections.abc import Callable, Mapping
 
 from scheduler.framework import profile
-from scheduler.framework.interfaces import Clock, ClusterEvent, PluginFactory
-from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.cycle import ClusterEvent, CycleState
+from scheduler.framework.interfaces import Clock, Lister, PluginFactory
+from scheduler.framework.nodeinfo import NodeInfo, NodePod
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.runtime import Framework
 from scheduler.framework.snapshot import Snapshot
-from scheduler.host.binding import BindExecutor, InlineBinder, ThreadBinder
+from scheduler.framework.status import Status
+from scheduler.host import loop
+from scheduler.host.binding import BindExecutor, InlineBinder
 from scheduler.host.cache import Cache
 from scheduler.host.cycle import COMPONENT, POD_SPEC, Cycle, Decision
 from scheduler.host.handlers import Handlers, PodHandler
@@ -37,7 +39,7 @@ from scheduler.host.waiting import WaitingRoom
 from scheduler.plugins.registry import REGISTRY
 from vgpu import logs
 from vgpu.cluster.informer import Informer
-from vgpu.cluster.port import ClusterPort, Obj
+from vgpu.cluster.port import ClusterPort, Kind, Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
 from vgpu.errors import ClusterError
@@ -46,6 +48,19 @@ from vgpu.pods import node_name
 __all__ = ["COMPONENT", "Decision", "Scheduler"]
 
 _log = logs.get("vgpu.scheduler")
+
+
+class _Empty:
+    """The lister of a scheduler without a cluster: nothing to watch."""
+
+    def get(self, key: str) -> Obj | None:
+        return None
+
+    def items(self) -> list[Obj]:
+        return []
+
+
+EMPTY = _Empty()
 
 
 class Scheduler:
@@ -60,18 +75,19 @@ class Scheduler:
         sc = config.scheduler
         self.cache = Cache(scaling=config.device_memory_scaling,
                            assume_ttl=sc.assume_ttl_seconds,
-                           heartbeat_expiry=config.node_heartbeat_expiry_seconds)
+                           heartbeat_expiry=config.node_heartbeat_expiry_seconds, config=config)
         self.waiting = WaitingRoom()
+        self._informers: dict[Kind, Informer] = {}
         self.framework: Framework = profile.build(sc, self, registry)
         self.snapshot = Snapshot(self.framework.columns())
         self.queue = SchedulingQueue(
-            self.framework.sort_key, clock, initial_backoff=sc.pod_initial_backoff_seconds,
+            self.framework.sort_key, clock, admit=self.framework.pre_enqueue,
+            initial_backoff=sc.pod_initial_backoff_seconds,
             max_backoff=sc.pod_max_backoff_seconds,
             max_unschedulable=sc.pod_max_unschedulable_seconds)
         self.binder: BindExecutor = binder or InlineBinder()
         self.listeners: list[Callable[[Decision], None]] = []
         self._cycle = Cycle(self)
-        self._informers: list[Informer] = []
         self._threads: list[threading.Thread] = []
 
     # -- the Handle plugins see ------------------------------------------------------------
@@ -92,6 +108,34 @@ class Scheduler:
 
     def on_pod_event(self, handler: PodHandler) -> None:
         self._handlers.pod_handlers.append(handler)
+
+    def lister(self, kind: Kind) -> Lister:
+        if self._cluster is None:
+            return EMPTY
+        return self._informer(kind)
+
+    def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self.framework.run_filters(state, pod, node)
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, removed: NodePod,
+                   node: NodeInfo) -> Status:
+        return self.framework.remove_pod(state, pod, removed, node)
+
+    def add_pod(self, state: CycleState, pod: PodInfo, added: NodePod,
+                node: NodeInfo) -> Status:
+        return self.framework.add_pod(state, pod, added, node)
+
+    def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
+        self.cache.nominate(pod, node, claim)
+
+    def clear_nomination(self, pod_key: str) -> None:
+        rec = self.cache.clear_nomination(pod_key)
+        if rec is None:
+            return
+        self.wake(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
+        qp = self.queue.get(pod_key)
+        if qp is not None:
+            self.queue.add(qp.info)
 
     def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
         self._claims[pod_key] = assignment
@@ -133,16 +177,24 @@ class Scheduler:
         """Informer handler for nodes."""
         self._handlers.on_node(old, new)
 
-    def informers(self, watch_timeout: float = 30.0) -> list[Informer]:
-        """The pod and node informers over the cluster port, created on first use."""
-        if not self._informers:
+    def _informer(self, kind: Kind) -> Informer:
+        found = self._informers.get(kind)
+        if found is None:
             if self._cluster is None:
                 raise ClusterError("the scheduler has no cluster to watch")
-            self._informers = [
-                Informer(self._cluster, "nodes", self.on_node, watch_timeout=watch_timeout),
-                Informer(self._cluster, "pods", self.on_pod, watch_timeout=watch_timeout),
-            ]
-        return self._informers
+            handler = {"nodes": self.on_node, "pods": self.on_pod}.get(
+                kind, lambda old, new: self._handlers.on_other(kind, old, new))
+            found = self._informers[kind] = Informer(self._cluster, kind, handler)
+        return found
+
+    def informers(self, watch_timeout: float = 30.0) -> list[Informer]:
+        """The informers over the cluster port: nodes, pods, then the kinds plugins asked
+        for (``lister``), created on first use."""
+        ordered = [self._informer("nodes"), self._informer("pods"),
+                   *(i for k, i in self._informers.items() if k not in ("nodes", "pods"))]
+        for informer in ordered:
+            informer.watch_timeout = watch_timeout
+        return ordered
 
     def pump(self) -> int:
         """Apply every watch event available now; returns how many."""
@@ -153,7 +205,7 @@ class Scheduler:
         kube-scheduler, a failed pod is only requeued while it is unassigned)."""
         if not self._informers:
             return True
-        pod = self._informers[1].get(key)
+        pod = self._informers["pods"].get(key)
         if pod is None:
             return False
         return not (node_name(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"))
@@ -210,61 +262,18 @@ class Scheduler:
         return list(self._threads)
 
     def synced(self) -> bool:
-        return bool(self._informers) and all(i.synced.is_set() for i in self._informers)
-
-    def _wait_synced(self, stop: threading.Event, sync_timeout: float | None) -> None:
-        waited = 0.0
-        while not self.synced() and not stop.is_set():
-            stop.wait(0.05)
-            waited += 0.05
-            if sync_timeout is not None and waited >= sync_timeout:
-                _log.warning("informers not synced yet; not scheduling until they are",
-                             seconds=round(waited))
-                waited = 0.0
+        return bool(self._informers) and all(i.synced.is_set()
+                                             for i in self._informers.values())
 
     def run(self, stop: threading.Event, *, watch_timeout: float = 1.0,
             sync_timeout: float | None = 60.0, leading: threading.Event | None = None) -> None:
-        """The real deployment's loop: informers in threads, bindings on a pool.
+        """The real deployment's loop (see :func:`scheduler.host.loop.run`)."""
+        loop.run(self, stop, watch_timeout=watch_timeout, sync_timeout=sync_timeout,
+                 leading=leading)
 
-        Nothing is scheduled before both informers have listed: a decision on a partial
-        view of the pods could hand out a GPU slice a running pod holds. With ``leading``
-        (leader election), the informers run from the start but the loop schedules only
-        while it is set, and returns as soon as it is cleared.
-        """
-        threads = self.start_informers(stop, watch_timeout=watch_timeout)
-        self._wait_synced(stop, sync_timeout)
-        # Everything listed so far lives as long as the process: keep it out of the cyclic
-        # collector's full passes, which otherwise stall a cycle for tens of milliseconds.
-        gc.collect()
-        gc.freeze()
-        while leading is not None and not leading.is_set() and not stop.is_set():
-            leading.wait(0.2)
-        workers = self._config.scheduler.bind_workers
-        if workers > 0 and isinstance(self.binder, InlineBinder):
-            self.binder = ThreadBinder(workers)
-
-        def go_on() -> bool:
-            return not stop.is_set() and (leading is None or leading.is_set())
-
-        def stopper_main() -> None:
-            while not stop.wait(0.2):
-                if leading is not None and not leading.is_set():
-                    break
-            self.queue.interrupt()
-
-        threading.Thread(target=stopper_main, daemon=True, name="vgpu-scheduler-stop").start()
-        _log.info("scheduler running", nodes=len(self.cache))
-        try:
-            while go_on():
-                self.housekeeping()
-                qp = self.queue.pop(1.0)
-                if qp is not None and go_on():
-                    self._cycle.attempt(qp)
-        finally:
-            self.binder.close()
-            if stop.is_set():
-                # A watch notices the stop when its request ends; the threads are daemons,
-                # so a process that exits does not wait for a long watch.
-                deadline = time.monotonic() + min(watch_timeout + 1, 3.0)
-                for thread in threads:
-                    thread.join(timeout=max(deadline - time.monotonic(), 0.0))
+    def step(self, go_on: Callable[[], bool]) -> None:
+        """One turn of the threaded loop: timeouts, then at most one attempt."""
+        self.housekeeping()
+        qp = self.queue.pop(1.0)
+        if qp is not None and go_on():
+            self._cycle.attempt(qp)

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from scheduler.framework.interfaces import CycleState
+from scheduler.framework.cycle import CycleState
 from scheduler.host.queue import QueuedPod
 
 #: The rejection reason of a waiting pod that was deleted: nothing to report or retry.

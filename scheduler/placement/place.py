@@ -17,6 +17,7 @@ from scheduler.framework.candidate import Candidate
 from vgpu.annotations import GpuSelector
 from vgpu.codecs import Assignment, GrantedDevice
 from vgpu.devices import (
+    EMPTY,
     Device,
     FitReason,
     Usage,
@@ -127,3 +128,10 @@ def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodReques
         chosen.append((container.name, tuple((c.position, c.memory_mib, c.cores)
                                              for c in picked)))
     return Placement(tuple(chosen), memory, cores)
+
+
+def fits_empty(devices: Sequence[Device], request: PodRequest, scaling: float) -> bool:
+    """Whether the pod would fit on these GPUs with nothing on them: when it would not, no
+    preemption on the node can help (the filter's answer is then unresolvable)."""
+    return not isinstance(place(devices, [EMPTY] * len(devices), request, scaling, list),
+                          tuple)

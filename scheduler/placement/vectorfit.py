@@ -71,6 +71,21 @@ def classify(gpus: GpuColumns, *, cores: int, memory_mib: int | None,
     return codes
 
 
+def fits_idle(gpus: GpuColumns, *, cores: int, memory_mib: int | None,
+              memory_percent: int | None, allowed_models: int | None) -> npt.NDArray[np.bool_]:
+    """Per GPU slot, whether one vGPU would fit with nothing else on the GPU (what
+    :func:`classify` says for zero usage: only the GPU's own facts count)."""
+    if memory_mib is not None:
+        need: Array = np.full(gpus.capacity.shape, memory_mib, dtype=np.int64)
+    else:
+        need = share_of(gpus.capacity, memory_percent if memory_percent is not None else 100)
+    ok: npt.NDArray[np.bool_] = (gpus.present & gpus.healthy & (gpus.split > 0)
+                                 & (need <= gpus.capacity) & (cores <= gpus.cores))
+    if allowed_models is not None:
+        ok &= (gpus.model_bits & allowed_models) != 0
+    return ok
+
+
 def node_reasons(codes: Array) -> tuple[Array, Array]:
     """(fitting GPUs per node, bitmask of the reasons of its non-fitting present GPUs)."""
     fitting: Array = (codes == FIT).sum(axis=1)

@@ -14,7 +14,8 @@ import threading
 from collections import deque
 
 import vgpu.annotations as ann
-from scheduler.framework.interfaces import CycleState, Handle
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.interfaces import Handle
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.status import SUCCESS, WAIT, Status
 from vgpu import codecs, logs

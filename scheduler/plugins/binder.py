@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as dt
 
 import vgpu.annotations as ann
-from scheduler.framework.interfaces import CycleState, Handle
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.interfaces import Handle
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.status import SUCCESS, Status, conflict, error
 from scheduler.plugins.vgpu import assignment_of

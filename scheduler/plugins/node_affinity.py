@@ -1,20 +1,19 @@
-"""Filter: ``spec.nodeSelector`` and required node affinity.
+"""Filter: ``spec.nodeSelector`` and required node affinity; Score: preferred node affinity.
 
 Terms are ORed, the requirements of a term ANDed; operators In, NotIn, Exists,
-DoesNotExist, Gt, Lt on labels, and In/NotIn on the ``metadata.name`` field.
+DoesNotExist, Gt, Lt on labels, and In/NotIn on the ``metadata.name`` field. A node's
+score is the sum of the weights of the preferred terms it matches, scaled so the best
+node gets 100 (kube-scheduler's NodeAffinity score).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.framework.interfaces import (
-    ClusterEvent,
-    CycleState,
-    Handle,
-    PreFilterResult,
-)
+from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from scheduler.framework.interfaces import Handle
 from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.normalize import default_normalize
 from scheduler.framework.objects import Requirement, SelectorTerm
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Snapshot
@@ -72,6 +71,12 @@ def matches(labels: Mapping[str, str], node_name: str, node_selector: Mapping[st
     return any(term_matches(t, labels, node_name) for t in terms)
 
 
+def preferred_score(labels: Mapping[str, str], node_name: str,
+                    terms: Sequence[tuple[int, SelectorTerm]]) -> int:
+    """The sum of the weights of the preferred terms the node matches."""
+    return sum(weight for weight, term in terms if term_matches(term, labels, node_name))
+
+
 class NodeAffinity:
     name = "NodeAffinity"
 
@@ -80,6 +85,10 @@ class NodeAffinity:
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        if not pod.preferred_terms:
+            # Known now, so the framework can still take the first feasible node when
+            # no other score compares nodes.
+            state.skip_score.add(self.name)
         if not pod.node_selector and pod.required_terms is None:
             return None, SKIP
         return None, SUCCESS
@@ -88,6 +97,12 @@ class NodeAffinity:
         if matches(node.static.labels, node.name, pod.node_selector, pod.required_terms):
             return SUCCESS
         return unresolvable(REASON)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
+        return float(preferred_score(node.static.labels, node.name, pod.preferred_terms))
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[float]) -> None:
+        default_normalize(scores)
 
     def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
         return event.resource == "node" and (event.action == "add" or "labels" in event.changes)

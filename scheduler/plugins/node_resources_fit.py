@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.interfaces import ClusterEvent, CycleState, Handle, PreFilterResult
+from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from scheduler.framework.interfaces import Handle
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
@@ -103,4 +104,5 @@ class NodeResourcesFit:
     def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
         if event.resource == "pod":
             return event.action == "delete"
-        return event.action == "add" or "allocatable" in event.changes
+        return event.resource == "node" and (
+            event.action == "add" or "allocatable" in event.changes)

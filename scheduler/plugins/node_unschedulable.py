@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.interfaces import ClusterEvent, CycleState, Handle
+from scheduler.framework.cycle import ClusterEvent, CycleState
+from scheduler.framework.interfaces import Handle
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.objects import NO_SCHEDULE, UNSCHEDULABLE_TAINT, Taint, Toleration
 from scheduler.framework.podinfo import PodInfo

@@ -1,4 +1,6 @@
-"""Filter: every NoSchedule/NoExecute taint of the node must be tolerated by the pod."""
+"""Filter: every NoSchedule/NoExecute taint of the node must be tolerated by the pod.
+Score: fewer untolerated PreferNoSchedule taints is better (kube-scheduler's
+TaintToleration score: the count, scaled and reversed so the best node gets 100)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,17 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.interfaces import ClusterEvent, CycleState, Handle
+from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from scheduler.framework.interfaces import Handle
 from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.normalize import default_normalize
 from scheduler.framework.objects import PREFER_NO_SCHEDULE, Taint, Toleration
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status, unresolvable
 
 _TAINTED = "node.tainted"
+_PREFER = "node.prefer_no_schedule"
 
 
 def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
@@ -25,6 +30,14 @@ def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> T
         if not any(t.tolerates(taint) for t in tolerations):
             return taint
     return None
+
+
+def intolerable_preferences(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
+    """How many PreferNoSchedule taints the pod's tolerations (those with no effect or
+    PreferNoSchedule) leave untolerated."""
+    soft = [t for t in tolerations if t.effect in ("", PREFER_NO_SCHEDULE)]
+    return sum(1 for taint in taints if taint.effect == PREFER_NO_SCHEDULE
+               and not any(t.tolerates(taint) for t in soft))
 
 
 class TaintToleration:
@@ -42,7 +55,22 @@ class TaintToleration:
         return unresolvable(f"untolerated taint {taint.key}")
 
     def columns(self) -> Sequence[Column]:
-        return (Column(_TAINTED, np.bool_, lambda n: bool(n.static.taints), False),)
+        return (Column(_TAINTED, np.bool_, lambda n: bool(n.static.taints), False),
+                Column(_PREFER, np.bool_, lambda n: any(
+                    t.effect == PREFER_NO_SCHEDULE for t in n.static.taints), False))
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        if not snapshot.column(_PREFER).any():
+            # Every node would score the same: let the framework skip the comparison.
+            state.skip_score.add(self.name)
+        return None, SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
+        return float(intolerable_preferences(node.static.taints, pod.tolerations))
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[float]) -> None:
+        default_normalize(scores, reverse=True)
 
     def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                 positions: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],

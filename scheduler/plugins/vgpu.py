@@ -19,13 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.interfaces import (
-    ClusterEvent,
-    CycleState,
-    GpuPolicy,
-    Handle,
-    PreFilterResult,
-)
+from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from scheduler.framework.interfaces import GpuPolicy, Handle
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
@@ -39,7 +34,7 @@ from vgpu.devices import slice_mib
 from vgpu.errors import ConfigError
 from vgpu.requests import PodRequest
 
-__all__ = ["ASSIGNMENT_KEY", "NO_HEARTBEAT", "STALE", "VGPU", "assignment_of",
+__all__ = ["ASSIGNMENT_KEY", "NO_HEARTBEAT", "STALE", "VGPU", "assignment_of", "claim_on",
            "heartbeat_reason"]
 
 NO_HEARTBEAT = ix.NO_HEARTBEAT
@@ -63,7 +58,25 @@ class _Pre:
     policy: GpuPolicy
     node_policy: policies.NodePolicy
     simple: bool
-    placements: dict[str, pl.Placement | tuple[str, ...]] = field(default_factory=dict)
+    #: The plugin that wrote it, for :func:`claim_on`.
+    owner: VGPU
+    #: Per node name, the NodeInfo a placement was computed on and the placement: a
+    #: preemption simulation asks about the same node with other pods on it.
+    placements: dict[str, tuple[NodeInfo, pl.Placement | tuple[str, ...]]] = field(
+        default_factory=dict)
+
+
+def claim_on(state: CycleState, node: NodeInfo) -> Assignment | None:
+    """The GPU slices the pod of this cycle would take on ``node`` (as the plugin's Reserve
+    would place it), or None: not a GPU pod, or it does not fit there. Preemption holds
+    this claim on its nominated node, computed on the node without the victims."""
+    pre: _Pre | None = state.read(_KEY)
+    if pre is None:
+        return None
+    result = pre.owner.placement(pre, node)
+    if isinstance(result, tuple):
+        return None
+    return result.assignment(node.name, node.devices, pre.request.priorities())
 
 
 def _builtin(rank: pl.GpuRanker) -> GpuPolicy:
@@ -117,7 +130,7 @@ class VGPU:
         if npol is None:
             return None, unresolvable(f"node policy {node_policy!r} is not available")
         simple = len(request.containers) == 1 and not choices.selector.numa_bind
-        state.write(_KEY, _Pre(request, policy, npol, simple))
+        state.write(_KEY, _Pre(request, policy, npol, simple, self))
         order = None
         if npol.order is not None:
             capacity = snapshot.column(policies.CAPACITY)
@@ -155,22 +168,31 @@ class VGPU:
             return unresolvable(ix.BAD_INVENTORY if static.inventory_error else ix.NO_INVENTORY)
         reason = heartbeat_reason(static.heartbeat, state.now, self._expiry)
         if reason is not None:
-            return unschedulable(reason)
+            # The node agent is silent: evicting pods would not bring it back.
+            return unresolvable(reason)
         if pre.simple:
             reasons = pl.fits(static.devices, node.usages, pre.request.containers[0],
                               pre.request.choices.selector, self._scaling)
         else:
-            result = self._placement(pre, node)
+            result = self.placement(pre, node)
             reasons = result if isinstance(result, tuple) else ()
-        return unschedulable(*reasons) if reasons else SUCCESS
+        if not reasons:
+            return SUCCESS
+        if not pl.fits_empty(static.devices, pre.request, self._scaling):
+            # Not even on idle GPUs (too few, too small, excluded): preemption cannot help.
+            return unresolvable(*reasons)
+        return unschedulable(*reasons)
 
-    def _placement(self, pre: _Pre, node: NodeInfo) -> pl.Placement | tuple[str, ...]:
-        result = pre.placements.get(node.name)
-        if result is None:
-            policy = pre.policy
-            result = pre.placements[node.name] = pl.place(
-                node.devices, node.usages, pre.request, self._scaling,
-                lambda cands: policy(node, cands))
+    def placement(self, pre: _Pre, node: NodeInfo) -> pl.Placement | tuple[str, ...]:
+        """The pod's GPUs on ``node`` with its GPU policy, or why it does not fit;
+        memoised per node state for the cycle (Filter, Score and Reserve ask alike)."""
+        hit = pre.placements.get(node.name)
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        policy = pre.policy
+        result = pl.place(node.devices, node.usages, pre.request, self._scaling,
+                          lambda cands: policy(node, cands))
+        pre.placements[node.name] = (node, result)
         return result
 
     def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
@@ -196,7 +218,7 @@ class VGPU:
             return 0.0
         if not pre.node_policy.needs_placement:
             return pre.node_policy.score(node, self._estimate(pre.request, node))
-        result = self._placement(pre, node)
+        result = self.placement(pre, node)
         if isinstance(result, tuple):
             return 0.0
         return pre.node_policy.score(node, result)
@@ -217,7 +239,7 @@ class VGPU:
         info = state.snapshot.get(node) if state.snapshot is not None else None
         if info is None:
             return unschedulable(f"node {node} is gone")
-        result = self._placement(pre, info)
+        result = self.placement(pre, info)
         if isinstance(result, tuple):
             return unschedulable(*result)
         assignment = result.assignment(node, info.devices, pre.request.priorities())
@@ -233,5 +255,5 @@ class VGPU:
     def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
         if event.resource == "pod":
             return event.action == "delete" and event.freed is not None
-        return event.action == "add" or bool(
-            event.changes & {"inventory", "heartbeat", "allocatable"})
+        return event.resource == "node" and (event.action == "add" or bool(
+            event.changes & {"inventory", "heartbeat", "allocatable"}))

@@ -211,13 +211,13 @@ class GpuIndex:
                                                   BAD_INVENTORY))
         beats = snapshot.column(HEARTBEAT)[positions]
         open_ = out == -1
-        out[open_ & (beats == -math.inf)] = code_of(self.status(Code.UNSCHEDULABLE,
-                                                                NO_HEARTBEAT))
+        silent = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        out[open_ & (beats == -math.inf)] = code_of(self.status(silent, NO_HEARTBEAT))
         stale = (beats != -math.inf) & ~(beats >= heartbeat.oldest_fresh(now, expiry))
-        out[open_ & stale] = code_of(self.status(Code.UNSCHEDULABLE, STALE))
+        out[open_ & stale] = code_of(self.status(silent, STALE))
         devices = snapshot.column(DEVICES)[positions]
         out[(out == -1) & (devices < request.count)] = code_of(
-            self.status(Code.UNSCHEDULABLE, pl.TOO_FEW_GPUS))
+            self.status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, pl.TOO_FEW_GPUS))
 
     def _explain_gpus(self, snapshot: Snapshot, rows: npt.NDArray[np.int64],
                       request: ContainerRequest, selector: GpuSelector,
@@ -227,15 +227,27 @@ class GpuIndex:
         raw = [block[:, k, :] for k in range(len(RAW_FIELDS))]
         raw[0] = raw[0].astype(np.bool_)
         raw[1] = raw[1].astype(np.bool_)
+        allowed = self.allowed_models(selector)
         codes = vf.classify(vf.GpuColumns(*raw), cores=request.cores,
                             memory_mib=request.memory_mib,
-                            memory_percent=request.memory_percent,
-                            allowed_models=self.allowed_models(selector))
+                            memory_percent=request.memory_percent, allowed_models=allowed)
         fitting, masks = vf.node_reasons(codes)
         result = np.full(len(rows), -1, dtype=np.int64)
         failing = fitting < request.count
+        if not failing.any():
+            return result
+        # The same GPUs with nothing on them: where even that is too little, no
+        # preemption can help (as the exact filter says with fits_empty).
+        idle = vf.fits_idle(vf.GpuColumns(*(field[failing] for field in raw)),
+                            cores=request.cores, memory_mib=request.memory_mib,
+                            memory_percent=request.memory_percent, allowed_models=allowed)
+        hopeless = np.zeros(len(rows), dtype=np.bool_)
+        hopeless[failing] = idle.sum(axis=1) < request.count
         for mask in np.unique(masks[failing]).tolist():
             reasons = vf.reasons_of(mask) or (pl.TOO_FEW_GPUS,)
-            result[failing & (masks == mask)] = code_of(self.status(Code.UNSCHEDULABLE,
-                                                                    *reasons))
+            for code, which in ((Code.UNSCHEDULABLE, ~hopeless),
+                                (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, hopeless)):
+                rows_ = failing & (masks == mask) & which
+                if rows_.any():
+                    result[rows_] = code_of(self.status(code, *reasons))
         return result

@@ -1,7 +1,9 @@
-"""etcd, kube-apiserver and kubectl, as built by ``build.sh`` (cached outside the repository).
+"""The Kubernetes binaries, as built by ``build.sh`` (cached outside the repository).
 
-Separate from the control plane that runs them: ``ensure_binaries`` is also what tests
-that only need kubectl (``kubectl kustomize``) call.
+Separate from what runs them: ``ensure_binaries`` (etcd, kube-apiserver, kubectl) is also
+what tests that only need kubectl (``kubectl kustomize``) call; ``ensure_node_binaries``
+(a real node: kubelet, containerd, runc, busybox) and ``ensure_kube_scheduler`` build their
+target only when a test asks for it, so a run without those tests never waits for them.
 """
 
 from __future__ import annotations
@@ -28,15 +30,63 @@ class Binaries:
     etcd: Path
 
 
+@dataclass(frozen=True)
+class NodeBinaries:
+    """What a real node runs, all from one bin folder (``build.sh node``)."""
+
+    bin_dir: Path
+
+    @property
+    def kubelet(self) -> Path:
+        return self.bin_dir / "kubelet"
+
+    @property
+    def containerd(self) -> Path:
+        return self.bin_dir / "containerd"
+
+    @property
+    def ctr(self) -> Path:
+        return self.bin_dir / "ctr"
+
+    @property
+    def runc(self) -> Path:
+        return self.bin_dir / "runc"
+
+    @property
+    def busybox(self) -> Path:
+        return self.bin_dir / "busybox"
+
+
+NODE_EXECUTABLES = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc",
+                    "busybox")
+
+
 def ensure_binaries(build_script: Path = BUILD_SCRIPT) -> Binaries:
-    """Run build.sh (instant once cached) and return the binaries it made.
+    """etcd, kube-apiserver and kubectl (``build.sh controlplane``)."""
+    bin_dir = run_build(("controlplane",), ("kube-apiserver", "kubectl", "etcd"), build_script)
+    return Binaries(bin_dir / "kube-apiserver", bin_dir / "kubectl", bin_dir / "etcd")
+
+
+def ensure_node_binaries(build_script: Path = BUILD_SCRIPT) -> NodeBinaries:
+    """The kubelet and its container runtime (``build.sh node``)."""
+    return NodeBinaries(run_build(("node",), NODE_EXECUTABLES, build_script))
+
+
+def ensure_kube_scheduler(build_script: Path = BUILD_SCRIPT) -> Path:
+    """kube-scheduler (``build.sh kube-scheduler``)."""
+    return run_build(("kube-scheduler",), ("kube-scheduler",), build_script) / "kube-scheduler"
+
+
+def run_build(targets: tuple[str, ...], executables: tuple[str, ...],
+              build_script: Path = BUILD_SCRIPT) -> Path:
+    """Run build.sh for ``targets`` (instant once cached) and return its bin folder.
 
     Its progress is passed on to our stderr as it comes (a cold build takes
     minutes, and silence would look like a hang) and its last lines go into
     the error, so that a failed build is explained wherever it is reported.
     """
     proc = subprocess.Popen(
-        ["bash", str(build_script)],
+        ["bash", str(build_script), *targets],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -54,8 +104,8 @@ def ensure_binaries(build_script: Path = BUILD_SCRIPT) -> Binaries:
             f"{build_script} failed with exit code {returncode}:\n{''.join(tail)}"
         )
     bin_dir = Path(lines[-1])
-    binaries = Binaries(bin_dir / "kube-apiserver", bin_dir / "kubectl", bin_dir / "etcd")
-    for path in (binaries.kube_apiserver, binaries.kubectl, binaries.etcd):
-        if not os.access(path, os.X_OK):
-            raise ControlPlaneError(f"{build_script} reported {bin_dir} but {path} is missing")
-    return binaries
+    for name in executables:
+        if not os.access(bin_dir / name, os.X_OK):
+            raise ControlPlaneError(f"{build_script} reported {bin_dir} but {bin_dir / name} "
+                                    "is missing")
+    return bin_dir

@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
-# Build a real kube-apiserver, kubectl and etcd for the e2e tests, from Debian
-# bookworm packages alone (CI reaches only the package registries).
+# Build the Kubernetes binaries the e2e tests run, from Debian bookworm packages
+# alone (CI reaches only the package registries).
+#
+#   build.sh [TARGET...]      TARGET: controlplane, node, kube-scheduler, all (default)
+#
+#   controlplane    kube-apiserver, kubectl (go build) and etcd (etcd-server's binary)
+#   node            kubelet (go build); containerd, containerd-shim-runc-v2, ctr, runc
+#                   and busybox (busybox-static, for the test images), unpacked from
+#                   Debian's packages: nothing is installed system-wide
+#   kube-scheduler  kube-scheduler (go build)
 #
 # Everything lands in a cache folder outside the repository, keyed by the
 # Debian version of the `kubernetes` source package:
-#   ${VGPU_CP_CACHE:-$HOME/.cache/vgpu-controlplane}/<version>/bin/{kube-apiserver,kubectl,etcd}
-# A second run finds the stamp file and returns at once, without network.
+#   ${VGPU_CP_CACHE:-$HOME/.cache/vgpu-controlplane}/<version>/bin/
+# Each target has its own stamp file there (.complete is the control plane's, as
+# before the other targets existed), so a cache made by an older build.sh is
+# extended with the missing targets, reusing its sources and Go build cache.
+# A run whose targets are all stamped returns at once, without network.
 #
 # Prints the bin folder as its last line of stdout; progress goes to stderr.
 set -Eeuo pipefail
@@ -29,7 +40,6 @@ set_version() {
     KUBE_GIT_VERSION="${VGPU_CP_KUBE_GIT_VERSION:-v$up}"
     VDIR="$CACHE_ROOT/$KUBE_DEB_VERSION"
     BIN="$VDIR/bin"
-    STAMP="$BIN/.complete"
     WORK="$VDIR/build"
 }
 set_version "$KUBE_DEB_VERSION"
@@ -41,7 +51,32 @@ die() {
 }
 trap 'printf "[controlplane-build] FAILED at line %s: %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
 
-built() { [ -f "$STAMP" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kubectl" ] && [ -x "$BIN/etcd" ]; }
+# Targets, their stamps and the executables each one leaves in $BIN.
+TARGETS=()
+for t in "${@:-all}"; do
+    case "$t" in
+        all) TARGETS+=(controlplane node kube-scheduler) ;;
+        controlplane | node | kube-scheduler) TARGETS+=("$t") ;;
+        *) printf 'build.sh: unknown target %s (controlplane, node, kube-scheduler, all)\n' "$t" >&2; exit 2 ;;
+    esac
+done
+stamp_of() { if [ "$1" = controlplane ]; then echo "$BIN/.complete"; else echo "$BIN/.complete-$1"; fi; }
+outputs_of() {
+    case "$1" in
+        controlplane) echo kube-apiserver kubectl etcd ;;
+        node) echo kubelet containerd containerd-shim-runc-v2 ctr runc busybox ;;
+        kube-scheduler) echo kube-scheduler ;;
+    esac
+}
+target_built() {
+    [ -f "$(stamp_of "$1")" ] || return 1
+    local exe
+    for exe in $(outputs_of "$1"); do [ -x "$BIN/$exe" ] || return 1; done
+}
+built() {
+    local t
+    for t in "${TARGETS[@]}"; do target_built "$t" || return 1; done
+}
 if built; then
     echo "$BIN"
     exit 0
@@ -259,29 +294,88 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     done
 done
 
-for cmd in kube-apiserver kubectl; do
+# One Go command into $BIN, unless an earlier run left it there (a binary only
+# gets its name once its build finished).
+go_build() {
+    local cmd="$1"
+    [ -x "$BIN/$cmd" ] && return 0
     log "go build cmd/$cmd (cold: several minutes on 2 cores)"
     (cd "$KPKG" && go build -tags 'selinux notest' -ldflags "$LDFLAGS" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd") \
         || die "go build cmd/$cmd failed"
     mv -f "$BIN/$cmd.tmp" "$BIN/$cmd"
+}
+
+write_stamp() {
+    local target="$1" began="$2"
+    {
+        echo "target=$target"
+        echo "kubernetes_deb=$KUBE_DEB_VERSION"
+        echo "git_version=$KUBE_GIT_VERSION"
+        echo "go=$(go version)"
+        shift 2
+        for line in "$@"; do echo "$line"; done
+        echo "built=$(date -u +%FT%TZ) seconds=$((SECONDS - began))"
+    } >"$(stamp_of "$target")"
+    log "$target done in $((SECONDS - began)) s"
+}
+
+build_controlplane() {
+    local began=$SECONDS
+    go_build kube-apiserver
+    go_build kubectl
+    log "unpacking etcd-server"
+    rm -rf "$WORK/etcd"
+    unpack_deb etcd-server "$WORK/etcd"
+    [ -x "$WORK/etcd/usr/bin/etcd" ] || die "etcd-server has no usr/bin/etcd"
+    cp -f "$WORK/etcd/usr/bin/etcd" "$BIN/etcd"
+    "$BIN/kube-apiserver" --version >&2 || die "built kube-apiserver does not run"
+    "$BIN/kubectl" version --client --short >&2 || die "built kubectl does not run"
+    "$BIN/etcd" --version >&2 || die "unpacked etcd does not run"
+    write_stamp controlplane "$began"
+}
+
+# The binary of a Debian package, copied out of its unpack into $BIN.
+deb_binary() {
+    local pkg="$1" path="$2" name="${3:-$(basename "$2")}"
+    [ -x "$WORK/debs-unpacked/$pkg/$path" ] || die "$pkg has no $path"
+    cp -f "$WORK/debs-unpacked/$pkg/$path" "$BIN/$name"
+}
+
+build_node() {
+    local began=$SECONDS pkg versions=()
+    go_build kubelet
+    # A real node's runtime, pinned by the archive as the kubelet is; run from
+    # here with their own root and socket (tests/controlplane/node_runtime.py).
+    for pkg in containerd runc busybox-static; do
+        rm -rf "$WORK/debs-unpacked/$pkg"
+        unpack_deb "$pkg" "$WORK/debs-unpacked/$pkg"
+        versions+=("$pkg=$(dpkg-deb -f "$WORK/debs/${pkg}"_*.deb Version)")
+    done
+    deb_binary containerd usr/bin/containerd
+    deb_binary containerd usr/bin/containerd-shim-runc-v2
+    deb_binary containerd usr/bin/ctr
+    deb_binary runc usr/sbin/runc
+    deb_binary busybox-static bin/busybox
+    "$BIN/kubelet" --version >&2 || die "built kubelet does not run"
+    "$BIN/containerd" --version >&2 || die "unpacked containerd does not run"
+    "$BIN/runc" --version >&2 || die "unpacked runc does not run"
+    write_stamp node "$began" "${versions[@]}"
+}
+
+build_kube_scheduler() {
+    local began=$SECONDS
+    go_build kube-scheduler
+    "$BIN/kube-scheduler" --version >&2 || die "built kube-scheduler does not run"
+    write_stamp kube-scheduler "$began"
+}
+
+for t in "${TARGETS[@]}"; do
+    target_built "$t" && continue
+    case "$t" in
+        controlplane) build_controlplane ;;
+        node) build_node ;;
+        kube-scheduler) build_kube_scheduler ;;
+    esac
 done
-
-# --- etcd -----------------------------------------------------------------------
-log "unpacking etcd-server"
-rm -rf "$WORK/etcd"
-unpack_deb etcd-server "$WORK/etcd"
-[ -x "$WORK/etcd/usr/bin/etcd" ] || die "etcd-server has no usr/bin/etcd"
-cp -f "$WORK/etcd/usr/bin/etcd" "$BIN/etcd"
-
-"$BIN/kube-apiserver" --version >&2 || die "built kube-apiserver does not run"
-"$BIN/kubectl" version --client --short >&2 || die "built kubectl does not run"
-"$BIN/etcd" --version >&2 || die "unpacked etcd does not run"
-
-{
-    echo "kubernetes_deb=$KUBE_DEB_VERSION"
-    echo "git_version=$KUBE_GIT_VERSION"
-    echo "go=$(go version)"
-    echo "built=$(date -u +%FT%TZ) seconds=$((SECONDS - START))"
-} >"$STAMP"
 log "done in $((SECONDS - START)) s: $BIN"
 echo "$BIN"

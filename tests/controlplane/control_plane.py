@@ -49,7 +49,7 @@ class ControlPlane:
         binaries: Binaries | None = None,
     ) -> None:
         self._requested_workdir = workdir
-        self._keep = keep_workdir or bool(os.environ.get("VGPU_CP_KEEP"))
+        self._keep = keep_workdir or bool(os.environ.get("KEEP_CP"))
         self._extra_args = list(extra_apiserver_args)
         self._startup_timeout = startup_timeout
         self._binaries = binaries
@@ -138,18 +138,22 @@ class ControlPlane:
         return proc
 
     def ensure_namespace(self, name: str) -> None:
-        """Create a namespace and its ``default`` ServiceAccount.
+        """Create a namespace, its ``default`` ServiceAccount and ``kube-root-ca.crt``.
 
-        There is no controller-manager to make the ServiceAccount, and the
-        ServiceAccount admission plugin refuses pods whose account is missing.
+        There is no controller-manager to make them: the ServiceAccount admission plugin
+        refuses pods whose account is missing, and a real kubelet cannot mount a pod's
+        service-account token volume without the CA ConfigMap.
         """
         with self.api_client() as api_client:
             core = kubernetes.client.CoreV1Api(api_client)
             k = kubernetes.client
             namespace = k.V1Namespace(metadata=k.V1ObjectMeta(name=name))
             account = k.V1ServiceAccount(metadata=k.V1ObjectMeta(name="default"))
+            root_ca = k.V1ConfigMap(metadata=k.V1ObjectMeta(name="kube-root-ca.crt"),
+                                    data={"ca.crt": self.ca_cert.read_text()})
             _create_ignoring_conflict(lambda: core.create_namespace(namespace))
             _create_ignoring_conflict(lambda: core.create_namespaced_service_account(name, account))
+            _create_ignoring_conflict(lambda: core.create_namespaced_config_map(name, root_ca))
 
     def etcd_compact(self) -> int:
         """Compact etcd up to its current revision; returns that revision.

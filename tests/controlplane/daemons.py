@@ -70,6 +70,12 @@ def apiserver_args(kube_apiserver: Path, wd: Path, etcd_url: str, port: int,
         # The webhook must see (and deny) privileged vGPU pods; without this
         # the apiserver refuses them before admission.
         "--allow-privileged=true",
+        # A real node's kubelet (tests/controlplane/real_node.py) accepts only clients of
+        # the test CA, and its Hostname address (the node's name) resolves nowhere:
+        # `kubectl logs` and exec reach it by its InternalIP with the admin certificate.
+        f"--kubelet-client-certificate={wd / 'admin.crt'}",
+        f"--kubelet-client-key={wd / 'admin.key'}",
+        "--kubelet-preferred-address-types=InternalIP",
         "--profiling=false",
         *extra,
     ]

@@ -33,7 +33,7 @@ def free_port() -> int:
         return port
 
 
-def _die_with_parent(argv: Sequence[str]) -> list[str]:
+def _die_with_parent(argv: Sequence[str], signal_name: str = "TERM") -> list[str]:
     # If the Python process dies without stopping its children (SIGKILL, a
     # crashed test run), the kernel then sends them SIGTERM instead of leaving
     # etcd and the apiserver holding ports forever. setpriv (util-linux) sets
@@ -41,19 +41,20 @@ def _die_with_parent(argv: Sequence[str]) -> list[str]:
     setpriv = shutil.which("setpriv")
     if setpriv is None or sys.platform != "linux":
         return list(argv)
-    return [setpriv, "--pdeathsig=TERM", "--", *argv]
+    return [setpriv, f"--pdeathsig={signal_name}", "--", *argv]
 
 
 class ChildProcess:
     """A child in its own process group, so that stopping it reaches only what it spawned."""
 
     def __init__(self, name: str, argv: Sequence[str], log_path: Path, *,
-                 env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+                 env: dict[str, str] | None = None, cwd: Path | None = None,
+                 pdeathsig: str = "TERM") -> None:
         self.name = name
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("wb")
         self.popen = subprocess.Popen(
-            _die_with_parent(argv),
+            _die_with_parent(argv, pdeathsig),
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

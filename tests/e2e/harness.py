@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import re
@@ -46,6 +47,7 @@ from typing import Any
 import yaml
 
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.real_node import RealNode
 from tests.e2e.harness_nodes import Gpu, NodeSpec, SimNode
 from tests.e2e.harness_pods import STACK_LABEL, StackPods, allocated, bind_phase
 from tests.e2e.harness_processes import (
@@ -68,6 +70,8 @@ from vgpu.kube.adapter import KubeCluster, connect
 MANIFESTS = ROOT / "manifests"
 REGISTRATION = MANIFESTS / "webhook" / "mutatingwebhookconfiguration.yaml"
 BASE_CONFIG = MANIFESTS / "base" / "core" / "config.yaml"
+#: What the node agents advertise (the config's default resource name).
+RESOURCE = "nvidia.com/gpu"
 
 #: What tests import from here (the pieces live in the harness_* modules).
 __all__ = ["FullStack", "Gpu", "NodeSpec", "SimNode", "StackPods", "allocated", "bind_phase",
@@ -80,8 +84,9 @@ class FullStack(StackPods):
                  agent_metrics: bool = False) -> None:
         self.cp = control_plane
         self.tag = uuid.uuid4().hex[:6]
-        self.node_specs = [NodeSpec(f"{n.name}-{self.tag}", n.gpus,
-                                    {"gpu": "on", **n.labels}) for n in nodes]
+        self.node_specs = [dataclasses.replace(n, name=f"{n.name}-{self.tag}",
+                                               labels={"gpu": "on", **n.labels})
+                           for n in nodes]
         self.scheduler_name = f"vgpu-scheduler-{self.tag}"
         self.webhook_name = f"vgpu-e2e-{self.tag}"
         self._config_overrides = dict(config or {})
@@ -160,7 +165,7 @@ class FullStack(StackPods):
         for node in self.nodes.values():
             node.kubelet.stop(delete_node=True)
         self.nodes = {}
-        if not os.environ.get("VGPU_E2E_KEEP"):
+        if not os.environ.get("KEEP_E2E"):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- starting the pieces -----------------------------------------------------------------
@@ -192,7 +197,13 @@ class FullStack(StackPods):
         return config
 
     def _start_node(self, spec: NodeSpec, kubeconfig: str, config: str) -> None:
-        kubelet = NodeKubelet(_connect(self.cp), spec.name, labels=spec.labels)
+        kubelet: NodeKubelet | RealNode
+        if spec.real:
+            kubelet = RealNode(self.cp, spec.name, labels=spec.labels)
+            pod_resources = kubelet.pod_resources_socket
+        else:
+            kubelet = NodeKubelet(_connect(self.cp), spec.name, labels=spec.labels)
+            pod_resources = ""  # the stand-in serves no pod-resources API
         node = SimNode(spec, kubelet, free_port() if self._agent_metrics else 0)
         self.nodes[spec.name] = node
         kubelet.start()
@@ -201,7 +212,8 @@ class FullStack(StackPods):
         self.procs.start(f"nodeagent-{spec.name}", vgpu_command(
             "nodeagent", "--node-name", spec.name, "--fake-devices", str(devices),
             "--device-plugin-dir", kubelet.plugin_dir, "--kubeconfig", kubeconfig,
-            "--config", config, "--metrics-port", str(node.metrics_port)))
+            "--config", config, "--metrics-port", str(node.metrics_port),
+            "--pod-resources-socket", pod_resources))
 
     def _wait_node_ready(self, node: SimNode, timeout: float) -> None:
         """Registered with its kubelet, inventory published, devices in the Node's status."""
@@ -216,7 +228,7 @@ class FullStack(StackPods):
             return (NODE_GPUS in notes
                     and len(decode_inventory(notes[NODE_GPUS]).devices) == len(
                         node.spec.gpus)
-                    and allocatable.get(node.kubelet.resource) == str(want))
+                    and allocatable.get(RESOURCE) == str(want))
 
         wait_until(f"node {node.name} ready", ready, timeout, interval=0.2,
                    context=self.logs)
@@ -270,10 +282,7 @@ class FullStack(StackPods):
     # -- diagnostics -------------------------------------------------------------------------
 
     def logs(self, lines: int = 60) -> str:
-        kubelets = "\n".join(
-            f"----- kubelet {n.name}: admitted {sorted(n.kubelet.admissions)}, "
-            f"errors {n.kubelet.errors}, held {n.kubelet.held_devices()}"
-            for n in self.nodes.values())
+        kubelets = "\n".join(n.describe() for n in self.nodes.values())
         return f"{self.procs.logs(lines)}\n{kubelets}"
 
 

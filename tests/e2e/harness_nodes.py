@@ -1,7 +1,9 @@
-"""The simulated GPU nodes of a :class:`tests.e2e.harness.FullStack`.
+"""The GPU nodes of a :class:`tests.e2e.harness.FullStack`, simulated or real.
 
 A :class:`NodeSpec` names a node and its fake GPUs (the devices file its ``vgpu
-nodeagent`` reads); a :class:`SimNode` is one running, with its kubelet stand-in.
+nodeagent`` reads); a :class:`SimNode` is one running, with its kubelet: the stand-in
+(``tests/support/kubelet_node.py``) or, for ``NodeSpec(real=True)``, a real kubelet and
+containerd (:class:`tests.controlplane.real_node.RealNode`) that run the pods.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.controlplane.real_node import RealNode
 from tests.support.kubelet_node import NodeKubelet
 
 
@@ -30,6 +33,8 @@ class NodeSpec:
     name: str
     gpus: tuple[Gpu, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: A real kubelet and containerd instead of the stand-in.
+    real: bool = False
 
     def uuids(self) -> list[str]:
         return [f"GPU-{self.name}-{i}" for i in range(len(self.gpus))]
@@ -49,11 +54,32 @@ class NodeSpec:
 @dataclass
 class SimNode:
     spec: NodeSpec
-    kubelet: NodeKubelet
+    kubelet: NodeKubelet | RealNode
     #: The agent's /metrics port; 0: metrics off.
     metrics_port: int = 0
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def stand_in(self) -> NodeKubelet:
+        """The kubelet stand-in (what tests of admissions read); an error on a real node."""
+        if not isinstance(self.kubelet, NodeKubelet):
+            raise AssertionError(f"{self.name} runs a real kubelet, not the stand-in")
+        return self.kubelet
+
+    @property
+    def real(self) -> RealNode:
+        if not isinstance(self.kubelet, RealNode):
+            raise AssertionError(f"{self.name} runs the kubelet stand-in, not a real kubelet")
+        return self.kubelet
+
+    def describe(self) -> str:
+        """What a failed test's report shows of this node's kubelet."""
+        if isinstance(self.kubelet, RealNode):
+            return self.kubelet.logs(30)
+        k = self.kubelet
+        return (f"----- kubelet {self.name}: admitted {sorted(k.admissions)}, "
+                f"errors {k.errors}, held {k.held_devices()}")
 

@@ -86,7 +86,7 @@ class StackPods:
 
     def admission(self, pod: Obj, timeout: float = 10.0) -> Admission:
         node = pod["spec"]["nodeName"]
-        return self.nodes[node].kubelet.wait_admission(key_of(pod), timeout)
+        return self.nodes[node].stand_in.wait_admission(key_of(pod), timeout)
 
     def events(self, namespace: str, name: str) -> list[Obj]:
         answer = self.cluster.request_json(
@@ -100,10 +100,23 @@ class StackPods:
         kubelet finishes it, as on a real node."""
         self.cluster.delete("pods", name, namespace)
 
-    def clear(self, namespace: str, timeout: float = 30.0) -> None:
-        """Delete every pod of ``namespace`` and wait until they are gone."""
-        self.cluster.request_json("DELETE", f"/api/v1/namespaces/{quote(namespace)}/pods",
-                                  "delete pods")
+    def clear(self, namespace: str, timeout: float = 30.0, *,
+              force_after: float | None = None) -> None:
+        """Delete every pod of ``namespace`` and wait until they are gone.
+
+        ``force_after``: seconds after which the pods still there are deleted at once
+        (grace period 0). A real kubelet deletes a pod only once its containers are
+        removed, and when it notices their end before the deletion it leaves them to its
+        container GC, which runs once a minute.
+        """
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods"
+        self.cluster.request_json("DELETE", path, "delete pods")
+        if force_after is not None:
+            with contextlib.suppress(AssertionError):
+                wait_until(f"every pod of {namespace} gone", lambda: not self.pods(namespace),
+                           force_after, interval=0.2)
+            self.cluster.request_json("DELETE", path, "force-delete pods",
+                                      query=[("gracePeriodSeconds", "0")])
         wait_until(f"every pod of {namespace} gone", lambda: not self.pods(namespace),
                    timeout, interval=0.2, context=self.logs)
 

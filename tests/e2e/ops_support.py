@@ -22,6 +22,8 @@ from tests.controlplane.cluster import ControlPlane
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
+#: Every folder kustomize can render on its own.
+RENDERABLE = ["base", "base/core", "dashboards", *(f"overlays/{o}" for o in OVERLAYS)]
 Obj = dict[str, Any]
 
 
@@ -63,3 +65,28 @@ def _kustomize(kubectl: Path, folder: str) -> list[Obj]:
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, f"kubectl kustomize {folder}:\n{proc.stderr}"
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def check_rendered(objs: list[Obj]) -> None:
+    """What every rendering must hold: every object lands in vgpu-system, the images
+    transformer reached every container, generated ConfigMaps are referred to by their
+    hashed names."""
+    assert objs
+    config_maps = {o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"}
+    for o in objs:
+        if o["kind"] not in ("Namespace", "MutatingWebhookConfiguration") and \
+                not o["kind"].startswith("Cluster"):
+            assert o["metadata"].get("namespace") in (None, "vgpu-system"), o["metadata"]
+        spec = o.get("spec", {})
+        template = spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get(
+            "template")
+        if not template:
+            continue
+        pod = template["spec"]
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            # The images transformer reached every container, init containers included.
+            assert c["image"] == "vgpu:0.1.0", (o["metadata"]["name"], c["name"])
+        for v in pod.get("volumes", []):
+            # Every generated ConfigMap is referred to by its hashed name.
+            if "configMap" in v:
+                assert v["configMap"]["name"] in config_maps, v

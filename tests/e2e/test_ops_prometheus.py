@@ -26,6 +26,7 @@ import yaml
 from tests.controlplane.cluster import ControlPlane
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, free_port, wait_until
 from tests.e2e.ops_support import MANIFESTS, ROOT
+from vgpu import latency
 
 DASHBOARDS = MANIFESTS / "dashboards"
 # What Grafana puts in for its variables; a 1 s scrape interval makes 10 s rate windows.
@@ -39,7 +40,7 @@ def queries() -> list[tuple[str, str]]:
     for path in sorted(DASHBOARDS.glob("*.json")):
         board = json.loads(path.read_text())
         for panel in board["panels"]:
-            for t in panel["targets"]:
+            for t in panel.get("targets", []):  # a row has none
                 out.append((f"{path.stem}: {panel['title']} [{t['refId']}]", t["expr"]))
         for var in board["templating"]["list"]:
             if var["type"] == "query":
@@ -153,6 +154,13 @@ QUERIES = queries()
 def test_every_dashboard_query_returns_data(prometheus: Prometheus, where: str,
                                             expr: str) -> None:
     assert prometheus.query(for_prometheus(expr)), f"{where}: no data for {expr}"
+
+
+def test_every_step_of_the_pods_path_was_measured(prometheus: Prometheus) -> None:
+    """The "where the time goes" row: the placed pod went through every step, each
+    measured by its component, in one histogram name."""
+    counted = prometheus.query(f"sum by (step) ({latency.METRIC}_count) > 0")
+    assert {r["metric"]["step"] for r in counted} == set(latency.STEPS)
 
 
 def test_a_query_of_a_metric_nobody_exports_returns_nothing(prometheus: Prometheus) -> None:

@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.ops_support import OVERLAYS, Obj, kustomize
-
-RENDERABLE = ["base", "base/core", "dashboards", *(f"overlays/{o}" for o in OVERLAYS)]
+from tests.e2e.ops_support import RENDERABLE, Obj, check_rendered, kustomize
 
 
 def named(objs: list[Obj], kind: str, name: str) -> Obj:
@@ -25,26 +23,7 @@ def named(objs: list[Obj], kind: str, name: str) -> Obj:
 
 @pytest.mark.parametrize("folder", RENDERABLE)
 def test_kubectl_kustomize_renders(kubectl_path: Path, folder: str) -> None:
-    objs = kustomize(kubectl_path, folder)
-    assert objs
-    config_maps = {o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"}
-    for o in objs:
-        if o["kind"] not in ("Namespace", "MutatingWebhookConfiguration") and \
-                not o["kind"].startswith("Cluster"):
-            assert o["metadata"].get("namespace") in (None, "vgpu-system"), o["metadata"]
-        spec = o.get("spec", {})
-        template = spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get(
-            "template")
-        if not template:
-            continue
-        pod = template["spec"]
-        for c in pod.get("initContainers", []) + pod["containers"]:
-            # The images transformer reached every container, init containers included.
-            assert c["image"] == "vgpu:0.1.0", (o["metadata"]["name"], c["name"])
-        for v in pod.get("volumes", []):
-            # Every generated ConfigMap is referred to by its hashed name.
-            if "configMap" in v:
-                assert v["configMap"]["name"] in config_maps, v
+    check_rendered(kustomize(kubectl_path, folder))
 
 
 def test_overlays_change_what_they_say(kubectl_path: Path) -> None:

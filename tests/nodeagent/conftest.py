@@ -70,8 +70,9 @@ class Env:
 
 def small_config(**nodeagent: Any) -> Config:
     base = Config()
+    # No pod-resources check unless a test serves the kubelet's socket.
     settings: dict[str, Any] = {"allocate_wait_seconds": 0.3, "heartbeat_seconds": 1.0,
-                                **nodeagent}
+                                "pod_resources_socket": "", **nodeagent}
     section = dataclasses.replace(base.nodeagent, **settings)
     return dataclasses.replace(base, nodeagent=section)
 

@@ -32,6 +32,8 @@ DASHBOARD_METRICS: dict[str, frozenset[str]] = {
         "vgpu_scheduler_pod_create_to_bound_seconds_bucket",
         "vgpu_webhook_requests_total", "vgpu_webhook_request_duration_seconds_bucket",
         "vgpu_webhook_certificate_expiry_timestamp_seconds",
+        "vgpu_step_duration_seconds_bucket", "vgpu_step_duration_seconds_sum",
+        "vgpu_step_duration_seconds_count",
     }),
     "vgpu-gpus.json": frozenset({
         "vgpu_gpu_memory_total_bytes", "vgpu_gpu_memory_used_bytes", "vgpu_gpu_healthy",
@@ -59,6 +61,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         *_counter("vgpu_webhook_certificate_reloads"),
         "vgpu_webhook_certificate_expiry_timestamp_seconds",
         "vgpu_webhook_inventory_nodes", "vgpu_webhook_inventory_gpus",
+        *_histogram("vgpu_step_duration_seconds"),
     }),
     # nodeagent/metrics.py
     "nodeagent": frozenset({
@@ -68,6 +71,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         "vgpu_nodeagent_registered",
         *_histogram("vgpu_nodeagent_allocate_seconds"),
         *_counter("vgpu_nodeagent_allocations"),
+        *_histogram("vgpu_step_duration_seconds"),
     }),
     # scheduler/metrics.py
     "scheduler": frozenset({
@@ -78,6 +82,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         "vgpu_scheduler_gpu_memory_allocated_bytes", "vgpu_scheduler_gpu_cores_allocated_percent",
         "vgpu_scheduler_gpu_tasks", "vgpu_scheduler_leader",
         *_counter("vgpu_scheduler_bindings"), *_counter("vgpu_scheduler_events"),
+        *_histogram("vgpu_step_duration_seconds"),
     }),
 }
 

@@ -66,6 +66,11 @@ def test_dashboard_shape(name: str) -> None:
     assert len(ids) == len(set(ids))
     cells: set[tuple[int, int]] = set()
     for panel in d["panels"]:
+        if panel["type"] == "row":
+            # A row only heads the panels under it: full width, one unit high, no query.
+            assert panel["gridPos"]["w"] == 24 and panel["gridPos"]["h"] == 1, panel["title"]
+            assert "targets" not in panel, panel["title"]
+            continue
         assert panel["targets"], panel["title"]
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         g = panel["gridPos"]

@@ -44,12 +44,30 @@ EXPECTED_RIGHTS = {
         _rights("cluster", "", "pods", "get", "list", "watch", "patch")
         | _rights("cluster", "", "pods/binding", "create")
         | _rights("cluster", "", "pods/status", "patch")
+        # Preemption: victims are evicted (the API server enforces their budgets), and
+        # the budgets steer which victims are chosen.
+        | _rights("cluster", "", "pods/eviction", "create")
+        | _rights("cluster", "policy", "poddisruptionbudgets", "list", "watch")
         | _rights("cluster", "", "nodes", "get", "list", "watch")
+        # Pod affinity's namespaceSelector; the default topology spread constraints.
+        | _rights("cluster", "", "namespaces", "list", "watch")
+        | _rights("cluster", "", "services", "list", "watch")
+        | _rights("cluster", "", "replicationcontrollers", "list", "watch")
+        | _rights("cluster", "apps", "replicasets", "list", "watch")
+        | _rights("cluster", "apps", "statefulsets", "list", "watch")
         | _rights("cluster", "", "events", "create", "patch")
         | _rights("cluster", "events.k8s.io", "events", "create", "patch")
+        # VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits: watch storage;
+        # bind a PV to its claim (update), name the node on a claim to provision (patch),
+        # read both back while waiting for the binding (get).
+        | _rights("cluster", "", "persistentvolumes", "get", "list", "watch", "update")
+        | _rights("cluster", "", "persistentvolumeclaims", "get", "list", "watch", "patch")
+        | _rights("cluster", "storage.k8s.io", "storageclasses", "list", "watch")
+        | _rights("cluster", "storage.k8s.io", "csinodes", "list", "watch")
         | _rights("vgpu-system", "coordination.k8s.io", "leases", "create")
         | _rights("vgpu-system", "coordination.k8s.io", "leases/vgpu-scheduler", "get", "update")),
-    "vgpu-webhook": _rights("cluster", "", "nodes", "list", "watch"),
+    "vgpu-webhook": (_rights("cluster", "", "nodes", "list", "watch")
+                     | _rights("cluster", "", "events", "create")),
     "vgpu-nodeagent": (
         _rights("cluster", "", "pods", "get", "list", "watch", "patch")
         | _rights("cluster", "", "nodes", "patch")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scheduler.framework.nodeinfo import NodeInfo
-from vgpu.cluster.port import ClusterPort, Obj
+from vgpu.cluster.port import ClusterPort, Kind, Obj, key_of
 from vgpu.codecs import Assignment
 from vgpu.config import Config
 
@@ -21,6 +21,19 @@ class FakeClock:
         self.now += seconds
 
 
+class FakeLister:
+    """A lister over objects a test puts in."""
+
+    def __init__(self, objects: list[Obj] | None = None) -> None:
+        self.objects = {key_of(o): o for o in objects or ()}
+
+    def get(self, key: str) -> Obj | None:
+        return self.objects.get(key)
+
+    def items(self) -> list[Obj]:
+        return list(self.objects.values())
+
+
 class FakeHandle:
     def __init__(self, config: Config | None = None, clock: FakeClock | None = None) -> None:
         self._config = config or Config()
@@ -29,6 +42,7 @@ class FakeHandle:
         self.rejected: list[tuple[str, str, str]] = []
         self.handlers: list[Callable[[Obj | None, Obj | None], None]] = []
         self.claims: dict[str, Assignment] = {}
+        self.listers: dict[str, FakeLister] = {}
 
     @property
     def config(self) -> Config:
@@ -55,3 +69,6 @@ class FakeHandle:
 
     def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
         self.claims[pod_key] = assignment
+
+    def lister(self, kind: Kind) -> FakeLister:
+        return self.listers.setdefault(kind, FakeLister())

@@ -142,3 +142,16 @@ def test_unreadable_inventory_and_assignment_are_tolerated() -> None:
     pod["metadata"]["annotations"]["vgpu.io/assignment"] = "nope"
     cache.set_pod(pod)
     assert cache.node_info("n1").pod_count == 1  # type: ignore[union-attr]
+
+
+def test_a_pod_starting_to_terminate_is_seen_on_its_node() -> None:
+    # It still takes its resources, but topology spread stops counting it.
+    cache = cache_with("n1")
+    pod = bound("a", "n1", None)
+    cache.set_pod(pod)
+    leaving = copy.deepcopy(pod)
+    leaving["metadata"]["deletionTimestamp"] = "2027-01-01T00:00:00Z"
+    cache.set_pod(leaving)
+    info = cache.node_info("n1")
+    assert info is not None and info.pod_count == 1
+    assert info.pods["default/a"].info.terminating

@@ -73,7 +73,8 @@ def test_unschedulable_pod_gets_a_failed_scheduling_event_with_the_summary() -> 
     sched.run_until_idle()
     events = cluster.events(name="p", reason="FailedScheduling")
     assert [e.message for e in events] == [
-        "0/4 nodes are available: 3 insufficient GPU memory, 1 GPU type excluded."]
+        "0/4 nodes are available: 3 insufficient GPU memory, 1 GPU type excluded. "
+        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."]
     assert events[0].type == "Warning"
 
 
@@ -125,7 +126,8 @@ def test_non_gpu_pods_and_other_schedulers() -> None:
     assert node_of(cluster, "cpu") == "cpu-only"
     assert node_of(cluster, "theirs") is None and not cluster.events(name="theirs")
     assert cluster.events(name="gpu")[0].message == (
-        "0/1 nodes are available: 1 no vGPU inventory.")
+        "0/1 nodes are available: 1 no vGPU inventory. "
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
 
 
 def test_threaded_run_places_pods_and_stops() -> None:

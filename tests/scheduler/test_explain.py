@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vgpu.annotations as ann
-from scheduler.framework.interfaces import CycleState, Explainer
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.interfaces import Explainer
 from scheduler.framework.podinfo import parse
 from scheduler.framework.status import Code
 from scheduler.host.scheduler import Scheduler
@@ -126,7 +127,9 @@ def test_summary_over_bulk_and_single_answers() -> None:
     result = sched.framework.schedule(pod, sched.snapshot, NOW)
     assert result.diagnosis is not None
     assert summarize(result.diagnosis) == (
-        "0/7 nodes are available: 6 insufficient GPU memory, 1 node is unschedulable.")
+        "0/7 nodes are available: 6 insufficient GPU memory, 1 node is unschedulable. "
+        # 9000 MiB exceeds every GPU, and a cordon is no pod: nothing to preempt for.
+        "preemption: 0/7 nodes are available: 7 Preemption is not helpful for scheduling.")
     assert FakeHandle  # the plugins also build without a host
     assert set(REGISTRY) >= {"VGPU", "NodeResourcesFit"}
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scheduler.framework import profile
-from scheduler.framework.interfaces import CycleState, PreFilterResult
+from scheduler.framework.cycle import CycleState, PreFilterResult
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo, parse
 from scheduler.framework.runtime import Framework
@@ -181,7 +181,10 @@ def test_default_profile_builds_every_registered_plugin() -> None:
     fw = profile.build(SchedulerConfig(), FakeHandle(), REGISTRY)
     assert [p.name for p in fw.plugins] == list(SchedulerConfig().plugins)
     assert fw.queue_sort.name == "PrioritySort"
-    assert [p.name for p, _, _ in fw.scorers] == ["VGPU"]
+    # kube-scheduler's scorers with its default weights, beside the vGPU node policy.
+    assert [(p.name, w) for p, w, _ in fw.scorers] == [
+        ("TaintToleration", 3), ("NodeAffinity", 2), ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2), ("VGPU", 1)]
 
 
 @pytest.mark.parametrize(("plugins", "weights", "message"), [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.framework.compute import pod_requests
 from scheduler.framework.interfaces import Diagnosis
 from scheduler.framework.objects import (
     Requirement,
@@ -17,7 +18,6 @@ from scheduler.framework.objects import (
     Toleration,
     parse_required_terms,
     parse_tolerations,
-    pod_requests,
 )
 from scheduler.framework.status import Status, unresolvable, unschedulable
 from scheduler.host.summary import summarize
@@ -199,8 +199,8 @@ def test_pod_requests(containers: list[dict[str, object]], init: list[dict[str, 
                                                             "insufficient memory")], None,
      "0/2 nodes are available: 1 insufficient CPU, 1 insufficient memory, "
      "1 node is unschedulable."),
-    ([], None, "0/0 nodes are available."),
-    ([], unresolvable("pod asks for 9 GPUs."), "0/0 nodes are available: pod asks for 9 GPUs."),
+    ([], None, "no nodes available to schedule pods"),
+    ([], unresolvable("pod asks for 9 GPUs."), "no nodes available to schedule pods"),
 ])
 
 

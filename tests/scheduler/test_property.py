@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import vgpu.annotations as ann
-from scheduler.framework.objects import node_allocatable, pod_requests
+from scheduler.framework.compute import node_allocatable, pod_requests
 from scheduler.host.scheduler import Scheduler
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders, codecs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.framework.interfaces import ClusterEvent
+from scheduler.framework.cycle import ClusterEvent
 from scheduler.framework.podinfo import PodInfo, parse
 from scheduler.host.queue import SchedulingQueue
 from scheduler.plugins.priority_sort import sort_key

@@ -16,7 +16,7 @@ from vgpu.cli import Subcommand, main, subcommands
 from vgpu.config import Config
 
 EXPECTED_SUBCOMMANDS = ("webhook", "scheduler", "nodeagent", "certs", "simulate", "inspect",
-                        "config")
+                        "config", "why")
 
 
 def vgpu(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

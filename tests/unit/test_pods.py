@@ -15,6 +15,7 @@ from vgpu.pods import (
     container_names,
     containers,
     is_terminated,
+    is_terminating,
     node_name,
     pod_key,
 )
@@ -38,6 +39,17 @@ def test_annotations_of(obj: dict[str, Any], expected: dict[str, str]) -> None:
 def test_is_terminated(phase: str | None, expected: bool) -> None:
     assert is_terminated({"status": {"phase": phase}}) is expected
     assert is_terminated({}) is False
+
+
+@pytest.mark.parametrize(("obj", "expected"), [
+    ({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}, True),
+    ({"metadata": {"deletionTimestamp": None}}, False),
+    ({"metadata": {}}, False),
+    ({"metadata": "garbage"}, False),
+    ({}, False),
+])
+def test_is_terminating(obj: dict[str, Any], expected: bool) -> None:
+    assert is_terminating(obj) is expected
 
 
 @pytest.mark.parametrize(("pod", "key"), [

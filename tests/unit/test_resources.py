@@ -90,6 +90,15 @@ PATHS = [
     ("csinodes", "/apis/storage.k8s.io/v1/csinodes", "/apis/storage.k8s.io/v1/csinodes/x"),
     ("poddisruptionbudgets", "/apis/policy/v1/namespaces/ns/poddisruptionbudgets",
      "/apis/policy/v1/namespaces/ns/poddisruptionbudgets/x"),
+    ("events", "/api/v1/namespaces/ns/events", "/api/v1/namespaces/ns/events/x"),
+    ("namespaces", "/api/v1/namespaces", "/api/v1/namespaces/x"),
+    ("services", "/api/v1/namespaces/ns/services", "/api/v1/namespaces/ns/services/x"),
+    ("replicationcontrollers", "/api/v1/namespaces/ns/replicationcontrollers",
+     "/api/v1/namespaces/ns/replicationcontrollers/x"),
+    ("replicasets", "/apis/apps/v1/namespaces/ns/replicasets",
+     "/apis/apps/v1/namespaces/ns/replicasets/x"),
+    ("statefulsets", "/apis/apps/v1/namespaces/ns/statefulsets",
+     "/apis/apps/v1/namespaces/ns/statefulsets/x"),
 ]
 
 
@@ -140,6 +149,13 @@ def test_namespaced_defaults_and_all_namespaces() -> None:
     assert ("fieldSelector", "spec.nodeName=n1") in recorder.requests[-1][2]
 
 
+def test_events_of_one_object() -> None:
+    cluster, recorder = kube()
+    cluster.list("events", Selector(namespace="ns", involved_name="p"))
+    assert recorder.requests[0][1] == "/api/v1/namespaces/ns/events"
+    assert ("fieldSelector", "involvedObject.name=p") in recorder.requests[0][2]
+
+
 def test_a_body_keeps_its_own_api_version() -> None:
     cluster, recorder = kube()
     cluster.create("poddisruptionbudgets", {"apiVersion": "policy/v1beta1",
@@ -152,6 +168,7 @@ def test_a_body_keeps_its_own_api_version() -> None:
     ("nodes", Selector(namespace="ns"), "cluster-scoped"),
     ("storageclasses", Selector(namespace="ns"), "cluster-scoped"),
     ("secrets", Selector(node_name="n1"), "pods only"),
+    ("pods", Selector(involved_name="p"), "events only"),
 ])
 def test_a_selector_that_cannot_apply_is_refused_before_sending(
         kind: Kind, selector: Selector, message: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 from tests.webhook.pods import A100, HOMOGENEOUS, MIXED, NO_GPUS, admit, ctr, node_inventory, pod
 from vgpu.annotations import GPUMEM_PERCENTAGE
 from vgpu.config import Config, ResourceNames
+from vgpu.records import ADMISSION, decode_admission
 from vgpu.requests import parse_pod
 from webhook.gpus import ClusterGpus
 
@@ -240,6 +241,15 @@ def test_enough_cases() -> None:
     assert len({c.name for c in CASES}) == len(CASES)
 
 
+def without_admission_record(pod: dict[str, Any]) -> tuple[str, ...]:
+    """Take ``vgpu.io/admission`` out of a patched pod (and a map it alone made)."""
+    meta = pod["metadata"]
+    changes = decode_admission(meta["annotations"].pop(ADMISSION))
+    if not meta["annotations"]:
+        del meta["annotations"]
+    return changes
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_decision(case: Case) -> None:
     original = copy.deepcopy(case.pod)
@@ -260,6 +270,10 @@ def test_decision(case: Case) -> None:
     assert "patch" in response
     want = copy.deepcopy(case.pod)
     case.expect(want)
+    # The patch also records what it changed (for `vgpu why`): checked here, and then
+    # compared without it.
+    recorded = without_admission_record(patched)
+    assert recorded and all(": " in line for line in recorded)
     assert patched == want
     # What the webhook let through, the scheduler must read the same way ...
     parse_pod(patched, case.config)

@@ -44,6 +44,15 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
 
+    @property
+    def watch_timeout(self) -> float:
+        """Server-side timeout of one watch request (the loop then resumes)."""
+        return self._watch_timeout
+
+    @watch_timeout.setter
+    def watch_timeout(self, seconds: float) -> None:
+        self._watch_timeout = seconds
+
     # -- cache -----------------------------------------------------------------------------
 
     def get(self, key: str) -> Obj | None:

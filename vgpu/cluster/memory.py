@@ -13,7 +13,6 @@ phase Pending) and a binding.
 
 from __future__ import annotations
 
-import builtins
 import copy
 import datetime as dt
 import itertools
@@ -21,10 +20,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Literal
 
 from vgpu.cluster.history import History
+from vgpu.cluster.memory_pods import PodSubresources, RecordedEvent
 from vgpu.cluster.port import (
     ALL,
     EventType,
@@ -45,20 +43,6 @@ from vgpu.cluster.resources import (
 from vgpu.errors import ConflictError, GoneError, InvalidError, NotFoundError
 
 
-@dataclass(frozen=True)
-class RecordedEvent:
-    """A Kubernetes Event as the in-memory cluster keeps it."""
-
-    kind: str
-    namespace: str
-    name: str
-    type: str
-    reason: str
-    message: str
-    component: str
-    count: int = 1
-
-
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -70,6 +54,8 @@ def _matches(obj: Obj, selector: Selector) -> bool:
         return False
     if selector.node_name is not None:
         return bool((obj.get("spec") or {}).get("nodeName") == selector.node_name)
+    if selector.involved_name is not None:
+        return bool((obj.get("involvedObject") or {}).get("name") == selector.involved_name)
     return True
 
 
@@ -78,7 +64,7 @@ def _stale(res: Resource, obj: Obj, wanted: str) -> ConflictError:
                          f"(resourceVersion {wanted} is stale)")
 
 
-class MemoryCluster:
+class MemoryCluster(PodSubresources):
     """A thread-safe in-memory implementation of :class:`vgpu.cluster.port.ClusterPort`."""
 
     def __init__(self, history: int = 100_000, copy_objects: bool = True) -> None:
@@ -252,39 +238,6 @@ class MemoryCluster:
                     merged[k] = v
             meta["annotations"] = merged
             return self._copy(self._store(kind, new, "MODIFIED", old))
-
-    def bind(self, namespace: str, name: str, node: str,
-             annotations: Mapping[str, str]) -> None:
-        with self._lock:
-            old = self._get("pods", name, namespace)
-            if (old.get("spec") or {}).get("nodeName"):
-                raise ConflictError(
-                    f"pod {namespace}/{name} is already assigned to node "
-                    f"{old['spec']['nodeName']!r}")
-            new = copy.copy(old)
-            new["metadata"] = meta = dict(old["metadata"])
-            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
-            new["spec"] = dict(old.get("spec") or {}, nodeName=node)
-            self._store("pods", new, "MODIFIED", old)
-
-    def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
-                     message: str, component: str) -> None:
-        meta = obj.get("metadata") or {}
-        kind = str(obj.get("kind") or "Pod")
-        key = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")), reason, message)
-        with self._lock:
-            seen = self._events.get(key)
-            count = seen.count + 1 if seen else 1
-            self._events[key] = RecordedEvent(kind, key[1], key[2], event_type, reason, message,
-                                              component, count)
-
-    # -- for tests, the simulator and `vgpu inspect` on a memory cluster -------------------
-
-    def events(self, name: str | None = None,
-               reason: str | None = None) -> builtins.list[RecordedEvent]:
-        with self._lock:
-            return [e for e in self._events.values()
-                    if (name is None or e.name == name) and (reason is None or e.reason == reason)]
 
     @property
     def resource_version(self) -> str:

@@ -24,7 +24,8 @@ Obj = dict[str, Any]
 Kind = Literal[
     "pods", "nodes", "secrets", "leases", "mutatingwebhookconfigurations",
     "persistentvolumes", "persistentvolumeclaims", "storageclasses", "csinodes",
-    "poddisruptionbudgets",
+    "poddisruptionbudgets", "events", "namespaces", "services", "replicationcontrollers",
+    "replicasets", "statefulsets",
 ]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
@@ -44,12 +45,14 @@ class WatchEvent:
 @dataclass(frozen=True)
 class Selector:
     """Which objects a list or watch covers. ``node_name`` is the field selector
-    ``spec.nodeName=<node>`` the node agent uses (pods only); ``namespace`` limits a
-    namespaced resource to one namespace. Either on a resource it cannot apply to raises
-    ``InvalidError``."""
+    ``spec.nodeName=<node>`` the node agent uses (pods only); ``involved_name`` is
+    ``involvedObject.name=<name>`` (events only: an object's events, for ``vgpu why``);
+    ``namespace`` limits a namespaced resource to one namespace. Any of them on a resource
+    it cannot apply to raises ``InvalidError``."""
 
     namespace: str | None = None
     node_name: str | None = None
+    involved_name: str | None = None
 
 
 ALL = Selector()
@@ -105,6 +108,16 @@ class ClusterPort(Protocol):
              annotations: Mapping[str, str]) -> None:
         """POST ``pods/binding``: sets ``spec.nodeName`` and copies ``annotations`` onto the
         pod in the same write. A pod already bound raises ``ConflictError``."""
+        ...
+
+    def patch_status(self, kind: Kind, name: str, status: Mapping[str, Any],
+                     namespace: str | None = None) -> Obj:
+        """Merge-patch the ``status`` subresource (a pod's ``nominatedNodeName``)."""
+        ...
+
+    def evict(self, namespace: str, name: str) -> None:
+        """POST ``pods/eviction``: delete the pod unless a PodDisruptionBudget forbids it
+        now, which raises ``EvictionRefusedError``."""
         ...
 
     def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,

@@ -24,6 +24,10 @@ class Resource:
     #: ``v1`` for the core group, else ``<group>/<version>``, as in an object's apiVersion.
     api_version: str
     namespaced: bool
+    #: Older versions the real adapter lists (and then watches and writes) when a server
+    #: does not serve ``api_version`` yet: PodDisruptionBudgets are ``policy/v1beta1``
+    #: only before Kubernetes 1.21. The objects' fields that vgpu reads are the same.
+    fallbacks: tuple[str, ...] = ()
 
     @property
     def group(self) -> str:
@@ -48,7 +52,17 @@ RESOURCES: Mapping[str, Resource] = MappingProxyType({r.plural: r for r in (
              "admissionregistration.k8s.io/v1", namespaced=False),
     Resource("storageclasses", "StorageClass", "storage.k8s.io/v1", namespaced=False),
     Resource("csinodes", "CSINode", "storage.k8s.io/v1", namespaced=False),
-    Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", namespaced=True),
+    Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", namespaced=True,
+             fallbacks=("policy/v1beta1",)),
+    Resource("events", "Event", "v1", namespaced=True),
+    # What the scheduler reads as kube-scheduler does: namespace labels (pod affinity's
+    # namespaceSelector) and the workloads whose selectors give the default topology
+    # spread constraints.
+    Resource("namespaces", "Namespace", "v1", namespaced=False),
+    Resource("services", "Service", "v1", namespaced=True),
+    Resource("replicationcontrollers", "ReplicationController", "v1", namespaced=True),
+    Resource("replicasets", "ReplicaSet", "apps/v1", namespaced=True),
+    Resource("statefulsets", "StatefulSet", "apps/v1", namespaced=True),
 )})
 
 #: Where a namespaced object that names no namespace goes, as with kubectl.
@@ -76,3 +90,6 @@ def check_selector(res: Resource, selector: Selector) -> None:
         raise InvalidError(f"{res.plural} are cluster-scoped: a namespace does not apply")
     if selector.node_name is not None and res.plural != "pods":
         raise InvalidError(f"a node-name selector applies to pods only, not {res.plural}")
+    if selector.involved_name is not None and res.plural != "events":
+        raise InvalidError(f"an involved-object selector applies to events only, "
+                           f"not {res.plural}")

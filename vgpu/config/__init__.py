@@ -15,8 +15,15 @@ from files and the environment, and :mod:`~vgpu.config.cli` is ``vgpu config`` a
 from __future__ import annotations
 
 from vgpu.config.loading import camel, describe, from_mapping, load, parse_text, to_mapping
+from vgpu.config.plugin_args import (
+    SYSTEM_DEFAULT_CONSTRAINTS,
+    DefaultConstraint,
+    InterPodAffinityArgs,
+    PodTopologySpreadArgs,
+)
 from vgpu.config.sections import (
     DEFAULT_SCHEDULER_PLUGINS,
+    DEFAULT_SCORE_WEIGHTS,
     Config,
     NodeAgentConfig,
     ResourceNames,
@@ -26,8 +33,13 @@ from vgpu.config.sections import (
 
 __all__ = [
     "DEFAULT_SCHEDULER_PLUGINS",
+    "DEFAULT_SCORE_WEIGHTS",
+    "SYSTEM_DEFAULT_CONSTRAINTS",
     "Config",
+    "DefaultConstraint",
+    "InterPodAffinityArgs",
     "NodeAgentConfig",
+    "PodTopologySpreadArgs",
     "ResourceNames",
     "SchedulerConfig",
     "WebhookConfig",

@@ -7,20 +7,13 @@ prints the docs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from vgpu import policy
+from vgpu.config.knobs import knob as _knob
+from vgpu.config.knobs import section as _section
+from vgpu.config.plugin_args import InterPodAffinityArgs, PodTopologySpreadArgs
 from vgpu.errors import ConfigError
-
-
-def _knob(default: Any, doc: str, *, lo: float | None = None, hi: float | None = None,
-          choices: tuple[str, ...] | None = None) -> Any:
-    return field(default=default, metadata={"doc": doc, "lo": lo, "hi": hi, "choices": choices})
-
-
-def _section(factory: Any, doc: str) -> Any:
-    return field(default_factory=factory, metadata={"doc": doc})
 
 
 @dataclass(frozen=True)
@@ -51,9 +44,17 @@ class WebhookConfig:
 
 #: The scheduler's default profile: plugins in the order their extension points run.
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
-    "PrioritySort", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
-    "NodeResourcesFit", "VGPU", "AllocationGate", "VGPUBinder",
+    "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
+    "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
+    "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "VGPU",
+    "DefaultPreemption", "AllocationGate", "VGPUBinder",
 )
+
+#: kube-scheduler's default score weights, for the plugins of the profile that the
+#: configuration gives no weight; every other score plugin weighs 1.
+DEFAULT_SCORE_WEIGHTS: dict[str, int] = {
+    "TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2, "InterPodAffinity": 2,
+}
 
 
 def _plugin_name_ok(name: str) -> bool:
@@ -74,7 +75,8 @@ class SchedulerConfig:
         "scheduler's registry)",
     )
     score_weights: tuple[str, ...] = _knob(
-        (), "score weights as Name=weight (default 1 for every score plugin in plugins)"
+        (), "score weights as Name=weight (default: kube-scheduler's, TaintToleration=3, "
+        "NodeAffinity=2, PodTopologySpread=2, InterPodAffinity=2; 1 for the others)"
     )
     nodes_to_score: int = _knob(
         64, "feasible nodes to find and score per pod (percentageOfNodesToScore in absolute "
@@ -108,6 +110,18 @@ class SchedulerConfig:
     event_repeat_max_seconds: float = _knob(
         600.0, "the longest spacing between repeats of the same event of a pod", lo=0,
     )
+    volume_bind_timeout_seconds: float = _knob(
+        600.0, "how long PreBind waits for the PersistentVolumeClaims it bound or asked to "
+        "be provisioned to be bound before the pod is retried (kube-scheduler's "
+        "VolumeBinding bindTimeoutSeconds)", lo=0,
+    )
+    volume_bind_poll_seconds: float = _knob(
+        1.0, "how often that wait reads the claims from the API server", lo=0.001, hi=60,
+    )
+    inter_pod_affinity: InterPodAffinityArgs = _section(
+        InterPodAffinityArgs, "the InterPodAffinity plugin")
+    pod_topology_spread: PodTopologySpreadArgs = _section(
+        PodTopologySpreadArgs, "the PodTopologySpread plugin")
 
     def __post_init__(self) -> None:
         if not self.plugins:
@@ -127,8 +141,9 @@ class SchedulerConfig:
                 f"podInitialBackoffSeconds ({self.pod_initial_backoff_seconds!r})")
 
     def weights(self) -> dict[str, int]:
-        """``score_weights`` as a mapping; every name must be one of ``plugins``."""
-        out: dict[str, int] = {}
+        """``score_weights`` as a mapping over kube-scheduler's defaults for the plugins of
+        the profile; every name given must be one of ``plugins``."""
+        out = {name: w for name, w in DEFAULT_SCORE_WEIGHTS.items() if name in self.plugins}
         for entry in self.score_weights:
             name, sep, raw = entry.partition("=")
             name = name.strip()
@@ -162,6 +177,14 @@ class NodeAgentConfig:
     allocate_wait_seconds: float = _knob(
         5.0, "how long Allocate waits for the in-flight pod to reach the local pod watch",
         lo=0, hi=60
+    )
+    pod_resources_socket: str = _knob(
+        "/var/lib/kubelet/pod-resources/kubelet.sock",
+        "the kubelet's pod-resources socket, read to check each container's GPUs against "
+        "its assignment; empty = off"
+    )
+    pod_resources_seconds: float = _knob(
+        10.0, "how often the kubelet's pod resources are read", lo=0.1, hi=3600
     )
 
 

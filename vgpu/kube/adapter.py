@@ -7,19 +7,18 @@ models and back costs more than the decisions themselves. Every path, and the
 (:mod:`vgpu.cluster.resources`); only ``pods/binding`` and events are spelt out here.
 
 :func:`connect` picks one of the two transports of :mod:`vgpu.kube.transport`: the
-service account's in a pod, which never imports ``kubernetes``, else the kubeconfig's.
+service account's in a pod, which never imports ``kubernetes``, else the kubeconfig's
+(the container image leaves the ``kubernetes`` package out, so there a kubeconfig is a
+one-line :class:`~vgpu.errors.ConfigError`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
+import dataclasses
 import json
 import os
-import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
-from urllib.parse import quote
+from typing import Any
 
 import urllib3
 
@@ -28,11 +27,11 @@ from vgpu.cluster.resources import DEFAULT_NAMESPACE, Resource, check_selector, 
 from vgpu.errors import (
     ClusterError,
     ConfigError,
-    ConflictError,
-    GoneError,
     InvalidError,
     NotFoundError,
 )
+from vgpu.kube import paths
+from vgpu.kube.pod_calls import PodCalls
 from vgpu.kube.ratelimit import TokenBucket
 from vgpu.kube.transport import (
     SERVICE_ACCOUNT_DIR,
@@ -45,61 +44,20 @@ from vgpu.kube.transport import (
 # The transports are reached through this module too (tests build an in-cluster one).
 __all__ = ["ClientTransport", "InClusterTransport", "KubeCluster", "Transport", "connect"]
 
-_MERGE_PATCH = "application/merge-patch+json"
 
 
-def _path(res: Resource, name: str | None = None, namespace: str | None = None,
-          sub: str | None = None) -> str:
-    """The REST path of a collection (no ``name``) or of one object.
-
-    A namespaced collection without a namespace is the all-namespaces one; a namespaced
-    object without one is in ``default``, as in the in-memory cluster; a cluster-scoped
-    resource ignores the namespace.
-    """
-    path = "/api/v1" if not res.group else f"/apis/{res.api_version}"
-    if res.namespaced and (namespace or name):
-        path += f"/namespaces/{quote(namespace or DEFAULT_NAMESPACE, safe='')}"
-    path += f"/{res.plural}"
-    if name:
-        path += f"/{quote(name, safe='')}"
-    if sub:
-        path += f"/{sub}"
-    return path
-
-
-def _typed(res: Resource, obj: Obj) -> Obj:
-    """``obj`` with the ``apiVersion`` and ``kind`` the API server decodes a body by."""
-    return {"apiVersion": res.api_version, "kind": res.kind, **obj}
-
-
-def _query(selector: Selector) -> list[tuple[str, str]]:
-    if selector.node_name is not None:
-        return [("fieldSelector", f"spec.nodeName={selector.node_name}")]
-    return []
-
-
-def _error(status: int, body: bytes, what: str) -> ClusterError:
-    message = body.decode("utf-8", "replace")[:500]
-    with contextlib.suppress(ValueError, AttributeError):
-        message = str(json.loads(body).get("message", message))
-    text = f"{what}: {message} (HTTP {status})"
-    if status == 404:
-        return NotFoundError(text)
-    if status == 409:
-        return ConflictError(text)
-    if status == 410:
-        return GoneError(text)
-    if status == 422:
-        return InvalidError(text)
-    return ClusterError(text)
-
-
-class KubeCluster:
+class KubeCluster(PodCalls):
     def __init__(self, transport: Transport, qps: float = 200.0, burst: int = 400,
                  request_timeout: float = 30.0) -> None:
         self.transport = transport
         self._bucket = TokenBucket(qps, burst)
         self._timeout = request_timeout
+        # The older version a resource is served at on this server, once a list found it
+        # (Resource.fallbacks); every later call for the kind uses it.
+        self._served: dict[str, Resource] = {}
+
+    def _resource(self, kind: Kind) -> Resource:
+        return self._served.get(kind) or resource(kind)
 
     # -- transport -------------------------------------------------------------------------
 
@@ -124,22 +82,38 @@ class KubeCluster:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterError(f"{what}: {exc}") from None
         if response.status >= 300:
-            raise _error(response.status, data, what)
+            raise paths.error(response.status, data, what)
         result: Obj = json.loads(data) if data else {}
         return result
 
     # -- the port --------------------------------------------------------------------------
 
     def list(self, kind: Kind, selector: Selector = ALL) -> ListResult:
-        res = resource(kind)
+        res = self._resource(kind)
         check_selector(res, selector)
-        query = _query(selector)
+        try:
+            return self._list(res, selector)
+        except NotFoundError:
+            # A collection is never missing: the server does not serve this version.
+            for version in res.fallbacks if kind not in self._served else ():
+                older = dataclasses.replace(res, api_version=version)
+                try:
+                    result = self._list(older, selector)
+                except NotFoundError:
+                    continue
+                self._served[kind] = older
+                return result
+            raise
+
+    def _list(self, res: Resource, selector: Selector) -> ListResult:
+        kind = res.plural
+        query = paths.query(selector)
         items: list[Obj] = []
         cont = ""
         # Page through large lists so a 10,000-pod cluster is not one giant response.
         while True:
             paging = [("limit", "2000"), *([("continue", cont)] if cont else [])]
-            page = self.request_json("GET", _path(res, namespace=selector.namespace),
+            page = self.request_json("GET", paths.path(res, namespace=selector.namespace),
                                      f"list {kind}", query=[*query, *paging])
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
@@ -149,7 +123,7 @@ class KubeCluster:
 
     def watch(self, kind: Kind, resource_version: str, selector: Selector = ALL,
               timeout_seconds: float = 30.0) -> Iterator[WatchEvent]:
-        res = resource(kind)
+        res = self._resource(kind)
         # Checked here, not when the stream is first read, as in the in-memory cluster.
         check_selector(res, selector)
         return self._stream(res, resource_version, selector, timeout_seconds)
@@ -157,13 +131,13 @@ class KubeCluster:
     def _stream(self, res: Resource, resource_version: str, selector: Selector,
                 timeout_seconds: float) -> Iterator[WatchEvent]:
         kind = res.plural
-        query = [*_query(selector), ("watch", "true"), ("resourceVersion", resource_version),
+        query = [*paths.query(selector), ("watch", "true"), ("resourceVersion", resource_version),
                  ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", str(max(1, int(timeout_seconds))))]
-        raw = self._send("GET", _path(res, namespace=selector.namespace), query=query,
+        raw = self._send("GET", paths.path(res, namespace=selector.namespace), query=query,
                          timeout=(10.0, timeout_seconds + 15))
         if raw.status >= 300:
-            raise _error(raw.status, raw.data, f"watch {kind}")
+            raise paths.error(raw.status, raw.data, f"watch {kind}")
         try:
             for line in raw:
                 if not line.strip():
@@ -172,7 +146,7 @@ class KubeCluster:
                 etype = event.get("type")
                 obj = event.get("object") or {}
                 if etype == "ERROR":
-                    raise _error(int(obj.get("code") or 500), json.dumps(obj).encode(),
+                    raise paths.error(int(obj.get("code") or 500), json.dumps(obj).encode(),
                                  f"watch {kind}")
                 if etype == "BOOKMARK":
                     continue
@@ -184,30 +158,31 @@ class KubeCluster:
             raw.release_conn()
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
-        res = resource(kind)
-        return self.request_json("GET", _path(res, name, namespace),
+        res = self._resource(kind)
+        return self.request_json("GET", paths.path(res, name, namespace),
                                  f"get {res.singular} {name}")
 
     def create(self, kind: Kind, obj: Obj) -> Obj:
-        res = resource(kind)
+        res = self._resource(kind)
         namespace = (obj.get("metadata") or {}).get("namespace") or (
             DEFAULT_NAMESPACE if res.namespaced else None)
-        return self.request_json("POST", _path(res, namespace=namespace),
-                                 f"create {res.singular}", body=_typed(res, obj))
+        return self.request_json("POST", paths.path(res, namespace=namespace),
+                                 f"create {res.singular}", body=paths.typed(res, obj))
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
-        res = resource(kind)
-        self.request_json("DELETE", _path(res, name, namespace), f"delete {res.singular} {name}")
+        res = self._resource(kind)
+        self.request_json("DELETE", paths.path(res, name, namespace),
+                          f"delete {res.singular} {name}")
 
     def replace(self, kind: Kind, obj: Obj) -> Obj:
-        res = resource(kind)
+        res = self._resource(kind)
         meta = obj.get("metadata") or {}
         name = meta.get("name")
         if not name:
             # Without a name the path would be the collection's, and a PUT there a 405.
             raise InvalidError(f"replace {res.singular}: the object has no metadata.name")
-        return self.request_json("PUT", _path(res, name, meta.get("namespace")),
-                                 f"replace {res.singular} {name}", body=_typed(res, obj))
+        return self.request_json("PUT", paths.path(res, name, meta.get("namespace")),
+                                 f"replace {res.singular} {name}", body=paths.typed(res, obj))
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
@@ -216,41 +191,10 @@ class KubeCluster:
         if resource_version:
             # A merge patch carrying resourceVersion is a conditional write: 409 if stale.
             metadata["resourceVersion"] = resource_version
-        res = resource(kind)
-        return self.request_json("PATCH", _path(res, name, namespace),
+        res = self._resource(kind)
+        return self.request_json("PATCH", paths.path(res, name, namespace),
                                  f"patch {res.singular} {name}",
-                                 body={"metadata": metadata}, content_type=_MERGE_PATCH)
-
-    def bind(self, namespace: str, name: str, node: str,
-             annotations: Mapping[str, str]) -> None:
-        body = {
-            "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-        self.request_json("POST", _path(resource("pods"), name, namespace, "binding"),
-                          f"bind pod {name}", body=body)
-
-    def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
-                     message: str, component: str) -> None:
-        meta = obj.get("metadata") or {}
-        namespace = meta.get("namespace") or "default"
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:12]}",
-                         "namespace": namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": obj.get("kind") or "Pod",
-                               "name": meta.get("name"), "namespace": namespace,
-                               "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
-            "type": event_type, "reason": reason, "message": message[:1024],
-            "source": {"component": component}, "reportingComponent": component,
-            "reportingInstance": os.environ.get("HOSTNAME", component),
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
-        self.request_json("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
-                          "record event", body=event)
+                                 body={"metadata": metadata}, content_type=paths.MERGE_PATCH)
 
 
 def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,
@@ -273,7 +217,13 @@ def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,
             raise ConfigError("no cluster configuration: pass --kubeconfig, set KUBECONFIG, "
                               "or run inside a cluster")
         return None
-    import kubernetes  # noqa: PLC0415  (lazy: see the module docstring)
+    try:
+        import kubernetes  # noqa: PLC0415  (lazy: see the module docstring)
+    except ImportError:
+        # The container image leaves the client out: in a pod, nothing needs it.
+        raise ConfigError("a kubeconfig needs the 'kubernetes' package, which is not "
+                          "installed (the vgpu image leaves it out: in a pod, vgpu uses the "
+                          "service account)") from None
 
     configuration = kubernetes.client.Configuration()
     try:

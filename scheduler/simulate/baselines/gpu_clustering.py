@@ -21,7 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.cycle import CycleState, PreFilterResult
+from scheduler.framework.interfaces import Handle
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo, parse
 from scheduler.framework.snapshot import Column, Snapshot

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from scheduler.framework.candidate import Candidate
-from scheduler.framework.interfaces import CycleState, Handle, PreFilterResult
+from scheduler.framework.cycle import CycleState, PreFilterResult
+from scheduler.framework.interfaces import Handle
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Snapshot

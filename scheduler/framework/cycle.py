@@ -1,0 +1,84 @@
+"""The values of one scheduling attempt: its scratch space, PreFilter's answers, and the
+cluster changes that may help a pod that failed."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.framework.snapshot import Snapshot
+from vgpu.cluster.port import Obj
+from vgpu.codecs import Assignment
+
+
+class CycleState:
+    """Per-pod, per-cycle scratch space shared by the plugins of one scheduling attempt."""
+
+    __slots__ = ("_data", "now", "skip_filter", "skip_score", "snapshot")
+
+    def __init__(self, now: float, snapshot: Snapshot | None = None) -> None:
+        self.now = now
+        self.snapshot = snapshot
+        self._data: dict[str, Any] = {}
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def read(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def clone(self) -> CycleState:
+        """A copy whose writes the original does not see (what preemption tries a node
+        with). Values are shared, not copied: a plugin that changes its state in
+        ``add_pod``/``remove_pod`` writes a new value instead of mutating the old one."""
+        other = copy.copy(self)
+        other._data = dict(self._data)
+        other.skip_filter = set(self.skip_filter)
+        other.skip_score = set(self.skip_score)
+        return other
+
+
+@dataclass(frozen=True)
+class PreFilterResult:
+    """What a PreFilter plugin knows about the whole node set before per-node filtering.
+
+    ``mask`` (over snapshot positions) and ``node_names`` must each be a superset of the
+    nodes the plugin's Filter would accept: the framework still runs every Filter on what
+    is left, so a loose mask costs time, never correctness. ``order_key`` (over positions,
+    higher first) ranks the candidates: when only ``nodesToScore`` feasible nodes are
+    scored, the filters visit candidates best-first by it, so a policy that can compute its
+    score for every node in one vectorised step gets the best node whatever the limit.
+    ``ranks_for`` names the score plugin whose ranking ``order_key`` reproduces exactly;
+    when it is the profile's only weighted scorer, the first feasible node in that order
+    is the best of all feasible nodes and the filters stop there.
+    """
+
+    mask: npt.NDArray[np.bool_] | None = None
+    node_names: frozenset[str] | None = None
+    order_key: npt.NDArray[np.float64] | None = None
+    ranks_for: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """A change that may make unschedulable pods schedulable (kube's QueueingHint input)."""
+
+    #: "pod", "node", or the plural of another kind a plugin watches (``Handle.lister``).
+    resource: str
+    action: Literal["add", "update", "delete"]
+    #: The node the change is on (pods and nodes); empty for other kinds.
+    node: str
+    #: Node updates: which facts changed (labels, taints, unschedulable, allocatable,
+    #: inventory, heartbeat).
+    changes: frozenset[str] = frozenset()
+    #: Pod deletions: the GPU slices that were freed.
+    freed: Assignment | None = None
+    obj: Obj | None = None
+
+

@@ -1,0 +1,9 @@
+"""Preemption (kube-scheduler's DefaultPreemption), GPU slices included: the plugin in
+:mod:`.plugin`, victim selection in :mod:`.victims`, the choice of node in
+:mod:`.candidates`, PodDisruptionBudgets in :mod:`.budgets`, evictions in :mod:`.evict`."""
+
+from __future__ import annotations
+
+from scheduler.plugins.preemption.plugin import DefaultPreemption
+
+__all__ = ["DefaultPreemption"]

@@ -1,0 +1,190 @@
+"""Preemption's parts: PodDisruptionBudget counting, eligibility (kube's
+``PodEligibleToPreemptOthers``), PreFilter extensions during the simulation, and what
+counts as a victim."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from scheduler.framework.cycle import CycleState, PreFilterResult
+from scheduler.framework.interfaces import Handle
+from scheduler.framework.nodeinfo import NodeInfo, NodePod
+from scheduler.framework.podinfo import PodInfo, parse
+from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.status import SUCCESS, Code, Status, error
+from scheduler.plugins.preemption.budgets import parse_budgets, violations
+from scheduler.plugins.preemption.evict import terminating_by_preemption
+from scheduler.plugins.registry import REGISTRY
+from tests.scheduler.preemption_support import (
+    HIGH,
+    LARGE,
+    LOW,
+    World,
+    budget,
+    node,
+    pod,
+    rejected,
+)
+from vgpu.cluster.port import Obj
+from vgpu.config import Config
+
+# -- budgets -------------------------------------------------------------------------------
+
+
+def _info(name: str, namespace: str = "default", **labels: str) -> PodInfo:
+    obj = pod(name, labels=labels)
+    obj["metadata"]["namespace"] = namespace
+    return parse(obj, Config())
+
+
+@pytest.mark.parametrize(("budgets", "pods", "expected"), [
+    ([budget("b", {"app": "a"}, 1)], [_info("x", app="a"), _info("y", app="a")],
+     [False, True]),
+    ([budget("b", {"app": "a"}, 0)], [_info("x"), _info("y", app="b")], [False, False]),
+    ([budget("b", {"app": "a"}, 0)], [_info("x", "other", app="a")], [False]),
+    ([budget("b", {"app": "a"}, 0, disrupted=["x"])], [_info("x", app="a")], [False]),
+    ([budget("b", {"app": "a"}, 1), budget("c", {"tier": "t"}, 0)],
+     [_info("x", app="a", tier="t")], [True]),
+    ([{"metadata": {"name": "empty", "namespace": "default"}, "spec": {"selector": {}},
+       "status": {"disruptionsAllowed": 0}}], [_info("x", app="a")], [False]),
+    ([{"metadata": {"name": "bad", "namespace": "default"},
+       "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}}],
+     [_info("x", a="1")], [False]),
+], ids=["second pod breaks", "unmatched", "other namespace", "already disrupted",
+        "any budget", "empty selector selects nothing", "malformed selector"])
+def test_budget_violations(budgets: list[Obj], pods: list[PodInfo],
+                           expected: list[bool]) -> None:
+    assert violations(pods, parse_budgets(budgets)) == expected
+
+
+# -- eligibility ---------------------------------------------------------------------------
+
+
+def _terminating(obj: Obj, *, by_preemption: bool) -> Obj:
+    obj["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    if by_preemption:
+        obj["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
+                                            "reason": "PreemptionByScheduler"})
+    return obj
+
+
+@pytest.mark.parametrize(("victim", "status", "waits"), [
+    (_terminating(pod("p1", LOW, on="node1"), by_preemption=True), Code.UNSCHEDULABLE, True),
+    # The nominated node cannot take the pod whatever leaves: preempt elsewhere.
+    (_terminating(pod("p1", LOW, on="node1"), by_preemption=True),
+     Code.UNSCHEDULABLE_AND_UNRESOLVABLE, False),
+    # Deleted by someone else, or not deleted: no preemption of ours is under way.
+    (_terminating(pod("p1", LOW, on="node1"), by_preemption=False), Code.UNSCHEDULABLE, False),
+    (pod("p1", LOW, on="node1"), Code.UNSCHEDULABLE, False),
+    # Terminating but not of lower priority: it was no victim of this pod.
+    (_terminating(pod("p1", HIGH, on="node1"), by_preemption=True), Code.UNSCHEDULABLE,
+     False),
+], ids=["victims terminating", "nominated node unresolvable", "deleted by someone else",
+        "not terminating", "not lower priority"])
+def test_a_pod_waits_for_the_victims_of_its_last_preemption(victim: Obj, status: Code,
+                                                            waits: bool) -> None:
+    world = World([node("node1", ("0", "0"), pods=1)], [victim])
+    preemptor = pod("p", HIGH)
+    preemptor["status"] = {"nominatedNodeName": "node1"}
+    got = world.post_filter(preemptor, {"node1": Status(status)})
+    if waits:
+        assert got.code is Code.UNSCHEDULABLE
+        assert got.message == ("preemption: not eligible due to a terminating pod on the "
+                               "nominated node.")
+        assert "p1" in world.names()
+        rec = world.sched.cache.pod("default/p")
+        assert rec is not None and rec.nominated and rec.node == "node1"
+    else:
+        assert got.message != ("preemption: not eligible due to a terminating pod on the "
+                               "nominated node.")
+
+
+def test_terminating_by_preemption_needs_both_marks() -> None:
+    obj = pod("v", on="n")
+    assert not terminating_by_preemption(obj)
+    assert not terminating_by_preemption(_terminating(pod("v", on="n"), by_preemption=False))
+    assert terminating_by_preemption(_terminating(pod("v", on="n"), by_preemption=True))
+
+
+# -- PreFilter extensions ------------------------------------------------------------------
+
+
+class TestExtension:
+    """A PreFilter whose extensions fail on nodes labelled ``error: "true"`` (kube's
+    TestPlugin); it records every call so the simulation's bookkeeping can be checked."""
+
+    name = "TestExtension"
+    __test__ = False
+
+    def __init__(self, handle: Handle) -> None:
+        self.calls: list[tuple[str, str, str]] = []
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        return None, SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return SUCCESS
+
+    def _call(self, what: str, pod: PodInfo, other: NodePod, node: NodeInfo) -> Status:
+        self.calls.append((what, other.info.name, node.name))
+        if node.static.labels.get("error") == "true":
+            return error(f"failed to {what} pod: {pod.name}")
+        return SUCCESS
+
+    def add_pod(self, state: CycleState, pod: PodInfo, added: NodePod,
+                node: NodeInfo) -> Status:
+        return self._call("add", pod, added, node)
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, removed: NodePod,
+                   node: NodeInfo) -> Status:
+        return self._call("remove", pod, removed, node)
+
+
+def failing_extension_world(nodes: Sequence[Obj], pods: Sequence[Obj]) -> World:
+    registry: dict[str, Any] = {**REGISTRY, "TestExtension": TestExtension}
+    return World(nodes, pods, registry=registry,
+                 plugins=("PrioritySort", "NodeResourcesFit", "TestExtension",
+                          "DefaultPreemption", "VGPUBinder"))
+
+
+def test_extensions_hear_every_pod_taken_away_and_given_back() -> None:
+    world = failing_extension_world([node("node1")], [
+        pod("keep", LOW, ("100m", "100"), on="node1"), pod("go", LOW, LARGE, on="node1")])
+    found, _ = world.dry_run(pod("p", HIGH, LARGE))
+    assert [(c.node, [v.info.name for v in c.victims]) for c in found] == [("node1", ["go"])]
+    ext = next(p for p in world.sched.framework.plugins if isinstance(p, TestExtension))
+    # Both leave; each is offered back; "go" does not fit back and leaves again.
+    assert sorted(ext.calls[:2]) == [("remove", "go", "node1"), ("remove", "keep", "node1")]
+    assert sorted(ext.calls[2:]) == sorted([("add", "keep", "node1"), ("add", "go", "node1"),
+                                            ("remove", "go", "node1")])
+    assert world.post_filter(pod("p", HIGH, LARGE), rejected("node1")).ok
+
+
+# -- who is a victim -----------------------------------------------------------------------
+
+
+def test_pods_still_being_bound_are_not_victims() -> None:
+    world = World([node("node1", ("0", "0"), pods=1)])
+    other = pod("assumed", LOW)
+    world.sched.cache.assume(parse(other, world.config), "node1")
+    status = world.post_filter(pod("p", HIGH), rejected("node1"))
+    assert status.message == ("preemption: 0/1 nodes are available: 1 No preemption victims "
+                              "found for incoming pod.")
+
+
+def test_a_lower_priority_nomination_is_displaced_without_an_eviction() -> None:
+    world = World([node("node1", ("0", "0"), pods=1)])
+    waiting = parse(pod("waiting", LOW), world.config)
+    world.cluster.create("pods", waiting.pod)
+    world.sched.nominate(waiting, "node1", None)
+    world.cluster.patch_status("pods", "waiting", {"nominatedNodeName": "node1"}, "default")
+    status = world.post_filter(pod("p", HIGH), rejected("node1"))
+    assert status.ok, status
+    assert world.nominated("p") == "node1" and world.nominated("waiting") is None
+    assert world.sched.cache.pod("default/waiting") is None
+    assert {"p", "waiting"} <= world.names()
+    assert "taking the room held for 1 lower-priority pod" in status.message

@@ -1,0 +1,98 @@
+"""For a pod no node took: the nodes closest to holding its GPU containers, and what is
+short on each ("GPU 1 (A100): memory: need 12000 MiB, free 8000 MiB").
+
+Pure: node inventories and the usage every bound pod claims (:func:`vgpu.usage.tally`),
+judged with the scheduler's own per-GPU rule (:func:`vgpu.devices.fit_request`). It looks
+at GPUs only and at each container on its own; the scheduler's last attempt (its
+``FailedScheduling`` event) speaks for every other filter. Computed when asked, from the
+cluster as it is then, so the scheduler writes nothing extra for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from vgpu.annotations import GpuSelector
+from vgpu.devices import EMPTY, Device, FitReason, Usage, fit_request, memory_capacity
+from vgpu.devices import resolve_memory as slice_on
+from vgpu.requests import ContainerRequest
+
+
+@dataclass(frozen=True)
+class NodeFit:
+    node: str
+    #: GPU containers whose vGPUs all fit now.
+    fitting: int
+    containers: int
+    #: What is short, one line per container that does not fit.
+    short: tuple[str, ...]
+
+    @property
+    def fits(self) -> bool:
+        return self.fitting == self.containers
+
+
+def _gpu(device: Device) -> str:
+    return f"GPU {device.index} ({device.model})"
+
+
+def _why_not(device: Device, usage: Usage, request: ContainerRequest, reason: FitReason,
+             scaling: float) -> str:
+    if reason is FitReason.MEMORY:
+        free = memory_capacity(device, scaling) - usage.memory_mib
+        return (f"{_gpu(device)}: memory: need {slice_on(request, device, scaling)} MiB, "
+                f"free {max(free, 0)} MiB")
+    if reason is FitReason.CORES:
+        return (f"{_gpu(device)}: cores: need {request.cores}%, "
+                f"free {max(device.cores - usage.cores, 0)}%")
+    if reason is FitReason.NO_SLOTS:
+        return f"{_gpu(device)}: all {device.split} task slots taken"
+    return f"{_gpu(device)}: {reason.value}"
+
+
+def container_fit(request: ContainerRequest, devices: Sequence[Device],
+                  usages: Mapping[str, Usage], selector: GpuSelector,
+                  scaling: float) -> str | None:
+    """None when ``request``'s vGPUs fit on distinct GPUs of the node, else what is short:
+    the GPU that comes closest (most free memory among those the pod may use)."""
+    verdicts = [(d, usages.get(d.uuid, EMPTY),
+                 fit_request(d, usages.get(d.uuid, EMPTY), request, selector, scaling))
+                for d in devices]
+    have = sum(1 for _, _, reason in verdicts if reason is None)
+    if have >= request.count:
+        return None
+    head = f"container {request.name}: {have}/{request.count} GPU(s) fit"
+    excluded = (FitReason.TYPE_EXCLUDED, FitReason.UUID_EXCLUDED)
+    allowed = [v for v in verdicts if v[2] is not None and v[2] not in excluded]
+    if not allowed:
+        if not devices:
+            return f"{head}; the node has no GPUs"
+        return f"{head}; every GPU's model or UUID is excluded by the pod's annotations"
+    device, usage, reason = max(allowed, key=lambda v: (
+        v[0].healthy, memory_capacity(v[0], scaling) - v[1].memory_mib))
+    assert reason is not None
+    return f"{head}; closest {_why_not(device, usage, request, reason, scaling)}"
+
+
+def closest_nodes(requests: Sequence[ContainerRequest],
+                  inventories: Mapping[str, Sequence[Device]], *, stale: Mapping[str, str],
+                  usages: Mapping[str, Usage], selector: GpuSelector, scaling: float,
+                  limit: int = 3) -> tuple[NodeFit, ...]:
+    """The ``limit`` nodes holding most of the pod's GPU containers, most free memory
+    first among equals. ``stale`` names nodes whose agent stopped reporting, and why."""
+    wanted = [r for r in requests if r.count > 0]
+    ranked: list[tuple[tuple[int, int, int, str], NodeFit]] = []
+    for node, devices in inventories.items():
+        if node in stale:
+            fit = NodeFit(node, 0, len(wanted), (stale[node],))
+            ranked.append(((1, 0, 0, node), fit))
+            continue
+        short = [s for r in wanted
+                 if (s := container_fit(r, devices, usages, selector, scaling)) is not None]
+        free = sum(memory_capacity(d, scaling) - usages.get(d.uuid, EMPTY).memory_mib
+                   for d in devices if d.healthy)
+        fit = NodeFit(node, len(wanted) - len(short), len(wanted), tuple(short))
+        ranked.append(((0, -fit.fitting, -free, node), fit))
+    ranked.sort(key=lambda item: item[0])
+    return tuple(fit for _, fit in ranked[:limit])

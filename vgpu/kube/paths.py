@@ -1,0 +1,71 @@
+"""REST paths and error mapping of the Kubernetes API, from the port's resource table."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from urllib.parse import quote
+
+from vgpu.cluster.port import Obj, Selector
+from vgpu.cluster.resources import DEFAULT_NAMESPACE, Resource
+from vgpu.errors import (
+    ClusterError,
+    ConflictError,
+    EvictionRefusedError,
+    GoneError,
+    InvalidError,
+    NotFoundError,
+)
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def path(res: Resource, name: str | None = None, namespace: str | None = None,
+          sub: str | None = None) -> str:
+    """The REST path of a collection (no ``name``) or of one object.
+
+    A namespaced collection without a namespace is the all-namespaces one; a namespaced
+    object without one is in ``default``, as in the in-memory cluster; a cluster-scoped
+    resource ignores the namespace.
+    """
+    path = "/api/v1" if not res.group else f"/apis/{res.api_version}"
+    if res.namespaced and (namespace or name):
+        path += f"/namespaces/{quote(namespace or DEFAULT_NAMESPACE, safe='')}"
+    path += f"/{res.plural}"
+    if name:
+        path += f"/{quote(name, safe='')}"
+    if sub:
+        path += f"/{sub}"
+    return path
+
+
+def typed(res: Resource, obj: Obj) -> Obj:
+    """``obj`` with the ``apiVersion`` and ``kind`` the API server decodes a body by."""
+    return {"apiVersion": res.api_version, "kind": res.kind, **obj}
+
+
+def query(selector: Selector) -> list[tuple[str, str]]:
+    if selector.node_name is not None:
+        return [("fieldSelector", f"spec.nodeName={selector.node_name}")]
+    if selector.involved_name is not None:
+        return [("fieldSelector", f"involvedObject.name={selector.involved_name}")]
+    return []
+
+
+def error(status: int, body: bytes, what: str) -> ClusterError:
+    message = body.decode("utf-8", "replace")[:500]
+    with contextlib.suppress(ValueError, AttributeError):
+        message = str(json.loads(body).get("message", message))
+    text = f"{what}: {message} (HTTP {status})"
+    if status == 404:
+        return NotFoundError(text)
+    if status == 409:
+        return ConflictError(text)
+    if status == 410:
+        return GoneError(text)
+    if status == 422:
+        return InvalidError(text)
+    if status == 429:
+        # The eviction API's answer when a PodDisruptionBudget allows no disruption now.
+        return EvictionRefusedError(text)
+    return ClusterError(text)
