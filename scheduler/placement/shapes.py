@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vgpu.annotations import GpuSelector
+
 MILLI = 1000
 
 
@@ -25,15 +27,19 @@ class Shape:
     milli_cpu: int
     milli_gpu: int  # per GPU; 1000 = a whole GPU
     gpus: int
-    models: tuple[str, ...] = ()  # empty: any model
+    models: tuple[str, ...] = ()  # use-gputype: empty, any model
     memory_mib: int = 0  # host memory; the stranding measure weighs it, FGD ignores it
+    excluded: tuple[str, ...] = ()  # nouse-gputype
 
     @property
     def total_milli_gpu(self) -> int:
         return self.milli_gpu * self.gpus
 
     def allows(self, model: str) -> bool:
-        return not self.models or model in self.models
+        """Whether the task may use a GPU of ``model``, by the rule the filter applies."""
+        if not self.models and not self.excluded:
+            return True
+        return GpuSelector(use_types=self.models, nouse_types=self.excluded).type_allowed(model)
 
 
 def take_gpus(gpu_left: Sequence[int], milli_gpu: int, gpus: int) -> tuple[int, ...] | None:

@@ -19,6 +19,7 @@ from scheduler.framework.candidate import Candidate
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo, parse
 from scheduler.framework.snapshot import Column, Snapshot
+from scheduler.placement.demand import NodeKind
 from scheduler.placement.shapes import MILLI, Shape, milli_of_percent
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
@@ -59,8 +60,9 @@ def model(node: NodeInfo) -> str:
     return node.devices[0].model if node.devices else ""
 
 
-def pod_shape(pod: PodInfo, *, memory: bool = False) -> Shape:
-    """The pod as (CPU, share per GPU, GPU count[, memory]); several GPU containers add up."""
+def pod_shape(pod: PodInfo, *, memory: bool = False, models: bool = False) -> Shape:
+    """The pod as (CPU, share per GPU, GPU count[, memory][, the GPU models it accepts
+    and refuses]); several GPU containers add up."""
     cpu = pod.cpu_milli or DEFAULT_MILLI_CPU
     mib = pod.memory // MIB if memory else 0
     if pod.gpu is None or not pod.gpu.is_gpu_pod:
@@ -71,7 +73,10 @@ def pod_shape(pod: PodInfo, *, memory: bool = False) -> Shape:
         share = c.cores if c.cores > 0 else (c.memory_percent or 100)
         milli = max(milli, milli_of_percent(min(share, 100)))
         count += c.count
-    return Shape(cpu, milli, count, memory_mib=mib)
+    if not models:
+        return Shape(cpu, milli, count, memory_mib=mib)
+    selector = pod.gpu.choices.selector
+    return Shape(cpu, milli, count, selector.use_types, mib, selector.nouse_types)
 
 
 @dataclass
@@ -122,6 +127,44 @@ class NodeStates:
 
     def arrays(self, snapshot: Snapshot) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         return snapshot.column(self.state_column), snapshot.column(self.cpu_column)
+
+
+def node_kind(node: NodeInfo) -> NodeKind:
+    return NodeKind(model(node), len(node.devices), node.static.alloc_cpu,
+                    node.static.alloc_memory // MIB)
+
+
+@dataclass
+class NodeKinds:
+    """How many nodes of each kind (GPU model and count, CPU, memory) the cluster has, from
+    a snapshot column of interned kinds, for policies that weigh the workload against the
+    cluster."""
+
+    prefix: str
+
+    def __post_init__(self) -> None:
+        self._ids: dict[NodeKind, int] = {}
+        self._kinds: list[NodeKind] = []
+
+    @property
+    def column(self) -> str:
+        return f"{self.prefix}.kind"
+
+    def _kind_id(self, node: NodeInfo) -> int:
+        kind = node_kind(node)
+        found = self._ids.get(kind)
+        if found is None:
+            found = self._ids[kind] = len(self._kinds)
+            self._kinds.append(kind)
+        return found
+
+    def columns(self) -> tuple[Column]:
+        return (Column(self.column, np.int64, self._kind_id, -1),)
+
+    def of(self, snapshot: Snapshot) -> dict[NodeKind, int]:
+        ids = snapshot.column(self.column)
+        counts = np.bincount(ids[ids >= 0], minlength=len(self._kinds))
+        return {k: int(n) for k, n in zip(self._kinds, counts.tolist(), strict=True) if n}
 
 
 #: A learned workload is rebuilt once this many more pods were seen (and at least 5 %).

@@ -10,10 +10,16 @@ memory ``m``, and a workload of task shapes ``s`` with frequencies ``p_s``:
 * ``fill_s``: the GPU that tasks of shape ``s`` alone could take on the node, placed one
   after another: ``g_s × k_s × min(instances_s(L), c // c_s, m // m_s)``, where a one-GPU
   shape fits ``Σ_i L_i // g_s`` times and a ``k_s``-GPU shape ``#{i: L_i ≥ g_s} // k_s``
-  times (0 when the shape excludes the node's GPU model);
-* ``mix``: the GPU the node's CPU and memory could feed at the workload's average CPU and
-  memory per milli-GPU: ``min(idle, c / r_c, m / r_m)``;
-* serviceable GPU ``U = Σ_s p_s × fill_s + mix``; stranded GPU ``F = idle − U``.
+  times;
+* ``d_s``: the shape's density on the node's GPU model (:mod:`scheduler.placement.demand`):
+  0 when the shape excludes the model, else ``C / C(s)`` with ``C`` the cluster's GPUs and
+  ``C(s)`` those on nodes that could hold the task alone (models it accepts, enough GPUs,
+  CPU and memory), so a GPU that few tasks can do without weighs their claims on top of
+  everyone else's; 1 for a task any node holds;
+* ``mix``: the GPU the node's CPU and memory could feed at the workload's CPU and memory
+  per milli-GPU: ``min(idle, c / r_c, m / r_m)``, where ``r`` is the GPU tasks' mean plus
+  what CPU-only tasks need beyond the cluster's spare (:func:`demand.per_milli`);
+* serviceable GPU ``U = Σ_s d_s × p_s × fill_s + mix``; stranded GPU ``F = idle − U``.
 
 A placement's cost is the growth of ``F``; :func:`scores_from_deltas` turns it into FGD's
 truncated score, so near-equal placements tie and the first node in order takes them (the
@@ -32,12 +38,13 @@ import dataclasses
 import math
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.placement import demand
 from scheduler.placement.shapes import MILLI, Shape, take_gpus
 
 FloatArray = npt.NDArray[np.float64]
@@ -50,17 +57,40 @@ class Workload:
     shapes: tuple[tuple[Shape, float], ...]
     cpu_per_milli: float
     memory_per_milli: float
+    #: Per GPU model, each GPU shape's density there (:mod:`scheduler.placement.demand`),
+    #: in :attr:`gpu_shapes` order; a model not listed weighs each shape it allows by 1.
+    density: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     @property
     def gpu_shapes(self) -> tuple[tuple[Shape, float], ...]:
         return tuple((s, p) for s, p in self.shapes if s.gpus > 0 and s.milli_gpu > 0)
 
+    def weights(self, model: str) -> tuple[float, ...]:
+        """Each GPU shape's weight on a GPU of ``model``: its density, 0 where excluded."""
+        for name, row in self.density:
+            if name == model:
+                return row
+        return tuple(1.0 if s.allows(model) else 0.0 for s, _ in self.gpu_shapes)
 
-def workload(shapes: Iterable[Shape]) -> Workload:
+
+def workload(shapes: Iterable[Shape], kinds: Mapping[demand.NodeKind, int] | None = None
+             ) -> Workload:
     """Every distinct (CPU, GPU share, GPU count, models) shape with its frequency, each
     carrying the median memory of its tasks (memory varies too much to be part of a
-    shape), and the mean ratios over the GPU tasks."""
+    shape), and the mean ratios over the GPU tasks; with the cluster's nodes (``kinds``:
+    how many of each), each shape's density per model and the ratios CPU-only tasks leave
+    (:mod:`scheduler.placement.demand`)."""
     tasks = list(shapes)
+    load = _frequencies(tasks)
+    if not kinds:
+        return load
+    cpu, memory = demand.per_milli(tasks, kinds)
+    return dataclasses.replace(
+        load, density=tuple(sorted(demand.densities(load.gpu_shapes, kinds).items())),
+        cpu_per_milli=cpu, memory_per_milli=memory)
+
+
+def _frequencies(tasks: list[Shape]) -> Workload:
     if not tasks:
         return Workload((), 0.0, 0.0)
     memory: dict[Shape, list[int]] = {}
@@ -93,12 +123,12 @@ def fill(gpu_left: Sequence[int], cpu_left: int, memory_left: int, model: str,
          load: Workload) -> float:
     """``Σ_s p_s × fill_s``: the GPU typical tasks could take, one shape at a time."""
     total = 0.0
-    for s, p in load.gpu_shapes:
-        if not s.allows(model):
+    for (s, p), weight in zip(load.gpu_shapes, load.weights(model), strict=True):
+        if not weight:
             continue
         n = min(instances(gpu_left, s.milli_gpu, s.gpus), max(cpu_left, 0) // max(s.milli_cpu, 1),
                 max(memory_left, 0) // max(s.memory_mib, 1))
-        total += p * n * s.total_milli_gpu
+        total += weight * p * n * s.total_milli_gpu
     return total
 
 

@@ -34,23 +34,30 @@ class StrandingModel:
     left-padded with zeros to the widest node seen), ``L_i // g_s`` per shape and GPU, and
     each shape's instance count, so that a placement's effect is a few array operations
     over (nodes, shapes). Rows are built when a state is first scored; past
-    :data:`MAX_ROWS` the tables start over with the states asked for.
+    :data:`MAX_ROWS` the tables start over with the states asked for. Shapes that differ
+    only in the GPU models they accept share a column, weighed per model by the sum of
+    their densities × frequencies, so constraints add no work per node.
     """
 
     def __init__(self, load: Workload, states: Sequence[tuple[str, tuple[int, ...]]]) -> None:
         self.load = load
         self._states = states
-        shapes = load.gpu_shapes
-        self._models = tuple(s.models for s, _ in shapes)
-        self._milli = np.asarray([s.milli_gpu for s, _ in shapes], dtype=np.int64)
-        self._gpus = np.asarray([s.gpus for s, _ in shapes], dtype=np.int64)
+        # Shapes that differ only in the models they accept fit a node alike: one column
+        # each, weighed per model by the sum of theirs.
+        column: dict[tuple[int, int, int, int], int] = {}
+        self._column_of = np.asarray(
+            [column.setdefault((s.milli_cpu, s.milli_gpu, s.gpus, s.memory_mib), len(column))
+             for s, _ in load.gpu_shapes], dtype=np.int64)
+        shapes = list(column)
+        self._milli = np.asarray([g for _, g, _, _ in shapes], dtype=np.int64)
+        self._gpus = np.asarray([n for _, _, n, _ in shapes], dtype=np.int64)
         self._single = self._gpus == 1
-        self._cpu = np.asarray([max(s.milli_cpu, 1) for s, _ in shapes], dtype=np.int64)
-        self._memory = np.asarray([max(s.memory_mib, 1) for s, _ in shapes], dtype=np.int64)
-        self._weight = np.asarray([p * s.total_milli_gpu for s, p in shapes],
+        self._cpu = np.asarray([max(c, 1) for c, _, _, _ in shapes], dtype=np.int64)
+        self._memory = np.asarray([max(m, 1) for _, _, _, m in shapes], dtype=np.int64)
+        self._weight = np.asarray([p * s.total_milli_gpu for s, p in load.gpu_shapes],
                                   dtype=np.float64)
         self._model_ids: dict[str, int] = {}
-        self._allowed = np.zeros((0, len(shapes)), dtype=np.float64)
+        self._by_model = np.zeros((0, len(shapes)), dtype=np.float64)
         self._row_of = np.zeros(0, dtype=np.int64)
         self._clear()
 
@@ -96,9 +103,9 @@ class StrandingModel:
             rows[r, width - len(free):] = sorted(free)
             if model not in self._model_ids:
                 self._model_ids[model] = len(self._model_ids)
-                allowed = np.asarray([[1.0 if not m or model in m else 0.0
-                                       for m in self._models]], dtype=np.float64)
-                self._allowed = np.concatenate([self._allowed, allowed])
+                weights = np.asarray(self.load.weights(model), dtype=np.float64) * self._weight
+                row = np.bincount(self._column_of, weights=weights, minlength=len(self._milli))
+                self._by_model = np.concatenate([self._by_model, row[None, :]])
             model_of[r] = self._model_ids[model]
         floors = rows[:, None, :] // self._milli[None, :, None]
         count = (floors > 0).sum(axis=2)
@@ -138,7 +145,7 @@ class StrandingModel:
         memory = np.asarray(memory, dtype=np.int64)
         left = self._left[ids]
         inst = self._inst[ids]
-        weight = self._allowed[self._model_of[ids]] * self._weight
+        weight = self._by_model[self._model_of[ids]]
         idle = left.sum(axis=1)
         cpu_after = cpu - shape.milli_cpu
         memory_after = memory - shape.memory_mib

@@ -17,7 +17,10 @@ Scores are cached per pod shape and recomputed only for nodes whose GPU state, f
 or free memory changed since that shape was last scored.
 
 The workload is given (the simulator passes its trace) or learned from the pods the
-scheduler sees.
+scheduler sees, with the GPU models each accepts (``use-gputype``, ``nouse-gputype``);
+the cluster's nodes (how many of each GPU model and count, CPU and memory) come from the
+snapshot, and the model is rebuilt when they change, since how scarce a GPU is for the
+tasks that need it depends on both.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.placement import shares, stranding, stranding_tables
+from scheduler.placement.demand import NodeKind
 from scheduler.placement.shapes import MILLI, Shape, milli_of_percent
 
 #: Pod shapes whose node scores are kept between cycles (each holds four arrays per node).
@@ -58,16 +62,22 @@ class FragmentationAware:
 
     def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
         self._states = shares.NodeStates(self.name.lower())
+        self._kinds = shares.NodeKinds(self.name.lower())
+        self._cluster: dict[NodeKind, int] = {}
         self._cache: dict[Shape, _Scored] = {}
         self._shape: Shape | None = None
-        self._set_model(stranding.workload(workload or ()))
+        self._set_workload(workload or ())
         if workload is None:
-            learned = shares.LearnedShapes(
-                handle.config, self._shape_of,
-                lambda shapes: self._set_model(stranding.workload(shapes)))
+            learned = shares.LearnedShapes(handle.config, self._learned_shape_of,
+                                           self._set_workload)
             handle.on_pod_event(learned.on_pod)
 
-    def _set_model(self, load: stranding.Workload) -> None:
+    def _set_workload(self, shapes: Iterable[Shape]) -> None:
+        self._shapes = tuple(shapes)
+        self._set_model()
+
+    def _set_model(self) -> None:
+        load = stranding.workload(self._shapes, self._cluster)
         self._model = stranding_tables.StrandingModel(load, self._states.states)
         self._cache.clear()
 
@@ -77,15 +87,24 @@ class FragmentationAware:
 
     @staticmethod
     def _shape_of(pod: PodInfo) -> Shape:
+        # What the pod takes from a node; the models it accepts change no node's score.
         return shares.pod_shape(pod, memory=True)
+
+    @staticmethod
+    def _learned_shape_of(pod: PodInfo) -> Shape:
+        return shares.pod_shape(pod, memory=True, models=True)
 
     # -- framework -------------------------------------------------------------------------
 
     def columns(self) -> Sequence[Column]:
-        return self._states.columns()
+        return (*self._states.columns(), *self._kinds.columns())
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        cluster = self._kinds.of(snapshot)
+        if cluster != self._cluster:
+            self._cluster = cluster  # nodes came or went: what is scarce has changed
+            self._set_model()
         shape = self._shape_of(pod)
         self._shape = shape
         ids, cpu = self._states.arrays(snapshot)

@@ -10,7 +10,8 @@ The artifact (``pkg/simulator/core.go``, ``simulator.go``) does, with Go's globa
    ``rand.Intn`` from the name-sorted original list and append them until the next clone
    would exceed the target (the check adds the clone's *per-GPU* milli, a quirk kept here so
    the lists match); above it, remove pods at ``rand.Intn`` positions until it fits;
-4. ``rand.Perm`` over the node count to prefix node names (creation order is unchanged).
+4. ``rand.Perm`` over the node count to prefix node names, which decides which of equally
+   scored nodes wins (the replay creates the nodes in that order).
 
 The same generator then keeps running inside the scheduler (random tie-breaks); the
 returned :class:`GoRand` is positioned after step 4 for that purpose.

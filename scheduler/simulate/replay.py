@@ -1,6 +1,7 @@
 """One replay: a trace through the real vgpu scheduler on the in-memory cluster.
 
-The nodes are created in the cluster; then each arriving pod is created, the scheduler
+The nodes are created in the cluster, in the order the FGD artifact breaks ties between
+equally scored nodes (:func:`tie_order`); then each arriving pod is created, the scheduler
 runs until idle (its informers see the pod, the framework filters, scores, reserves and
 binds it through the cluster port exactly as in a real cluster), and the pod is either
 bound or, as in the paper's protocol, dropped: a pod that fits nowhere is deleted and
@@ -56,6 +57,15 @@ def trace_shape(pod: TracePod) -> Shape:
     return Shape(pod.cpu_milli or 100, share, pod.num_gpu, pod.gpu_spec, pod.memory_mib or 0)
 
 
+def tie_order(nodes: Sequence[TraceNode], perm: Sequence[int]) -> list[TraceNode]:
+    """The nodes in the order the artifact breaks score ties: it sorts them by name, renames
+    the ``i``-th ``f"{perm[i]:04d}-{name}"`` and picks the smallest name among equal scores
+    (``selectHost``); the framework here picks the first in snapshot order, which is
+    creation order."""
+    by_name = sorted(nodes, key=lambda n: n.name.encode())
+    return [by_name[i] for i in sorted(range(len(by_name)), key=lambda i: perm[i])]
+
+
 def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPolicy, *,
            seed: int, inflate: float = 1.3, progress: Progress | None = None) -> RunResult:
     capacity = gpu_capacity_milli(nodes)
@@ -69,7 +79,7 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
     workload = [trace_shape(p) for p in pods]
     config = policy.config()
     cluster = MemoryCluster(copy_objects=False)
-    for node in nodes:
+    for node in tie_order(nodes, arrivals.node_perm):
         cluster.create("nodes", mapping.node_object(node, EPOCH))
     sched = Scheduler(config, cluster, clock=lambda: EPOCH,
                       registry=policy.registry(workload, arrivals.rng))

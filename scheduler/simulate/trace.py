@@ -168,5 +168,20 @@ def load_pods(source: str | Path) -> list[TracePod]:
     return pods
 
 
+def write_pods(target: str | Path, pods: Iterable[TracePod]) -> None:
+    """A pod list in the format :func:`load_pods` reads (``memory_mib`` only if every pod has
+    one), so a generated variant replays like a bundled one."""
+    rows = list(pods)
+    memory = all(p.memory_mib is not None for p in rows)
+    columns = ["name", "cpu_milli", *(["memory_mib"] if memory else []), "num_gpu",
+               "gpu_milli", "gpu_spec"]
+    with open(target, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(columns)
+        for p in rows:
+            writer.writerow([p.name, p.cpu_milli, *([p.memory_mib] if memory else []),
+                             p.num_gpu, p.gpu_milli, "|".join(p.gpu_spec)])
+
+
 def gpu_capacity_milli(nodes: Iterable[TraceNode]) -> int:
     return sum(n.gpus for n in nodes) * MILLI

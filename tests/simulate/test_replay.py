@@ -7,7 +7,7 @@ import pytest
 from scheduler.host.scheduler import Scheduler
 from scheduler.simulate import mapping, policies
 from scheduler.simulate.gorand import GoRand
-from scheduler.simulate.replay import EPOCH, replay
+from scheduler.simulate.replay import EPOCH, replay, tie_order
 from scheduler.simulate.trace import TraceNode, TracePod
 from vgpu.cluster.memory import MemoryCluster
 
@@ -76,3 +76,24 @@ def test_clustering_sees_the_kinds_its_own_bindings_put_on_nodes() -> None:
     # The whole-GPU pod avoids the node holding a share; the second share joins the first
     # and the second whole GPU joins the first, each on the node holding only its kind.
     assert placed == {"h1": "a", "w1": "b", "h2": "a", "w2": "b"}
+
+
+
+def test_ties_go_to_the_node_the_artifacts_name_prefix_puts_first() -> None:
+    nodes = [TraceNode(n, 16000, 65536, 2, "T4") for n in ("b", "a", "c")]
+    # By name a, b, c; the artifact names them "0002-a", "0000-b", "0001-c".
+    assert [n.name for n in tie_order(nodes, (2, 0, 1))] == ["b", "c", "a"]
+    # The scheduler breaks ties by creation order, which is what makes that order count:
+    # equal nodes, one pod, and the first created wins whatever its name.
+    for order in (["c", "a", "b"], ["b", "c", "a"]):
+        policy = policies.get("fgd")
+        config = policy.config()
+        cluster = MemoryCluster(copy_objects=False)
+        for name in order:
+            cluster.create("nodes", mapping.node_object(
+                TraceNode(name, 16000, 65536, 2, "T4"), EPOCH))
+        sched = Scheduler(config, cluster, clock=lambda: EPOCH,
+                          registry=policy.registry([], GoRand(1)))
+        cluster.create("pods", mapping.pod_object(TracePod("p", 1000, 0, 1, 1000), config))
+        sched.run_until_idle()
+        assert cluster.get("pods", "p", mapping.NAMESPACE)["spec"]["nodeName"] == order[0]
