@@ -15,7 +15,7 @@ while it is :func:`confusable` with one already in flight.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # vgpu.config imports this module's modes, and codecs imports config
@@ -62,3 +62,18 @@ def confusable(a: Assignment | None, b: Assignment | None) -> bool:
 
 def any_confusable(new: Assignment | None, inflight: Mapping[str, Assignment | None]) -> bool:
     return any(confusable(new, other) for other in inflight.values())
+
+
+def gpus_at_stake(node: str, inflight: Iterable[Assignment | None]) -> frozenset[str] | None:
+    """The GPUs of ``node`` on which an assignment there can be :func:`confusable` with one
+    of ``inflight`` (a clash needs a shared device ID); None when that is any GPU: some
+    assignment is unknown, on another node, or names a placeholder ID (``?``)."""
+    uuids: set[str] = set()
+    for other in inflight:
+        if other is None or other.node != node:
+            return None
+        for slices in other.containers.values():
+            uuids.update(s.uuid for s in slices)
+    if any(u.startswith("?") for u in uuids):
+        return None
+    return frozenset(uuids)
