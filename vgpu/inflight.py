@@ -15,6 +15,7 @@ while it is :func:`confusable` with one already in flight.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,8 @@ GATE_MODES = (AMBIGUOUS, NODE)
 
 #: Whether two assignments may not be in flight on one node together.
 Conflicts = Callable[["Assignment | None", "Assignment | None"], bool]
+
+_PLACEHOLDER = operator.methodcaller("startswith", "?")
 
 _Grant = tuple[tuple["GrantedDevice", ...], "int | None"]
 
@@ -72,8 +75,5 @@ def gpus_at_stake(node: str, inflight: Iterable[Assignment | None]) -> frozenset
     for other in inflight:
         if other is None or other.node != node:
             return None
-        for slices in other.containers.values():
-            uuids.update(s.uuid for s in slices)
-    if any(u.startswith("?") for u in uuids):
-        return None
-    return frozenset(uuids)
+        uuids |= other.gpu_ids
+    return None if any(map(_PLACEHOLDER, uuids)) else frozenset(uuids)
