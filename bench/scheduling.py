@@ -2,6 +2,7 @@
 
     python bench/scheduling.py [--runs 3] [--cpu N] [--pods N] [--nodes-to-score N]
                                [--constrained FRACTION]
+    python bench/scheduling.py --nodes 5000 [--gpus-per-node 8] [--placed 50000] [--runs 3]
 
 For each node set (the 1,213 GPU nodes of the Alibaba openb trace, and a synthetic
 1,000 nodes × 8 GPUs) the pods of ``openb_pod_list_default.csv`` are created in trace
@@ -24,6 +25,11 @@ by turns, required anti-affinity one per node, a hard zone spread (maxSkew 1) or
 and the nodes are spread over four zones: the cost of InterPodAffinity and
 PodTopologySpread when they have work to do.
 
+With ``--nodes N`` it runs the scale case instead (see ``bench/_scale.py``): N synthetic
+nodes with ``--placed`` pods already bound, a cold start (list through the cluster port,
+JSON-decoded, and the cache rebuilt from the pods' assignments), then ``--pods`` trace pods
+(default 5,000) scheduled; each run in a process of its own, so that RSS is its own.
+
 Runs pinned to one CPU. Prints one line per run and, last, one JSON object with the
 medians over the runs.
 """
@@ -31,109 +37,26 @@ medians over the runs.
 from __future__ import annotations
 
 import argparse
-import csv
 import gc
 import json
-import math
 import os
 import resource
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from _support import ROOT, percentile
 
 sys.path.insert(0, str(ROOT))
 
+import _scale
+from _openb import clock, constrain, openb_nodes, synthetic_nodes, trace_pods, zoned
+
 from scheduler.host.scheduler import Decision, Scheduler
-from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig
-
-TRACES = Path(os.environ.get("VGPUDEV_TRACES", ROOT.parent / "shared" / "traces" / "openb"))
-NODES_CSV = TRACES / "openb_node_list_gpu_node.csv"
-PODS_CSV = TRACES / "openb_pod_list_default.csv"
-
-# The trace gives models only; memory sizes are the public ones (G1-G3 are undisclosed
-# internal models, given 32 GiB). Requests are shares, so sizes only matter for rounding.
-MODEL_MEMORY = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768,
-                "A10": 24576, "G1": 32768, "G2": 32768, "G3": 32768}
-NOW = 1_800_000_000.0
-
-
-def clock() -> float:
-    return NOW
-
-
-def openb_nodes() -> list[dict[str, Any]]:
-    out = []
-    with NODES_CSV.open() as f:
-        for row in csv.DictReader(f):
-            name, model, count = row["sn"], row["model"], int(row["gpu"])
-            gpus = builders.devices(name, count, model=model,
-                                 memory_mib=MODEL_MEMORY.get(model, 32768))
-            out.append(builders.node(name, gpus, cpu=f"{row['cpu_milli']}m",
-                                  memory=f"{row['memory_mib']}Mi", heartbeat=NOW))
-    return out
-
-
-def synthetic_nodes(count: int = 1000, gpus: int = 8) -> list[dict[str, Any]]:
-    # 8 × A100-40GB, 192 cores, 2 TiB: enough CPU that 10,000 trace pods (about 130,000
-    # cores of requests) are bound by GPUs, not CPU.
-    return [builders.node(f"syn-{i:04d}", builders.devices(f"syn-{i:04d}", gpus), cpu="192",
-                       memory="2Ti", heartbeat=NOW) for i in range(count)]
-
-
-def trace_pods(limit: int | None = None, suffix: str = "") -> list[dict[str, Any]]:
-    out = []
-    with PODS_CSV.open() as f:
-        for row in csv.DictReader(f):
-            gpus, milli = int(row["num_gpu"]), int(row["gpu_milli"])
-            res = {"cpu": f"{row['cpu_milli']}m", "memory": f"{row['memory_mib']}Mi"}
-            if gpus:
-                share = max(1, math.ceil(milli / 10))
-                c = builders.container(gpus=gpus, percent=share, cores=share, **res)
-            else:
-                c = builders.container(gpus=None, **res)
-            out.append(builders.pod(row["name"] + suffix, [c]))
-            if limit is not None and len(out) >= limit:
-                break
-    return out
-
-
-ZONE = "topology.kubernetes.io/zone"
-
-
-def zoned(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for i, node in enumerate(nodes):
-        node["metadata"]["labels"][ZONE] = f"zone-{i % 4}"
-    return nodes
-
-
-def constrain(pods: list[dict[str, Any]], fraction: float) -> list[dict[str, Any]]:
-    """Give ``fraction`` of the pods (evenly spaced) a group label and, by turns, one of
-    the rules of Deployments: anti-affinity per node, hard or soft zone spread."""
-    if fraction <= 0:
-        return pods
-    step = max(1, round(1 / fraction))
-    for i in range(0, len(pods), step):
-        k = i // step
-        group = {"app": f"group-{k % 40}"}
-        pod = pods[i]
-        pod["metadata"]["labels"] = group
-        if k % 3 == 0:
-            pod["spec"]["affinity"] = {"podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [{
-                    "labelSelector": {"matchLabels": group},
-                    "topologyKey": "kubernetes.io/hostname"}]}}
-        else:
-            pod["spec"]["topologySpreadConstraints"] = [{
-                "maxSkew": 1, "topologyKey": ZONE, "labelSelector": {"matchLabels": group},
-                "whenUnsatisfiable": "DoNotSchedule" if k % 3 == 1 else "ScheduleAnyway"}]
-    return pods
 
 
 def make(nodes: list[dict[str, Any]], nodes_to_score: int) -> tuple[Scheduler, MemoryCluster]:
@@ -228,6 +151,51 @@ def memory_run(target: int, nodes_to_score: int) -> dict[str, Any]:
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
+def scale_run(args: argparse.Namespace) -> dict[str, Any]:
+    plugins = tuple(p for p in DEFAULT_SCHEDULER_PLUGINS if p != "AllocationGate")
+    config = Config(scheduler=SchedulerConfig(plugins=plugins,
+                                              nodes_to_score=args.nodes_to_score))
+    pods = constrain(trace_pods(args.pods or 5000, suffix="-new"), args.constrained)
+    out = _scale.run(config, node_count=args.nodes, gpus=args.gpus_per_node,
+                     placed=args.placed, new_pods=pods, constrained=args.constrained,
+                     clock=clock)
+    wall, cpu = out.pop("wall"), out.pop("cpu")
+    outcomes = out.pop("outcomes")
+    return {
+        "set": f"synthetic-{args.nodes}x{args.gpus_per_node}", "nodes": args.nodes,
+        "placed": args.placed, "pods": len(pods),
+        "scheduled": outcomes.get("scheduled", 0),
+        "unschedulable": outcomes.get("unschedulable", 0),
+        "decisions_per_s": round(len(wall) / sum(wall), 1),
+        "decisions_per_cpu_s": round(len(cpu) / sum(cpu), 1),
+        "decision_p50_ms": round(percentile(wall, 0.50) * 1e3, 3),
+        "decision_p99_ms": round(percentile(wall, 0.99) * 1e3, 3),
+        "decision_cpu_p99_ms": round(percentile(cpu, 0.99) * 1e3, 3),
+        **out,
+    }
+
+
+def scale_main(args: argparse.Namespace, cpu: int) -> int:
+    rows = []
+    for run in range(args.runs):
+        argv = [sys.executable, __file__, "--scale-only", "--cpu", str(cpu),
+                "--nodes", str(args.nodes), "--gpus-per-node", str(args.gpus_per_node),
+                "--placed", str(args.placed), "--nodes-to-score", str(args.nodes_to_score),
+                "--constrained", str(args.constrained)]
+        if args.pods:
+            argv += ["--pods", str(args.pods)]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps({"run": run, **rows[-1]}), flush=True)
+    summary: dict[str, Any] = {"runs": args.runs, "cpu": cpu,
+                               "nodes_to_score": args.nodes_to_score,
+                               "constrained": args.constrained}
+    summary.update({key: statistics.median(r[key] for r in rows)
+                    for key in rows[0] if isinstance(rows[0][key], (int, float))})
+    print(json.dumps(summary))
+    return 0
+
+
 def pin(cpu: int | None) -> int:
     allowed = sorted(os.sched_getaffinity(0))
     chosen = cpu if cpu is not None else allowed[-1]
@@ -246,8 +214,19 @@ def main() -> int:
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--constrained", type=float, default=0.0,
                         help="fraction of pods with anti-affinity or topology spread")
+    parser.add_argument("--nodes", type=int, default=0,
+                        help="scale case: this many synthetic nodes (see bench/_scale.py)")
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--placed", type=int, default=50_000,
+                        help="scale case: pods already bound when the scheduler starts")
+    parser.add_argument("--scale-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     cpu = pin(args.cpu)
+    if args.scale_only:
+        print(json.dumps(scale_run(args)))
+        return 0
+    if args.nodes:
+        return scale_main(args, cpu)
     if args.memory_only:
         print(json.dumps(memory_run(args.memory_target, args.nodes_to_score)))
         return 0

@@ -118,9 +118,18 @@ def _bool(annotations: Mapping[str, str], key: str) -> bool:
     raise RequestError(f"annotation {key}: {value!r} is not a boolean; use \"true\" or \"false\"")
 
 
+_CHOICE_KEYS = (USE_GPUTYPE, NOUSE_GPUTYPE, USE_GPUUUID, NOUSE_GPUUUID, NUMA_BIND,
+                GPU_POLICY, GPU_POLICY_HAMI, NODE_POLICY, NODE_POLICY_HAMI)
+# Most pods give none of these: one shared value instead of three objects a pod (the
+# scheduler keeps one per pod in its cache).
+_NO_CHOICES = PodChoices()
+
+
 def parse_pod_choices(annotations: Mapping[str, str] | None) -> PodChoices:
     """Parse a pod's selection and policy annotations; a bad one raises RequestError."""
     ann = annotations or {}
+    if not any(key in ann for key in _CHOICE_KEYS):
+        return _NO_CHOICES
     selector = GpuSelector(
         use_types=_split(str(ann.get(USE_GPUTYPE, ""))),
         nouse_types=_split(str(ann.get(NOUSE_GPUTYPE, ""))),

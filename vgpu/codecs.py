@@ -12,6 +12,7 @@ import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from vgpu.annotations import ASSIGNMENT, BIND_TIME, NODE_GPUS, NODE_HEARTBEAT
@@ -212,11 +213,15 @@ def encode_assignment(assignment: Assignment) -> str:
     return _dump(out)
 
 
+# Shared by every assignment without priorities (nearly all), read-only.
+_NO_PRIORITIES: Mapping[str, int] = MappingProxyType({})
+
+
 def _priorities(root: Mapping[str, Any], containers: Mapping[str, Any],
-                key: str) -> dict[str, int]:
+                key: str) -> Mapping[str, int]:
     raw = root.get("priorities")
     if raw is None:
-        return {}
+        return _NO_PRIORITIES
     where = f"{key}.priorities"
     obj = _obj(raw, where)
     for name in obj:

@@ -7,8 +7,10 @@ cache), so a plugin reads a node's pods and the incoming pod through the same fi
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from scheduler.framework import compute, objects
@@ -109,6 +111,29 @@ def _created(meta: Mapping[str, Any]) -> float | None:
         return None
 
 
+_NO_SELECTOR: Mapping[str, str] = MappingProxyType({})
+# Pods of one Deployment ask for the same: one PodRequest for all of them (bounded; a
+# miss only costs the copy).
+_REQUESTS: dict[PodRequest, PodRequest] = {}
+
+
+def _shared(request: PodRequest) -> PodRequest:
+    found = _REQUESTS.get(request)
+    if found is None:
+        if len(_REQUESTS) >= 4096:
+            _REQUESTS.clear()
+        found = _REQUESTS[request] = request
+    return found
+
+
+def _labels(pod: Obj, meta: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = meta.get("labels")
+    if isinstance(labels, dict) and all(
+            type(k) is str and type(v) is str for k, v in labels.items()):
+        return labels
+    return labels_of(pod)
+
+
 def parse(pod: Obj, config: Config) -> PodInfo:
     """Parse a pod; a malformed one yields a PodInfo with ``error`` set, never an exception."""
     meta: Mapping[str, Any] = pod.get("metadata") or {}
@@ -119,13 +144,18 @@ def parse(pod: Obj, config: Config) -> PodInfo:
         spec = {}
     key = pod_key(pod)
     namespace, name = key.split("/", 1)
+    # The cache keeps a PodInfo for each of tens of thousands of pods: share the strings
+    # and the labels the pod object holds already instead of copies.
+    namespace = sys.intern(namespace)
+    if meta.get("name") == name:
+        name = meta["name"]
     priority = spec.get("priority")
     if not isinstance(priority, int) or isinstance(priority, bool):
         priority = 0
     base: dict[str, Any] = {
         "key": key, "namespace": namespace, "name": name,
         "uid": str(meta.get("uid", "")), "pod": pod, "priority": priority,
-        "labels": labels_of(pod), "created": _created(meta),
+        "labels": _labels(pod, meta), "created": _created(meta),
         "terminating": meta.get("deletionTimestamp") is not None,
         "preemption_policy": str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
     }
@@ -138,9 +168,9 @@ def parse(pod: Obj, config: Config) -> PodInfo:
         gpu = parse_pod(pod, config)
         return PodInfo(
             **base, cpu_milli=cpu, memory=memory,
-            gpu=gpu if gpu.is_gpu_pod else None,
+            gpu=_shared(gpu) if gpu.is_gpu_pod else None,
             tolerations=objects.parse_tolerations(pod),
-            node_selector=objects.parse_node_selector(pod),
+            node_selector=objects.parse_node_selector(pod) or _NO_SELECTOR,
             required_terms=objects.parse_required_terms(pod),
             preferred_terms=objects.parse_preferred_terms(pod),
             host_ports=parse_host_ports(pod), gates=_gates(spec),

@@ -9,7 +9,8 @@ or reads a clock: the time comes in the :class:`CycleState`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,30 @@ from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SUCCESS, Code, Status, unschedulable
 from vgpu.errors import ConfigError
+
+#: Candidates sorted before the filters start; the rest only if the filters reject so many.
+HEAD = 256
+
+
+def best_first(candidates: npt.NDArray[np.int64],
+               keys: npt.NDArray[np.float64]) -> Iterator[int]:
+    """``candidates`` by ``keys``, highest first, ties by position: a stable sort of all
+    of them took 200 µs at 5,000 nodes, and the filters rarely look past the first
+    dozens, so the best ``HEAD`` are sorted first and the others only when reached."""
+    neg = -keys
+    if len(neg) > 2 * HEAD:
+        kth = np.partition(neg, HEAD)[HEAD]
+        head = neg < kth
+        # Of the keys equal to the boundary's, the first by position: on a cluster of
+        # alike nodes nearly all keys tie, and the head would be every candidate.
+        ties = np.flatnonzero(neg == kth)
+        head[ties[: HEAD + 1 - int(np.count_nonzero(head))]] = True
+        # Every key of the head sorts before every other: together, one stable sort.
+        yield from candidates[head][np.argsort(neg[head], kind="stable")].tolist()
+        rest = ~head
+        yield from candidates[rest][np.argsort(neg[rest], kind="stable")].tolist()
+        return
+    yield from candidates[np.argsort(neg, kind="stable")].tolist()
 
 
 @dataclass
@@ -142,7 +167,7 @@ class Framework(LaterPoints):
             return ScheduleResult(None, state, pre, diagnosis)
         candidates = self._visit_order(pre)
         filters = [f for f in self.filters if f.name not in state.skip_filter]
-        limit = self.nodes_to_score if self.nodes_to_score > 0 else len(candidates)
+        limit = self.nodes_to_score if self.nodes_to_score > 0 else len(pre.mask)
         active = [name for name in self._weighted if name not in state.skip_score]
         if not active or (pre.ranks_for is not None and active == [pre.ranks_for]):
             # Nothing left to compare, or the order already is the score: the first
@@ -209,24 +234,31 @@ class Framework(LaterPoints):
                     pre.last.add(pos)
         return pre
 
-    def _visit_order(self, pre: _PreFiltered) -> list[int]:
+    def _visit_order(self, pre: _PreFiltered) -> Iterable[int]:
         """Candidate positions, best first by the PreFilter order; without one, starting
-        where the last cycle stopped, so that successive pods spread over the nodes."""
+        where the last cycle stopped, so that successive pods spread over the nodes. The
+        nodes a PreFilter asked to visit last come after all others, in the same order."""
         candidates = np.flatnonzero(pre.mask)
-        if pre.order is not None and len(candidates) > 1:
-            candidates = candidates[np.argsort(-pre.order[candidates], kind="stable")]
-        elif len(candidates) > 1 and self._next_start:
+        if len(candidates) > 1 and pre.order is None and self._next_start:
             start = self._next_start % len(candidates)
             candidates = np.concatenate((candidates[start:], candidates[:start]))
+        later = None
         if pre.last and len(candidates) > 1:
             later = np.isin(candidates, np.fromiter(pre.last, dtype=candidates.dtype))
+        if pre.order is not None and len(candidates) > 1:
+            if later is None or not later.any():
+                return best_first(candidates, pre.order[candidates])
+            first, rest = candidates[~later], candidates[later]
+            return itertools.chain(best_first(first, pre.order[first]),
+                                   best_first(rest, pre.order[rest]))
+        if later is not None:
             candidates = np.concatenate((candidates[~later], candidates[later]))
         positions: list[int] = candidates.tolist()
         return positions
 
     @staticmethod
     def _find_feasible(state: CycleState, pod: PodInfo, snapshot: Snapshot, *,
-                       candidates: list[int], filters: Sequence[Any],
+                       candidates: Iterable[int], filters: Sequence[Any],
                        limit: int) -> tuple[list[NodeInfo], dict[str, Status], int]:
         """Filter candidates in order until ``limit`` fit: (feasible, failing statuses by
         node, nodes evaluated)."""

@@ -29,6 +29,10 @@ from vgpu.pods import is_terminated, node_name, pod_key
 
 _log = logs.get("vgpu.scheduler.cache")
 
+#: Pod changes a node may have waiting to be folded into its NodeInfo (see Cache._info).
+_MAX_PENDING = 64
+
+
 class Cache:
     def __init__(self, *, scaling: float = 1.0, assume_ttl: float = 120.0,
                  heartbeat_expiry: float = 180.0, config: Config | None = None) -> None:
@@ -46,13 +50,15 @@ class Cache:
         # Insertion-ordered, so nodes take snapshot positions in the order they arrived
         # and every run of the same event sequence makes the same decisions.
         self._dirty: dict[str, None] = {}
+        # Pod changes (record, +1 or -1) not yet in their node's NodeInfo; see _info.
+        self._pending: dict[str, list[tuple[PodRecord, int]]] = {}
         self._deadlines: deque[tuple[float, PodRecord]] = deque()
 
     # -- reading ---------------------------------------------------------------------------
 
     def node_info(self, name: str) -> NodeInfo | None:
         with self._lock:
-            return self._infos.get(name)
+            return self._info(name)
 
     def node_names(self) -> list[str]:
         with self._lock:
@@ -80,7 +86,7 @@ class Cache:
         with self._lock:
             old = self._statics.get(static.name)
             self._statics[static.name] = static
-            info = self._infos.get(static.name)
+            info = self._info(static.name)
             if info is None:
                 self._infos[static.name] = self._build(static)
                 self._dirty[static.name] = None
@@ -95,6 +101,7 @@ class Cache:
     def remove_node(self, name: str) -> ClusterEvent | None:
         with self._lock:
             self._statics.pop(name, None)
+            self._pending.pop(name, None)
             if self._infos.pop(name, None) is None:
                 return None
             self._dirty[name] = None
@@ -118,21 +125,39 @@ class Cache:
                 del self._by_node[rec.node]
             if self._pods.get(rec.key) is rec:
                 del self._pods[rec.key]
-        info = self._infos.get(rec.node)
-        if info is None:
+        if rec.node not in self._infos:
             return
-        usages = dict(info.gpu_usage)
-        usage.apply(usages, rec.assignment, sign)
-        pods = dict(info.pods)
-        if sign > 0:
-            pods[rec.key] = rec.on_node()
-        else:
-            pods.pop(rec.key, None)
-        self._infos[rec.node] = info.replace(
-            requested_cpu=info.requested_cpu + sign * rec.cpu,
-            requested_memory=info.requested_memory + sign * rec.memory,
-            pod_count=info.pod_count + sign, gpu_usage=usages, pods=pods)
+        # Folded into the node's NodeInfo when it is next read: a cold start adds every
+        # pod of a node in a row, and building a NodeInfo per pod was a third of it.
+        changes = self._pending.setdefault(rec.node, [])
+        changes.append((rec, sign))
         self._dirty[rec.node] = None
+        if len(changes) >= _MAX_PENDING:
+            # A follower replica reads no NodeInfo between scrapes: keep what waits bounded.
+            self._info(rec.node)
+
+    def _info(self, name: str) -> NodeInfo | None:
+        """The node's NodeInfo with the pending pod changes folded in (under the lock)."""
+        info = self._infos.get(name)
+        changes = self._pending.pop(name, None)
+        if info is None or not changes:
+            return info
+        usages = dict(info.gpu_usage)
+        pods = dict(info.pods)
+        cpu, memory, count = info.requested_cpu, info.requested_memory, info.pod_count
+        for rec, sign in changes:
+            usage.apply(usages, rec.assignment, sign)
+            if sign > 0:
+                pods[rec.key] = rec.on_node()
+            else:
+                pods.pop(rec.key, None)
+            cpu += sign * rec.cpu
+            memory += sign * rec.memory
+            count += sign
+        info = self._infos[name] = info.replace(
+            requested_cpu=cpu, requested_memory=memory, pod_count=count, gpu_usage=usages,
+            pods=pods)
+        return info
 
     def set_pod(self, pod: Obj) -> tuple[PodRecord | None, PodRecord | None]:
         """Record what a pod from the watch takes; returns (previous, current) records.
@@ -256,7 +281,7 @@ class Cache:
         with self._lock:
             dirty, self._dirty = self._dirty, {}
             for name in dirty:
-                info = self._infos.get(name)
+                info = self._info(name)
                 if info is None:
                     snapshot.remove(name)
                 else:

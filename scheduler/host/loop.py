@@ -39,6 +39,9 @@ def run(sched: Scheduler, stop: threading.Event, *, watch_timeout: float = 1.0,
     """
     threads = sched.start_informers(stop, watch_timeout=watch_timeout)
     _wait_synced(sched, stop, sync_timeout)
+    # The listed pods' changes are folded into their nodes at the first read: do it now,
+    # so that the first decision does not pay for it and the result is frozen below.
+    sched.cache.update_snapshot(sched.snapshot)
     # Everything listed so far lives as long as the process: keep it out of the cyclic
     # collector's full passes, which otherwise stall a cycle for tens of milliseconds.
     gc.collect()

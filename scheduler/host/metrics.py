@@ -1,10 +1,12 @@
 """The scheduler's Prometheus metrics, in a registry of their own.
 
 Counters and histograms are fed by the scheduler's decisions (its ``listeners``); the
-gauges (queue lengths, what each GPU has allocated, leadership) are read from the
-scheduler's own state at scrape time, so they are never stale and cost nothing between
-scrapes. Per-GPU series carry ``node``, ``uuid``, ``index`` and ``model``, the labels
-the node agent's GPU metrics carry, so the two join in one query.
+gauges (queue lengths, what each node's GPUs have allocated, leadership) are read from
+the scheduler's own state at scrape time, so they are never stale and cost nothing between
+scrapes. What each GPU has allocated is one series per GPU and figure, a cost a scrape of
+a large cluster notices (a second of CPU at 40,000 GPUs), so it is served only with
+``scheduler.perGpuMetrics``; its series carry ``node``, ``uuid``, ``index`` and ``model``,
+the labels the node agent's GPU metrics carry, so the two join in one query.
 
 Created→bound latency: the API server stamps ``creationTimestamp`` in whole seconds,
 which is too coarse for a scheduler that binds in milliseconds. A pod's start is taken
@@ -25,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.host.scheduler import Decision, Scheduler
 from vgpu import latency
 from vgpu.cluster.port import Obj
@@ -72,10 +75,73 @@ class State:
     leading: Callable[[], bool]
 
 
+def _totals(info: NodeInfo) -> tuple[int, int, int]:
+    tasks = memory = cores = 0
+    for device in info.devices:
+        usage = info.gpu_usage.get(device.uuid, EMPTY)
+        tasks += usage.tasks
+        memory += usage.memory_mib
+        cores += usage.cores
+    return tasks, memory * MIB, cores
+
+
 class SchedulerCollector(Collector):
     def __init__(self, sched: Scheduler, state: State) -> None:
         self._sched = sched
         self._state = state
+        self._per_gpu = sched.config.scheduler.per_gpu_metrics
+        # A node's sums, kept while its NodeInfo is the same object: the cache replaces
+        # a node's NodeInfo on every change, so most nodes are unchanged between scrapes.
+        self._sums: dict[str, tuple[NodeInfo, tuple[int, int, int]]] = {}
+
+    def _node_sums(self) -> Iterator[Metric]:
+        families = (
+            GaugeMetricFamily("vgpu_scheduler_node_gpu_tasks",
+                              "vGPU tasks the scheduler has placed on the node's GPUs",
+                              labels=["node"]),
+            GaugeMetricFamily("vgpu_scheduler_node_gpu_memory_allocated_bytes",
+                              "Device memory the scheduler has allocated on the node's GPUs",
+                              labels=["node"]),
+            GaugeMetricFamily("vgpu_scheduler_node_gpu_cores_allocated_percent",
+                              "Compute share the scheduler has allocated on the node's GPUs, "
+                              "summed (100 a whole GPU)", labels=["node"]))
+        cache = self._sched.cache
+        sums: dict[str, tuple[NodeInfo, tuple[int, int, int]]] = {}
+        for name in cache.node_names():
+            info = cache.node_info(name)
+            if info is None or not info.devices:
+                continue
+            kept = self._sums.get(name)
+            if kept is None or kept[0] is not info:
+                kept = (info, _totals(info))
+            sums[name] = kept
+            for family, value in zip(families, kept[1], strict=True):
+                family.add_metric([name], value)
+        self._sums = sums
+        yield from families
+
+    def _gpus(self) -> Iterator[Metric]:
+        tasks = GaugeMetricFamily("vgpu_scheduler_gpu_tasks",
+                                  "vGPU tasks the scheduler has placed on the GPU",
+                                  labels=_GPU_LABELS)
+        memory = GaugeMetricFamily("vgpu_scheduler_gpu_memory_allocated_bytes",
+                                   "Device memory the scheduler has allocated on the GPU",
+                                   labels=_GPU_LABELS)
+        cores = GaugeMetricFamily("vgpu_scheduler_gpu_cores_allocated_percent",
+                                  "Compute share the scheduler has allocated on the GPU",
+                                  labels=_GPU_LABELS)
+        cache = self._sched.cache
+        for name in cache.node_names():
+            info = cache.node_info(name)
+            if info is None:
+                continue
+            for device in info.devices:
+                usage = info.gpu_usage.get(device.uuid, EMPTY)
+                labels = [name, device.uuid, str(device.index), device.model]
+                tasks.add_metric(labels, usage.tasks)
+                memory.add_metric(labels, usage.memory_mib * MIB)
+                cores.add_metric(labels, usage.cores)
+        yield from (tasks, memory, cores)
 
     def collect(self) -> Iterator[Metric]:
         sched = self._sched
@@ -90,26 +156,9 @@ class SchedulerCollector(Collector):
         pending.add_metric(["gated"], len(sched.waiting_pods()))
         yield pending
 
-        tasks = GaugeMetricFamily("vgpu_scheduler_gpu_tasks",
-                                  "vGPU tasks the scheduler has placed on the GPU",
-                                  labels=_GPU_LABELS)
-        memory = GaugeMetricFamily("vgpu_scheduler_gpu_memory_allocated_bytes",
-                                   "Device memory the scheduler has allocated on the GPU",
-                                   labels=_GPU_LABELS)
-        cores = GaugeMetricFamily("vgpu_scheduler_gpu_cores_allocated_percent",
-                                  "Compute share the scheduler has allocated on the GPU",
-                                  labels=_GPU_LABELS)
-        for name in sched.cache.node_names():
-            info = sched.cache.node_info(name)
-            if info is None:
-                continue
-            for device in info.devices:
-                usage = info.gpu_usage.get(device.uuid, EMPTY)
-                labels = [name, device.uuid, str(device.index), device.model]
-                tasks.add_metric(labels, usage.tasks)
-                memory.add_metric(labels, usage.memory_mib * MIB)
-                cores.add_metric(labels, usage.cores)
-        yield from (tasks, memory, cores)
+        yield from self._node_sums()
+        if self._per_gpu:
+            yield from self._gpus()
 
         leader = GaugeMetricFamily("vgpu_scheduler_leader",
                                    "1 while this replica holds the lease and schedules")

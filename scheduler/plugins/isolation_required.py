@@ -10,10 +10,14 @@ actually runs, so a node whose MPS daemon is down drops out until it is back.
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
+
 from scheduler.framework.cycle import ClusterEvent, CycleState
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
+from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status, unresolvable
 from vgpu import isolation
 from vgpu.errors import RequestError
@@ -50,6 +54,19 @@ class IsolationRequired:
             return need
         modes = [d.isolation for d in node.devices if d.healthy]
         return SUCCESS if isolation.fits(need, modes, self._modes) else _REJECT
+
+    def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                positions: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
+                                                           list[Status]] | None:
+        """Every node's answer at once when it is the same for all (the pod needs no
+        isolation, or its annotation is unreadable): without it a failure diagnosis at
+        5,000 nodes ran every filter node by node in Python (2.2 -> 9.8 ms a pod)."""
+        need = self._needs(pod)
+        if need is False:
+            return np.full(len(positions), -1, dtype=np.int64), []
+        if isinstance(need, Status):
+            return np.zeros(len(positions), dtype=np.int64), [need]
+        return None
 
     def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
         return event.resource == "node" and (event.action == "add"

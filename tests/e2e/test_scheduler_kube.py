@@ -58,7 +58,7 @@ def test_pods_are_bound_with_correct_assignments(kube: adapter.KubeCluster, name
                 c("y", gpus=1, gpumem=2000), c("log", gpus=None, cpu="100m")),
     ]
     with FakeAgents(kube, namespace):
-        sched = launch()
+        sched = launch(config={"scheduler": {"perGpuMetrics": True}})
         assert sched.wait_ready() == "leader"
         for p in pods:
             kube.create("pods", p)
@@ -101,6 +101,9 @@ def test_pods_are_bound_with_correct_assignments(kube: adapter.KubeCluster, name
         assert value == usage[uuid_].memory_mib * 2**20 if uuid_ in usage else value == 0
     assert sum(sched.metric("vgpu_scheduler_gpu_tasks", node=n) for n in (t4, a100)) == sum(
         u.tasks for u in usage.values())
+    for n in (t4, a100):  # the per-node sums, served with or without the per-GPU series
+        assert sched.metric("vgpu_scheduler_node_gpu_memory_allocated_bytes", node=n) == sum(
+            u.memory_mib for uuid_, u in usage.items() if uuid_ in gpus[n]) * 2**20
     assert sched.metric("vgpu_scheduler_schedule_attempts_total", result="scheduled") == 4
     assert sched.metric("vgpu_scheduler_bindings_total", result="success") == 4
     assert sched.metric("vgpu_scheduler_pod_create_to_bound_seconds_count") == 4
@@ -189,13 +192,13 @@ def test_an_expired_heartbeat_keeps_pods_off_the_node_but_not_their_assignments(
                          "FailedScheduling", sched.log)[0]
         assert our_reasons(event["message"], 1) == {"GPU heartbeat expired": 1}
         # The pod already there keeps its share: the scheduler still counts it.
-        assert sched.metric("vgpu_scheduler_gpu_memory_allocated_bytes", node=node) == (
+        assert sched.metric("vgpu_scheduler_node_gpu_memory_allocated_bytes", node=node) == (
             4000 * 2**20)
         kube.patch_annotations("nodes", node, {ann.NODE_HEARTBEAT: codecs.encode_heartbeat(
             dt.datetime.now(dt.UTC))})
         wait_for(lambda: "after" in bound(kube, namespace), 20, "bound once the agent is back",
                  sched.log)
-    assert sched.metric("vgpu_scheduler_gpu_memory_allocated_bytes", node=node) == (
+    assert sched.metric("vgpu_scheduler_node_gpu_memory_allocated_bytes", node=node) == (
         8000 * 2**20)
     check_not_overcommitted(kube, namespace, [node])
     assert sched.stop() == 0

@@ -57,7 +57,7 @@ def test_two_replicas_one_schedules_and_the_other_takes_over(
         assert (leader.metric("vgpu_scheduler_leader"), follower.metric(
             "vgpu_scheduler_leader")) == (1, 0)
         # The follower's caches are warm: it counts what the leader placed.
-        assert sum(follower.metric("vgpu_scheduler_gpu_tasks", node=n)
+        assert sum(follower.metric("vgpu_scheduler_node_gpu_tasks", node=n)
                    for n in node_names) == 10
 
         killed = time.monotonic()

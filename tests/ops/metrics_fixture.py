@@ -11,7 +11,9 @@ The one place to update when a dashboard or an exporter changes:
 
 The scheduler's metrics (issue 5) were named after what the dashboards expected (attempts
 by result, scheduling and created→bound latency, queue lengths, per-GPU allocation
-labelled node/uuid/index/model); they are scraped live like the others' now.
+labelled node/uuid/index/model); they are scraped live like the others' now. What each
+GPU has allocated became per-node sums by default (issue 16: a scrape of 40,000 GPUs cost
+a second of CPU), the per-GPU series an option.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ DASHBOARD_METRICS: dict[str, frozenset[str]] = {
         "vgpu_gpu_memory_total_bytes", "vgpu_gpu_memory_used_bytes", "vgpu_gpu_healthy",
         "vgpu_gpu_utilization_percent", "vgpu_container_memory_granted_bytes",
         "vgpu_container_cores_granted_percent", "vgpu_nodeagent_allocate_seconds_bucket",
-        "vgpu_nodeagent_allocations_total", "vgpu_scheduler_gpu_tasks",
-        "vgpu_scheduler_gpu_memory_allocated_bytes",
+        "vgpu_nodeagent_allocations_total", "vgpu_scheduler_node_gpu_tasks",
+        "vgpu_scheduler_node_gpu_memory_allocated_bytes",
     }),
 }
 
@@ -79,8 +81,11 @@ EXPORTED: dict[str, frozenset[str]] = {
         *_counter("vgpu_scheduler_schedule_attempts"),
         *_histogram("vgpu_scheduler_scheduling_attempt_duration_seconds"),
         *_histogram("vgpu_scheduler_pod_create_to_bound_seconds"),
-        "vgpu_scheduler_gpu_memory_allocated_bytes", "vgpu_scheduler_gpu_cores_allocated_percent",
-        "vgpu_scheduler_gpu_tasks", "vgpu_scheduler_leader",
+        # Per node by default; per GPU (vgpu_scheduler_gpu_*) only with perGpuMetrics, so
+        # no dashboard may read those.
+        "vgpu_scheduler_node_gpu_memory_allocated_bytes",
+        "vgpu_scheduler_node_gpu_cores_allocated_percent", "vgpu_scheduler_node_gpu_tasks",
+        "vgpu_scheduler_leader",
         *_counter("vgpu_scheduler_bindings"), *_counter("vgpu_scheduler_events"),
         *_counter("vgpu_scheduler_permit_waits"),
         *_histogram("vgpu_step_duration_seconds"),
@@ -125,7 +130,7 @@ def _nodeagent() -> CollectorRegistry:
 
 
 def _scheduler() -> CollectorRegistry:
-    # One GPU node, so that the per-GPU families have a series.
+    # One GPU node, so that the per-node families have a series.
     from scheduler.host.metrics import Metrics, State
     from scheduler.host.scheduler import Scheduler
     from vgpu import builders

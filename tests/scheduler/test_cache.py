@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import parse
 from scheduler.framework.snapshot import Snapshot
 from scheduler.host.cache import Cache
@@ -202,3 +206,55 @@ def test_an_agent_patch_refreshes_the_record_without_changing_the_node() -> None
     assert old is not None and new is not None and old.info.shape == new.info.shape
     assert new.obj["metadata"]["annotations"]["vgpu.io/bind-phase"] == "success"
     assert cache.node_info("n1") == before
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["bind", "delete", "assume", "forget", "read",
+                                          "node"]),
+                         st.integers(0, 5), st.sampled_from(["n1", "n2"]), st.integers(0, 1)),
+               max_size=40)
+
+
+@given(OPS)
+def test_node_state_after_any_changes_is_what_its_pods_add_up_to(ops: list[Any]) -> None:
+    # Pod changes are folded into a node's NodeInfo lazily, at its next read: whatever the
+    # order of changes and reads, what is read equals the node built from scratch.
+    cache = cache_with("n1", "n2")
+    snapshot = Snapshot()
+    for op, i, node, gpu in ops:
+        key = f"default/p{i}"
+        if op == "bind":
+            cache.set_pod(bound(f"p{i}", node, assignment(node, f"GPU-{node}-{gpu}")))
+        elif op == "delete":
+            cache.remove_pod(key)
+        elif op == "assume":
+            pod = parse(builders.pod(f"p{i}", [builders.container(cpu="2")]), Config())
+            cache.assume(pod, node, assignment(node, f"GPU-{node}-{gpu}", 500, 5))
+        elif op == "forget":
+            cache.forget(key)
+        elif op == "node":
+            cache.set_node(builders.node(node, builders.devices(node, 2), cpu=str(8 + i)), NOW)
+        else:
+            cache.update_snapshot(snapshot)
+    for name in ("n1", "n2"):
+        info = cache.node_info(name)
+        assert info is not None
+        fresh = NodeInfo.of(info.static, 1.0, dict(info.pods))
+        assert (info.requested_cpu, info.requested_memory, info.pod_count, info.usages) == (
+            fresh.requested_cpu, fresh.requested_memory, fresh.pod_count, fresh.usages)
+        assert sorted(info.pods) == sorted(
+            k for k in (f"default/p{i}" for i in range(6))
+            if (rec := cache.pod(k)) is not None and rec.node == name)
+    cache.update_snapshot(snapshot)
+    assert all(snapshot.get(n) is cache.node_info(n) for n in ("n1", "n2"))
+
+
+def test_changes_waiting_for_a_node_that_nobody_reads_stay_bounded() -> None:
+    # A follower replica applies the watch but reads no NodeInfo until a scrape.
+    cache = cache_with("n1")
+    for i in range(300):
+        cache.set_pod(bound(f"p{i}", "n1", None, cpu="10m"))
+        if i % 2:
+            cache.remove_pod(f"default/p{i}")
+    assert len(cache._pending.get("n1", ())) < 64
+    info = cache.node_info("n1")
+    assert info is not None and (info.pod_count, info.requested_cpu) == (150, 1500)

@@ -21,6 +21,7 @@ from tests.scheduler.helpers import FakeClock, FakeHandle
 from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Device
+from vgpu.isolation import REQUIRE_ANNOTATION
 
 NOW = FakeClock().now
 
@@ -49,6 +50,8 @@ pod_st = st.fixed_dictionaries({
     "cpu": st.sampled_from([None, "2"]),
     "nouse": st.sampled_from([None, "A100"]),
     "tolerate": st.booleans(),
+    # IsolationRequired: not asked, asked (no node enforces here), unreadable.
+    "isolation": st.sampled_from([None, "true", "maybe"]),
 })
 
 
@@ -77,6 +80,8 @@ def test_explanations_match_filters(nodes: list[dict[str, Any]], spec: dict[str,
                 sched.on_pod(None, pod)
     percent = spec["percent"] if spec["memory"] is None else None
     annotations = {ann.NOUSE_GPUTYPE: spec["nouse"]} if spec["nouse"] else {}
+    if spec["isolation"]:
+        annotations[REQUIRE_ANNOTATION] = spec["isolation"]
     extra: dict[str, Any] = {}
     if spec["tolerate"]:
         extra["tolerations"] = [{"operator": "Exists"}]

@@ -13,7 +13,7 @@ from scheduler.host.scheduler import Decision, Scheduler
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
-from vgpu.config import Config
+from vgpu.config import Config, SchedulerConfig
 
 CREATED = 1_800_000_000.0
 
@@ -39,13 +39,13 @@ def value(metrics: Metrics, name: str, **labels: str) -> float:
     return samples(metrics).get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def setup() -> tuple[Scheduler, MemoryCluster, FakeClock, Metrics]:
+def setup(config: Config | None = None) -> tuple[Scheduler, MemoryCluster, FakeClock, Metrics]:
     clock = FakeClock(CREATED)
     cluster = MemoryCluster()
     cluster.create("nodes", builders.node("n1", builders.devices("n1", 2, model="Tesla T4",
                                                            memory_mib=16384),
                                        heartbeat=clock.now))
-    sched = Scheduler(Config(), cluster, clock=clock)
+    sched = Scheduler(config or Config(), cluster, clock=clock)
     leading = [True]
     metrics = Metrics(sched, State(leading=lambda: leading[0]), clock=clock)
     sched.listeners.append(metrics.on_decision)
@@ -61,8 +61,11 @@ def stamp(pod: dict[str, object], when: float) -> dict[str, object]:
     return pod
 
 
+PER_GPU = Config(scheduler=SchedulerConfig(per_gpu_metrics=True))
+
+
 def test_attempts_latency_and_per_gpu_allocation() -> None:
-    sched, cluster, clock, metrics = setup()
+    sched, cluster, clock, metrics = setup(PER_GPU)
     cluster.create("pods", stamp(builders.pod("a", [builders.container(gpumem=4000, cores=30)]),
                                  CREATED))
     cluster.create("pods", stamp(builders.pod("big", [builders.container(gpumem=99999)]), CREATED))
@@ -91,6 +94,32 @@ def test_attempts_latency_and_per_gpu_allocation() -> None:
             4000 * 2**20 if mine else 0)
         assert value(metrics, "vgpu_scheduler_gpu_cores_allocated_percent", **labels) == (
             30 if mine else 0)
+    assert value(metrics, "vgpu_scheduler_node_gpu_tasks", node="n1") == 1
+
+
+def node_sums(metrics: Metrics) -> tuple[float, float, float]:
+    return (value(metrics, "vgpu_scheduler_node_gpu_tasks", node="n1"),
+            value(metrics, "vgpu_scheduler_node_gpu_memory_allocated_bytes", node="n1") / 2**20,
+            value(metrics, "vgpu_scheduler_node_gpu_cores_allocated_percent", node="n1"))
+
+
+def test_by_default_per_node_sums_follow_every_change_and_no_gpu_is_a_series() -> None:
+    sched, cluster, _, metrics = setup()
+    assert node_sums(metrics) == (0, 0, 0)
+    cluster.create("nodes", builders.node("cpu-only", heartbeat=CREATED))
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=4000, cores=30)]))
+    sched.run_until_idle()
+    assert node_sums(metrics) == (1, 4000, 30)
+    cluster.create("pods", builders.pod("b", [builders.container(gpus=2, gpumem=1000)]))
+    sched.run_until_idle()
+    assert node_sums(metrics) == (3, 6000, 30)
+    cluster.delete("pods", "a", "default")
+    sched.run_until_idle()
+    assert node_sums(metrics) == (2, 2000, 0)
+    names = {name for name, _ in samples(metrics)}
+    assert not any(n.startswith("vgpu_scheduler_gpu_") for n in names)
+    # A node without GPUs has no GPU sums.
+    assert ("vgpu_scheduler_node_gpu_tasks", (("node", "cpu-only"),)) not in samples(metrics)
 
 
 def test_gated_pods_and_binding_outcomes() -> None:
