@@ -8,6 +8,7 @@ half-understood assignment would hand a container the wrong GPU.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,6 +53,12 @@ class Assignment:
     containers: Mapping[str, tuple[GrantedDevice, ...]] = field(default_factory=dict)
     version: int = VERSION
     priorities: Mapping[str, int] = field(default_factory=dict)
+
+    @functools.cached_property
+    def gpu_ids(self) -> frozenset[str]:
+        """Every GPU its slices are on; kept, as the Permit gate asks every cycle for each
+        pod in flight."""
+        return frozenset(s.uuid for slices in self.containers.values() for s in slices)
 
 
 # --- helpers -----------------------------------------------------------------------------

@@ -15,7 +15,8 @@ while it is :func:`confusable` with one already in flight.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import operator
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # vgpu.config imports this module's modes, and codecs imports config
@@ -29,6 +30,8 @@ GATE_MODES = (AMBIGUOUS, NODE)
 
 #: Whether two assignments may not be in flight on one node together.
 Conflicts = Callable[["Assignment | None", "Assignment | None"], bool]
+
+_PLACEHOLDER = operator.methodcaller("startswith", "?")
 
 _Grant = tuple[tuple["GrantedDevice", ...], "int | None"]
 
@@ -62,3 +65,15 @@ def confusable(a: Assignment | None, b: Assignment | None) -> bool:
 
 def any_confusable(new: Assignment | None, inflight: Mapping[str, Assignment | None]) -> bool:
     return any(confusable(new, other) for other in inflight.values())
+
+
+def gpus_at_stake(node: str, inflight: Iterable[Assignment | None]) -> frozenset[str] | None:
+    """The GPUs of ``node`` on which an assignment there can be :func:`confusable` with one
+    of ``inflight`` (a clash needs a shared device ID); None when that is any GPU: some
+    assignment is unknown, on another node, or names a placeholder ID (``?``)."""
+    uuids: set[str] = set()
+    for other in inflight:
+        if other is None or other.node != node:
+            return None
+        uuids |= other.gpu_ids
+    return None if any(map(_PLACEHOLDER, uuids)) else frozenset(uuids)

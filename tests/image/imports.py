@@ -4,7 +4,7 @@ library that stripping broke, fails the build instead of a pod.
 
 - Every module of vgpu and its components imports (what a component loads lazily is
   named in LAZY), which loads numpy, grpc and protobuf, aiohttp, cryptography, structlog,
-  prometheus-client, PyYAML and urllib3.
+  prometheus-client, PyYAML, urllib3 and orjson.
 - The compiled parts do some work: numpy multiplies matrices (its OpenBLAS), grpc starts
   and stops a server, PyYAML parses with its C loader. (``vgpu certs --out-dir``, which
   build.sh runs next, signs certificates with cryptography.)

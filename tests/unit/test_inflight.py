@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu.codecs import Assignment, GrantedDevice
-from vgpu.inflight import any_confusable, confusable
+from vgpu.inflight import any_confusable, confusable, gpus_at_stake
 
 
 def slices(*spec: tuple[str, int, int]) -> tuple[GrantedDevice, ...]:
@@ -69,3 +69,24 @@ def test_confusable_is_symmetric_and_a_pod_with_itself_is_not(a: Assignment,
     # shared GPUs, one replica's first could be the other's second.
     if len(a.containers) == 1:
         assert not confusable(a, Assignment("n1", dict(a.containers)))
+
+
+@given(assignment, st.lists(st.one_of(st.none(), assignment), max_size=3))
+def test_a_grant_is_confusable_only_on_the_gpus_at_stake(
+        a: Assignment, inflight: list[Assignment | None]) -> None:
+    at_stake = gpus_at_stake("n1", inflight)
+    if at_stake is not None and any(confusable(a, other) for other in inflight):
+        assert at_stake & {s.uuid for slices in a.containers.values() for s in slices}
+
+
+@pytest.mark.parametrize(("inflight", "expected"), [
+    ([], frozenset()),
+    ([one(A4), one(B4, A8)], frozenset({"GPU-A", "GPU-B"})),
+    ([one(A4), None], None),
+    ([one(A4, node="n2")], None),
+    ([one(("?1", 1, 0))], None),
+], ids=["nothing in flight", "the GPUs held", "an unknown assignment", "another node's",
+        "a placeholder ID"])
+def test_gpus_at_stake(inflight: list[Assignment | None],
+                       expected: frozenset[str] | None) -> None:
+    assert gpus_at_stake("n1", inflight) == expected

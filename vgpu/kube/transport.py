@@ -11,12 +11,12 @@ OIDC, client certificates) works.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
+import orjson
 import urllib3
 
 Timeout = float | tuple[float, float]
@@ -83,6 +83,6 @@ class InClusterTransport:
         url = self.base + path + (f"?{urlencode(query)}" if query else "")
         headers = {"Accept": "application/json", "Content-Type": content_type,
                    "Authorization": f"Bearer {self._bearer()}"}
-        return self._pool.request(method, url, body=None if body is None else json.dumps(body),
+        return self._pool.request(method, url, body=None if body is None else orjson.dumps(body),
                                   headers=headers, timeout=_urllib3_timeout(timeout),
                                   preload_content=False)
