@@ -18,8 +18,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,24 @@ class History:
                           if inflight.confusable(mine, theirs)]
                 current[node][name] = mine
         return found
+
+
+CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+def priority_classes(kube: adapter.KubeCluster, prefix: str) -> Iterator[Callable[[int], str]]:
+    """For a fixture: ``make(value)`` creates a PriorityClass of that value (v1.20's
+    Priority admission refuses a bare ``spec.priority``); all are deleted at the end."""
+    made: list[str] = []
+
+    def make(value: int) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        kube.request_json("POST", CLASSES, "create priorityclass", body={
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value})
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        kube.request_json("DELETE", f"{CLASSES}/{name}", "delete priorityclass")

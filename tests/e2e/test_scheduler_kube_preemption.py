@@ -12,7 +12,6 @@ running, ready pods, so the victims are given that status.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +24,7 @@ from tests.e2e.scheduler_kube_support import (
     events_of,
     gpu_pod,
     pods_of,
+    priority_classes,
     wait_for,
 )
 from tests.support.fakeagent import FakeAgents
@@ -34,25 +34,10 @@ from vgpu.errors import NotFoundError
 from vgpu.kube import adapter
 
 WHOLE = builders.container(percent=100)
-CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
-
-
 @pytest.fixture
 def priority(kube: adapter.KubeCluster) -> Iterator[Callable[[int], str]]:
     """``priority(value)``: a PriorityClass of that value, deleted after the test."""
-    made: list[str] = []
-
-    def make(value: int) -> str:
-        name = f"e2e-{uuid.uuid4().hex[:10]}"
-        kube.request_json("POST", CLASSES, "create priorityclass", body={
-            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name}, "value": value})
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        kube.request_json("DELETE", f"{CLASSES}/{name}", "delete priorityclass")
+    yield from priority_classes(kube, "e2e")
 
 
 def pod(name: str, namespace: str, scheduler_name: str, priority_class: str,

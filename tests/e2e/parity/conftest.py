@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -13,10 +12,8 @@ import pytest
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.kube_scheduler import KubeScheduler
 from tests.e2e.parity.support import KUBE, VGPU
-from tests.e2e.scheduler_kube_support import SchedulerProcess
+from tests.e2e.scheduler_kube_support import SchedulerProcess, priority_classes
 from vgpu.kube import adapter
-
-CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
 
 @pytest.fixture(scope="package")
@@ -34,18 +31,5 @@ def schedulers(control_plane: ControlPlane,
 
 @pytest.fixture
 def priority(kube: adapter.KubeCluster) -> Iterator[Callable[[int], str]]:
-    """``priority(value)``: a PriorityClass of that value (v1.20's Priority admission
-    refuses a bare ``spec.priority``), deleted after the test."""
-    made: list[str] = []
-
-    def make(value: int) -> str:
-        name = f"parity-{uuid.uuid4().hex[:10]}"
-        kube.request_json("POST", CLASSES, "create priorityclass", body={
-            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name}, "value": value})
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        kube.request_json("DELETE", f"{CLASSES}/{name}", "delete priorityclass")
+    """``priority(value)``: a PriorityClass of that value, deleted after the test."""
+    yield from priority_classes(kube, "parity")
