@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import gc
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from scheduler.host.scheduler import Decision, Scheduler
+from _decisions import DecisionLog
+
+from scheduler.host.scheduler import Scheduler
 from vgpu import annotations as ann
 from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
@@ -131,28 +132,13 @@ def run(config: Config, *, node_count: int, gpus: int, placed: int,
     scheduler.pump()
     gc.collect()
     gc.freeze()
-    wall: list[float] = []
-    cpu: list[float] = []
-    failed: list[float] = []
-    outcomes: dict[str, int] = {}
-
-    def listen(d: Decision) -> None:
-        outcomes[d.outcome] = outcomes.get(d.outcome, 0) + 1
-        if d.outcome in ("scheduled", "unschedulable", "waiting", "error"):
-            wall.append(d.seconds)
-            cpu.append(d.cpu_seconds)
-            if d.outcome == "unschedulable":
-                failed.append(d.cpu_seconds)
-
-    scheduler.listeners.append(listen)
+    log = DecisionLog()
+    scheduler.listeners.append(log.listen)
     while scheduler.schedule_one():
         pass
     gc.unfreeze()
     after = rss_mb()
-    return {"wall": wall, "cpu": cpu, "outcomes": outcomes,
-            # A pod no node fits costs a diagnosis of every node and a preemption search.
-            "unschedulable_cpu_p50_ms": round(statistics.median(failed) * 1e3, 3)
-            if failed else None,
+    return {**log.figures(),
             "cold_start_s": round(cold_wall, 3), "cold_start_cpu_s": round(cold_cpu, 3),
             "process_rss_mb": round(after, 1),
             "scheduler_rss_mb": round(after - (with_cluster - base), 1)}

@@ -47,11 +47,12 @@ import sys
 import time
 from typing import Any
 
-from _support import ROOT, percentile
+from _support import ROOT
 
 sys.path.insert(0, str(ROOT))
 
 import _scale
+from _decisions import DecisionLog
 from _openb import clock, constrain, openb_nodes, synthetic_nodes, trace_pods, zoned
 
 from scheduler.host.scheduler import Decision, Scheduler
@@ -80,17 +81,8 @@ def run_set(name: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
     # live for the whole run out of the cyclic collector's way.
     gc.collect()
     gc.freeze()
-    wall: list[float] = []
-    cpu: list[float] = []
-    outcomes: dict[str, int] = {}
-
-    def listen(d: Decision) -> None:
-        outcomes[d.outcome] = outcomes.get(d.outcome, 0) + 1
-        if d.outcome in ("scheduled", "unschedulable", "waiting", "error"):
-            wall.append(d.seconds)
-            cpu.append(d.cpu_seconds)
-
-    scheduler.listeners.append(listen)
+    log = DecisionLog()
+    scheduler.listeners.append(log.listen)
     steps_wall = steps_cpu = 0.0
     steps = 0
     perf, thread = time.perf_counter, time.thread_time
@@ -104,15 +96,7 @@ def run_set(name: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
     gc.unfreeze()
     return {
         "set": name, "nodes": len(nodes), "pods": len(pods),
-        "scheduled": outcomes.get("scheduled", 0),
-        "unschedulable": outcomes.get("unschedulable", 0),
-        # The scheduling loop's rate (binding runs off that thread in deployment).
-        "decisions_per_s": round(len(wall) / sum(wall), 1),
-        "decisions_per_cpu_s": round(len(cpu) / sum(cpu), 1),
-        "decision_p50_ms": round(percentile(wall, 0.50) * 1e3, 3),
-        "decision_p99_ms": round(percentile(wall, 0.99) * 1e3, 3),
-        "decision_cpu_p50_ms": round(percentile(cpu, 0.50) * 1e3, 3),
-        "decision_cpu_p99_ms": round(percentile(cpu, 0.99) * 1e3, 3),
+        **log.figures(),
         # schedule_one() as a whole, binding inline through the in-memory port.
         "steps_per_s": round(steps / steps_wall, 1),
         "steps_per_cpu_s": round(steps / steps_cpu, 1),
@@ -159,18 +143,9 @@ def scale_run(args: argparse.Namespace) -> dict[str, Any]:
     out = _scale.run(config, node_count=args.nodes, gpus=args.gpus_per_node,
                      placed=args.placed, new_pods=pods, constrained=args.constrained,
                      clock=clock)
-    wall, cpu = out.pop("wall"), out.pop("cpu")
-    outcomes = out.pop("outcomes")
     return {
         "set": f"synthetic-{args.nodes}x{args.gpus_per_node}", "nodes": args.nodes,
         "placed": args.placed, "pods": len(pods),
-        "scheduled": outcomes.get("scheduled", 0),
-        "unschedulable": outcomes.get("unschedulable", 0),
-        "decisions_per_s": round(len(wall) / sum(wall), 1),
-        "decisions_per_cpu_s": round(len(cpu) / sum(cpu), 1),
-        "decision_p50_ms": round(percentile(wall, 0.50) * 1e3, 3),
-        "decision_p99_ms": round(percentile(wall, 0.99) * 1e3, 3),
-        "decision_cpu_p99_ms": round(percentile(cpu, 0.99) * 1e3, 3),
         **out,
     }
 
