@@ -5,6 +5,7 @@ profile's plugins into these lists."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from scheduler.framework.cycle import CycleState
@@ -33,21 +34,18 @@ class LaterPoints:
     def remove_pod(self, state: CycleState, pod: PodInfo, removed: NodePod,
                    node: NodeInfo) -> Status:
         """PreFilterExtensions.remove_pod of every plugin whose PreFilter ran."""
-        for plugin in self._extensions:
-            if plugin.name in state.skip_filter:
-                continue
-            status: Status = plugin.remove_pod(state, pod, removed, node)
-            if status.code is not Code.SUCCESS:
-                return status.with_plugin(plugin.name)
-        return SUCCESS
+        return self._each_extension(state, lambda p: p.remove_pod(state, pod, removed, node))
 
     def add_pod(self, state: CycleState, pod: PodInfo, added: NodePod,
                 node: NodeInfo) -> Status:
         """PreFilterExtensions.add_pod of every plugin whose PreFilter ran."""
+        return self._each_extension(state, lambda p: p.add_pod(state, pod, added, node))
+
+    def _each_extension(self, state: CycleState, call: Callable[[Any], Status]) -> Status:
         for plugin in self._extensions:
             if plugin.name in state.skip_filter:
                 continue
-            status: Status = plugin.add_pod(state, pod, added, node)
+            status = call(plugin)
             if status.code is not Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return SUCCESS
