@@ -150,6 +150,17 @@ class Gate:
                 out.setdefault(node, []).extend(a for _, a in queue)
             return out
 
+    def in_flight_on(self, node: str) -> list[Assignment | None]:
+        """The assignments of the pods in flight or waiting on ``node``."""
+        with self._lock:
+            out = [h.assignment for h in self._holders.get(node, {}).values()]
+            out.extend(a for _, a in self._waiting.get(node, ()))
+            return out
+
+    def any_in_flight(self) -> bool:
+        with self._lock:
+            return bool(self._holders or self._waiting)
+
     def blocked(self, grants: Iterable[Assignment],
                 in_flight: Iterable[Assignment | None]) -> bool:
         """Would a pod given one of ``grants`` wait behind ``in_flight`` on some of them?"""
