@@ -112,13 +112,11 @@ class AllocationGate:
         def would_wait(info: NodeInfo) -> bool:
             # Asked only of the nodes the filters reach: a pass over every node with a pod
             # in flight, up front, was a third of the scheduler's CPU in a burst (py-spy).
-            in_flight = gate.in_flight_on(info.name)
+            in_flight, held = gate.in_flight_view(info.name)
             if not in_flight:
                 return False
-            if want.count == 1 and not node_mode:
-                held = inflight.one_gpu_grants(info.name, in_flight)
-                if held is not None:
-                    return _one_gpu_waits(info, want, selector, scaling, held)
+            if want.count == 1 and not node_mode and held is not None:
+                return _one_gpu_waits(info, want, selector, scaling, held)
             # Only GPUs the pods in flight hold can clash.
             only = None if node_mode else inflight.gpus_at_stake(info.name, in_flight)
             return only != frozenset() and gate.blocked(

@@ -20,6 +20,8 @@ _log = logs.get("vgpu.scheduler.gate")
 
 Conflicts = inflight.Conflicts
 
+_NOTHING: tuple[list[Assignment | None], inflight.OneGpuGrants | None] = ([], {})
+
 
 @dataclass(frozen=True)
 class _Held:
@@ -38,6 +40,9 @@ class Gate:
         # Where each holder holds: leave() and hold() scanned every node with a pod in
         # flight, hundreds in a burst (yappi: 6 % of the scheduler's CPU).
         self._held_at: dict[str, str] = {}
+        # Per node, what in_flight_view answered until the node's holders or waiters change:
+        # the filters ask it of ten nodes per pod in a burst, mostly unchanged since.
+        self._views: dict[str, tuple[list[Assignment | None], inflight.OneGpuGrants | None]] = {}
 
     def _add_holder(self, node: str, key: str, held: _Held) -> None:
         """A pod is in flight on one node at most."""
@@ -46,11 +51,13 @@ class Gate:
             self._drop_holder(other, key)
         self._holders.setdefault(node, {})[key] = held
         self._held_at[key] = node
+        self._views.pop(node, None)
 
     def _drop_holder(self, node: str, key: str) -> bool:
         holders = self._holders.get(node)
         if holders is None or holders.pop(key, None) is None:
             return False
+        self._views.pop(node, None)
         if self._held_at.get(key) == node:
             del self._held_at[key]
         if not holders:
@@ -97,6 +104,7 @@ class Gate:
             if self._where.get(key) != node:
                 self._waiting.setdefault(node, []).append((key, assignment))
                 self._where[key] = node
+                self._views.pop(node, None)
             return False
 
     def hold(self, key: str, node: str, since: float,
@@ -120,6 +128,7 @@ class Gate:
                 self._drop_holder(found, key)
             waited = self._where.pop(key, None)
             if waited is not None:
+                self._views.pop(waited, None)
                 queue = [entry for entry in self._waiting.get(waited, []) if entry[0] != key]
                 if queue:
                     self._waiting[waited] = queue
@@ -149,6 +158,7 @@ class Gate:
                 self._waiting[node] = kept
             else:
                 del self._waiting[node]
+            self._views.pop(node, None)
             return through
 
     def in_flight(self) -> dict[str, list[Assignment | None]]:
@@ -163,10 +173,21 @@ class Gate:
 
     def in_flight_on(self, node: str) -> list[Assignment | None]:
         """The assignments of the pods in flight or waiting on ``node``."""
+        return self.in_flight_view(node)[0]
+
+    def in_flight_view(self, node: str) -> tuple[list[Assignment | None],
+                                                  inflight.OneGpuGrants | None]:
+        """:meth:`in_flight_on` and its :func:`vgpu.inflight.one_gpu_grants` (callers must
+        not change them)."""
         with self._lock:
-            out = [h.assignment for h in self._holders.get(node, {}).values()]
-            out.extend(a for _, a in self._waiting.get(node, ()))
-            return out
+            view = self._views.get(node)
+            if view is None:
+                if node not in self._holders and node not in self._waiting:
+                    return _NOTHING
+                out = [h.assignment for h in self._holders.get(node, {}).values()]
+                out.extend(a for _, a in self._waiting.get(node, ()))
+                view = self._views[node] = (out, inflight.one_gpu_grants(node, out))
+            return view
 
     def any_in_flight(self) -> bool:
         with self._lock:

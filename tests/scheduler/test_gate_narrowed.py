@@ -167,3 +167,22 @@ def test_a_pod_is_in_flight_on_one_node_at_most_and_leaves_from_there(
     for key, node in [(k, n) for n in _NODES for k in gate.holders(n)]:
         assert gate.leave(key) == node
         assert all(key not in gate.holders(n) for n in _NODES)
+
+
+def test_the_in_flight_view_follows_every_change() -> None:
+    a = Assignment("n1", {"main": (GrantedDevice("GPU-0", 4096, 10),)})
+    gate = Gate(timeout=30, conflicts=confusable)
+    assert gate.in_flight_view("n1") == ([], {})
+    assert gate.enter("p", "n1", 0.0)
+    assert gate.in_flight_view("n1")[0] == [None] and gate.in_flight_view("n1")[1] is None
+    gate.hold("p", "n1", 0.0, a)
+    assert gate.in_flight_view("n1") == ([a], {"GPU-0": {(a.containers["main"][0], None)}})
+    assert not gate.enter("q", "n1", 1.0)  # unknown: waits behind p
+    assert gate.in_flight_view("n1")[0] == [a, None]
+    gate.leave("p")
+    assert gate.in_flight_view("n1")[0] == [None]
+    assert gate.advance("n1", 2.0) == ["q"]
+    assert gate.in_flight_view("n1")[0] == [None]
+    gate.hold("q", "n2", 2.0, None)  # its binding went to another node
+    assert gate.in_flight_view("n1") == ([], {}) and gate.in_flight_view("n2")[0] == [None]
+    assert gate.is_open("n2", 40.0) and gate.in_flight_view("n2") == ([], {})
