@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scheduler.plugins.allocation_gate import _Remembered
 from scheduler.plugins.gate_state import Gate
 from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
 from vgpu import builders
@@ -128,6 +129,28 @@ def test_a_free_gpu_the_pod_does_not_fit_on_does_not_keep_the_node_first() -> No
     assert node_of(cluster, "b") not in (None, full) and sched.waiting_pods() == {}
 
 
+def test_a_remembered_answer_is_asked_again_once_the_node_changes() -> None:
+    sched, cluster, _ = setup([gpu_node("n1", 1), gpu_node("n2", 1)])
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)]))
+    sched.run_until_idle()
+    first = node_of(cluster, "a")
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=2000)]))
+    sched.run_until_idle()
+    other = node_of(cluster, "b")
+    assert other not in (None, first)  # a 2000 MiB pod would wait at a's node
+    allocated(cluster, "a")
+    allocated(cluster, "b")
+    sched.run_until_idle()
+    cluster.create("pods", builders.pod("c", [builders.container(gpumem=3000)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "c") == other  # binpack: the fuller node
+    # The same 2000 MiB question about a's node: a is no longer in flight there, while c
+    # is in flight at the fuller node; asked again, a's node goes on at once.
+    cluster.create("pods", builders.pod("e", [builders.container(gpumem=2000)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "e") == first and sched.waiting_pods() == {}
+
+
 def test_a_two_gpu_pod_that_would_wait_goes_on_elsewhere_too() -> None:
     sched, cluster, _ = setup([gpu_node("n1", 2), gpu_node("n2", 2)])
     cluster.create("pods", builders.pod("a", [builders.container(gpus=2, gpumem=1000)]))
@@ -186,3 +209,31 @@ def test_the_in_flight_view_follows_every_change() -> None:
     gate.hold("q", "n2", 2.0, None)  # its binding went to another node
     assert gate.in_flight_view("n1") == ([], {}) and gate.in_flight_view("n2")[0] == [None]
     assert gate.is_open("n2", 40.0) and gate.in_flight_view("n2") == ([], {})
+
+
+def test_remembered_answers_hold_only_for_the_same_node_and_view() -> None:
+    info_a, info_b = object(), object()
+
+    class Info:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    n1, n1_later = Info("n1"), Info("n1")
+    view, later_view = ([None], None), ([None], None)
+    question = (object(), object())
+    memo = _Remembered()
+    assert memo.get(n1, view, question) is None  # type: ignore[arg-type]
+    memo.put(n1, view, question, True)  # type: ignore[arg-type]
+    assert memo.get(n1, view, question) is True  # type: ignore[arg-type]
+    assert memo.get(n1_later, view, question) is None  # type: ignore[arg-type]
+    assert memo.get(n1, later_view, question) is None  # type: ignore[arg-type]
+    assert memo.get(n1, view, (info_a, info_b)) is None  # type: ignore[arg-type]
+    memo.put(n1_later, view, question, False)  # type: ignore[arg-type]
+    assert memo.get(n1, view, question) is None  # type: ignore[arg-type]
+    assert memo.get(n1_later, view, question) is False  # type: ignore[arg-type]
+    memo.forget("n1")
+    assert memo.get(n1_later, view, question) is None  # type: ignore[arg-type]
+    for i in range(_Remembered.LIMIT + 1):
+        memo.put(n1, view, (i, i), True)  # type: ignore[arg-type]
+    assert memo.get(n1, view, (0, 0)) is None  # type: ignore[arg-type]
+    assert memo.get(n1, view, (_Remembered.LIMIT, _Remembered.LIMIT)) is True  # type: ignore[arg-type]
