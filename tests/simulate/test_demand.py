@@ -225,3 +225,25 @@ def test_the_learned_workload_knows_the_models_pods_accept() -> None:
                        plugin.load.weights("Tesla T4"), strict=True))
     assert weights == {(): 1.0, ("T4",): 5.0}
     assert plugin.load.weights("NVIDIA A100-SXM4-40GB") == (1.0, 0.0)
+
+
+def test_the_learned_workload_knows_how_much_cpu_cpu_only_pods_contest() -> None:
+    handle = FakeHandle()
+    plugin = fragmentation_aware.FragmentationAware(handle)
+    for i in range(shares.RELEARN_EVERY):
+        gpu = i % 2 == 0
+        container = (builders.container(gpus=1, cores=100, percent=100, cpu="8") if gpu
+                     else builders.container(gpus=None, cpu="16"))
+        for handler in handle.handlers:
+            handler(None, builders.pod(f"p{i}", [container]))
+    assert plugin.load.contested == 0.0  # no node seen yet: no CPU to run out of
+    assert plugin.load.cpu_only_sizes == ((16000, 1.0),)
+    snapshot = Snapshot(plugin.columns())
+    snapshot.set(_gpu_node("a", 4, "Tesla T4"))
+    snapshot.set(_gpu_node("b", 4, "Tesla T4"))
+    pod = builders.pod("q", [builders.container(gpus=1, cores=100, percent=100, cpu="8")])
+    plugin.pre_filter(None, parse(pod, Config()), snapshot)  # type: ignore[arg-type]
+    # 16 CPUs per GPU; GPU pods need 8 and CPU-only pods bring 16 more per GPU of demand:
+    # 8 fit in the spare, the other half of their demand comes out of the GPU pods' CPU.
+    assert plugin.load.cpu_per_milli == pytest.approx(8.0)
+    assert plugin.load.contested == pytest.approx(0.5)
