@@ -4,6 +4,8 @@ model still equals the definition), and the plugin learning constraints from pod
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -187,6 +189,28 @@ def test_the_vectorised_model_with_densities_equals_the_definition(
         nodes: list[tuple[list[int], int, int, str]], shapes: list[Shape],
         kinds: dict[demand.NodeKind, int], pod: Shape) -> None:
     load = stranding.workload([_valid(s) for s in shapes], kinds)
+    pod = _valid(pod)
+    states = [(name, tuple(sorted(left))) for left, _, _, name in nodes]
+    got = stranding_tables.StrandingModel(load, states).deltas(
+        np.arange(len(nodes)), np.asarray([n[1] for n in nodes]),
+        np.asarray([n[2] for n in nodes]), pod)
+    assert got.tolist() == pytest.approx([_reference(n, pod, load) for n in nodes])
+
+
+cpu_only_st = st.builds(Shape, st.sampled_from([1000, 8000, 12500, 32000]), st.just(0),
+                        st.just(0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(nodes=st.lists(node_st, min_size=1, max_size=6),
+       shapes=st.lists(st.one_of(shape_st, share_st), min_size=1, max_size=6),
+       cpu_only=st.lists(cpu_only_st, min_size=1, max_size=4),
+       contested=st.floats(0.0, 1.0), pod=st.one_of(shape_st, share_st, cpu_only_st))
+def test_the_vectorised_model_with_contested_cpu_equals_the_definition(
+        nodes: list[tuple[list[int], int, int, str]], shapes: list[Shape],
+        cpu_only: list[Shape], contested: float, pod: Shape) -> None:
+    load = dataclasses.replace(stranding.workload([_valid(s) for s in shapes + cpu_only]),
+                               contested=contested)
     pod = _valid(pod)
     states = [(name, tuple(sorted(left))) for left, _, _, name in nodes]
     got = stranding_tables.StrandingModel(load, states).deltas(
