@@ -77,3 +77,31 @@ def gpus_at_stake(node: str, inflight: Iterable[Assignment | None]) -> frozenset
             return None
         uuids |= other.gpu_ids
     return None if any(map(_PLACEHOLDER, uuids)) else frozenset(uuids)
+
+
+#: Per GPU, the (slice, priority) of each one-GPU container in flight on it.
+OneGpuGrants = dict[str, set[tuple["GrantedDevice", "int | None"]]]
+
+
+def one_gpu_grants(node: str, inflight: Iterable[Assignment | None]) -> OneGpuGrants | None:
+    """What a one-GPU container's grant on ``node`` can be :func:`confusable` with: the
+    one-GPU containers in flight there, by GPU (a multi-GPU container's request names
+    another number of devices). None when that is anything: some assignment is unknown or
+    on another node."""
+    out: OneGpuGrants = {}
+    for other in inflight:
+        if other is None or other.node != node:
+            return None
+        for name, slices in other.containers.items():
+            if len(slices) == 1:
+                out.setdefault(slices[0].uuid, set()).add(
+                    (slices[0], other.priorities.get(name)))
+    return out
+
+
+def one_gpu_confusable(grant: GrantedDevice, priority: int | None,
+                       held: OneGpuGrants) -> bool:
+    """Whether a pod whose one container is granted ``grant`` is :func:`confusable` with
+    the pods in flight whose :func:`one_gpu_grants` are ``held``, without building its
+    assignment: the Permit gate asks this of every GPU on every node the filters visit."""
+    return any(other != (grant, priority) for other in held.get(grant.uuid, ()))

@@ -4,12 +4,14 @@ cluster changes that may help a pod that failed."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.snapshot import Snapshot
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
@@ -56,17 +58,18 @@ class PreFilterResult:
     score for every node in one vectorised step gets the best node whatever the limit.
     ``ranks_for`` names the score plugin whose ranking ``order_key`` reproduces exactly;
     when it is the profile's only weighted scorer, the first feasible node in that order
-    is the best of all feasible nodes and the filters stop there. ``visit_last`` names
+    is the best of all feasible nodes and the filters stop there. ``visit_last`` picks
     nodes the candidates visit after all others (in the same order among themselves): a
     node that fits but where the pod would wait (the Permit gate) loses to one where it goes
-    on at once when the first feasible node is the answer.
+    on at once when the first feasible node is the answer. It is asked of each node as the
+    filters reach it, not of every node up front.
     """
 
     mask: npt.NDArray[np.bool_] | None = None
     node_names: frozenset[str] | None = None
     order_key: npt.NDArray[np.float64] | None = None
     ranks_for: str | None = None
-    visit_last: frozenset[str] | None = None
+    visit_last: Callable[[NodeInfo], bool] | None = None
 
 
 @dataclass(frozen=True)

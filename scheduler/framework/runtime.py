@@ -9,7 +9,7 @@ or reads a clock: the time comes in the :class:`CycleState`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,7 @@ class _PreFiltered:
     mask: npt.NDArray[np.bool_]
     order: npt.NDArray[np.float64] | None = None
     ranks_for: str | None = None
-    last: set[int] = field(default_factory=set)
+    last: list[Callable[[NodeInfo], bool]] = field(default_factory=list)
 
 
 class Framework(LaterPoints):
@@ -141,7 +141,7 @@ class Framework(LaterPoints):
             if pre.rejected:
                 pre = self._post_filter(state, pod, snapshot, diagnosis) or pre
             return ScheduleResult(None, state, pre, diagnosis)
-        candidates = self._visit_order(pre)
+        candidates = self._visit_order(pre, snapshot)
         filters = [f for f in self.filters if f.name not in state.skip_filter]
         limit = self.nodes_to_score if self.nodes_to_score > 0 else len(pre.mask)
         active = [name for name in self._weighted if name not in state.skip_score]
@@ -204,16 +204,21 @@ class Framework(LaterPoints):
                 pre.mask &= allowed
             if pre.order is None and result.order_key is not None:
                 pre.order, pre.ranks_for = result.order_key, result.ranks_for
-            for name in result.visit_last or ():
-                pos = snapshot.positions.get(name)
-                if pos is not None:
-                    pre.last.add(pos)
+            if result.visit_last is not None:
+                pre.last.append(result.visit_last)
         return pre
 
-    def _visit_order(self, pre: _PreFiltered) -> Iterable[int]:
+    def _visit_order(self, pre: _PreFiltered, snapshot: Snapshot) -> Iterable[int]:
         """Candidate positions, best first by the PreFilter order; without one, starting
         where the last cycle stopped, so that successive pods spread over the nodes."""
-        return visit_order.candidates(pre.mask, pre.order, pre.last, self._next_start)
+        last: Callable[[int], bool] | None = None
+        if pre.last:
+            nodes, asks = snapshot.nodes, pre.last
+
+            def last(pos: int) -> bool:
+                info = nodes[pos]
+                return info is not None and any(ask(info) for ask in asks)
+        return visit_order.candidates(pre.mask, pre.order, last, self._next_start)
 
     @staticmethod
     def _find_feasible(state: CycleState, pod: PodInfo, snapshot: Snapshot, *,

@@ -1,13 +1,12 @@
 """The order in which the filters visit candidate nodes.
 
-Pure: the PreFilter's verdict (which nodes are left, an order key, nodes to visit last)
-and where the last cycle stopped in, positions out.
+Pure: the PreFilter's verdict (which nodes are left, an order key, which nodes to visit
+last) and where the last cycle stopped in, positions out.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Iterator, Set
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -37,24 +36,32 @@ def best_first(candidates: npt.NDArray[np.int64],
     yield from candidates[np.argsort(neg, kind="stable")].tolist()
 
 
+def _deferring(positions: Iterable[int], last: Callable[[int], bool]) -> Iterator[int]:
+    later: list[int] = []
+    for pos in positions:
+        if last(pos):
+            later.append(pos)
+        else:
+            yield pos
+    yield from later
+
+
 def candidates(mask: npt.NDArray[np.bool_], order: npt.NDArray[np.float64] | None,
-               last: Set[int], next_start: int) -> Iterable[int]:
+               last: Callable[[int], bool] | None, next_start: int) -> Iterable[int]:
     """Positions left by ``mask``: best first by ``order``; without one, rotated to start at
-    ``next_start`` so that successive pods spread over the nodes. Positions in ``last``
-    come after all others, in the same order among themselves."""
+    ``next_start`` so that successive pods spread over the nodes. Positions ``last`` holds
+    for come after all others, in the same order among themselves; ``last`` is asked only
+    of the positions the caller reaches (the filters stop at ``nodesToScore`` feasible
+    nodes), so its cost follows the nodes visited, not the cluster's size."""
     found = np.flatnonzero(mask)
     if len(found) > 1 and order is None and next_start:
         start = next_start % len(found)
         found = np.concatenate((found[start:], found[:start]))
-    later = None
-    if last and len(found) > 1:
-        later = np.isin(found, np.fromiter(last, dtype=found.dtype))
+    positions: Iterable[int]
     if order is not None and len(found) > 1:
-        if later is None or not later.any():
-            return best_first(found, order[found])
-        first, rest = found[~later], found[later]
-        return itertools.chain(best_first(first, order[first]), best_first(rest, order[rest]))
-    if later is not None:
-        found = np.concatenate((found[~later], found[later]))
-    positions: list[int] = found.tolist()
-    return positions
+        positions = best_first(found, order[found])
+    else:
+        positions = found.tolist()
+    if last is None or len(found) <= 1:
+        return positions
+    return _deferring(positions, last)

@@ -20,7 +20,7 @@ from scheduler.framework.cycle import ClusterEvent
 from scheduler.framework.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Snapshot
-from scheduler.host.records import PodRecord, bound_record, refreshed, same_record
+from scheduler.host.records import PodRecord, bound_record, confirmed, refreshed, same_record
 from vgpu import logs, usage
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
@@ -171,11 +171,15 @@ class Cache:
             # Most updates of a bound pod (the agent's phase, the kubelet's status) change
             # nothing it takes: parsing it again was a fifth of the scheduler's CPU in a
             # burst (py-spy, bench/bind.py --profile).
-            if old is not None and not (old.assumed or old.nominated) \
-                    and old.node == node_name(pod) and same_record(old.obj, pod):
-                fresh = refreshed(old, pod)
-                self._pods[key] = fresh
-                self._by_node.setdefault(fresh.node, {})[key] = fresh
+            fresh = None
+            if old is not None and not old.nominated:
+                if not old.assumed:
+                    if old.node == node_name(pod) and same_record(old.obj, pod):
+                        fresh = refreshed(old, pod)
+                else:
+                    fresh = confirmed(old, pod)
+            if fresh is not None:
+                self._swap(fresh)
                 return old, fresh
         new = bound_record(pod, self._config)
         with self._lock:
@@ -190,12 +194,16 @@ class Cache:
                 if old.same_placement(new):
                     # Confirmation or a status/annotation change: swap the record in place
                     # without touching the node's usage.
-                    self._pods[key] = new
-                    self._by_node.setdefault(new.node, {})[key] = new
+                    self._swap(new)
                     return old, new
                 self._apply(old, -1)
             self._apply(new, +1)
             return old, new
+
+    def _swap(self, new: PodRecord) -> None:
+        """``new`` in place of the pod's record, on the same node with the same usage."""
+        self._pods[new.key] = new
+        self._by_node.setdefault(new.node, {})[new.key] = new
 
     def remove_pod(self, key: str) -> PodRecord | None:
         with self._lock:

@@ -9,7 +9,7 @@ from scheduler.framework import podinfo
 from scheduler.framework.nodeinfo import NodePod
 from scheduler.framework.podinfo import PodInfo
 from vgpu import logs, usage
-from vgpu.annotations import BIND_PHASE, BIND_REASON
+from vgpu.annotations import ASSIGNMENT, BIND_PHASE, BIND_REASON, BIND_TIME
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
@@ -21,6 +21,8 @@ _log = logs.get("vgpu.scheduler.cache")
 
 #: What the node agent writes on a bound pod: nothing a record is made of.
 _AGENT_ANNOTATIONS = frozenset({BIND_PHASE, BIND_REASON, ALLOCATION})
+#: What our Binding adds to a pod, besides ``nodeName``, and what the agent adds later.
+_BOUND_ANNOTATIONS = _AGENT_ANNOTATIONS | {ASSIGNMENT, BIND_TIME}
 
 
 @dataclass(slots=True)
@@ -84,12 +86,9 @@ def bound_record(pod: Obj, config: Config) -> PodRecord | None:
 
 
 
-def same_record(old: Obj, new: Obj) -> bool:
-    """Whether :func:`bound_record` reads the same from ``new`` as from ``old``: only the
-    pod's status (not its phase) or the node agent's annotations changed, as in the
-    agent's ``bind-phase`` patch and the kubelet's status updates of every bound pod."""
-    if old.get("spec") != new.get("spec") or is_terminated(old) != is_terminated(new):
-        return False
+def _same_but(old: Obj, new: Obj, annotations: frozenset[str]) -> bool:
+    """The metadata a record is made of is the same, annotations other than ``annotations``
+    included."""
     om, nm = old.get("metadata") or {}, new.get("metadata") or {}
     for key in ("labels", "deletionTimestamp", "creationTimestamp", "uid"):
         if om.get(key) != nm.get(key):
@@ -98,7 +97,38 @@ def same_record(old: Obj, new: Obj) -> bool:
     if before == after:
         return True
     return all(before.get(k) == after.get(k)
-               for k in (before.keys() | after.keys()) - _AGENT_ANNOTATIONS)
+               for k in (before.keys() | after.keys()) - annotations)
+
+
+def same_record(old: Obj, new: Obj) -> bool:
+    """Whether :func:`bound_record` reads the same from ``new`` as from ``old``: only the
+    pod's status (not its phase) or the node agent's annotations changed, as in the
+    agent's ``bind-phase`` patch and the kubelet's status updates of every bound pod."""
+    if old.get("spec") != new.get("spec") or is_terminated(old) != is_terminated(new):
+        return False
+    return _same_but(old, new, _AGENT_ANNOTATIONS)
+
+
+def confirmed(rec: PodRecord, pod: Obj) -> PodRecord | None:
+    """The bound record of ``pod`` as the watch shows it once the Binding of the pod
+    ``rec`` assumed went through, without parsing it again; None when it is not just that
+    pod plus the binding (``nodeName``, the assignment ``rec`` holds, the bind phase and
+    time). Parsing every confirmed pod again was a tenth of the scheduler's CPU in a burst
+    (yappi, bench/bind.py)."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName") != rec.node or is_terminated(pod):
+        return None
+    assumed = rec.info.pod
+    if {**(assumed.get("spec") or {}), "nodeName": rec.node} != spec or not _same_but(
+            assumed, pod, _BOUND_ANNOTATIONS):
+        return None
+    try:
+        if usage.claimed(pod) != rec.assignment:
+            return None
+    except CodecError:
+        return None
+    return PodRecord(key=rec.key, node=rec.node, info=dataclasses.replace(rec.info, pod=pod),
+                     assignment=rec.assignment)
 
 
 def refreshed(rec: PodRecord, pod: Obj) -> PodRecord:

@@ -4,6 +4,8 @@ or every GPU pod behind the node's in-flight one (``permitGate: node``)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.plugins.gate_state import Gate
 from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
@@ -134,3 +136,53 @@ def test_a_two_gpu_pod_that_would_wait_goes_on_elsewhere_too() -> None:
     sched.run_until_idle()
     assert {node_of(cluster, "a"), node_of(cluster, "b")} == {"n1", "n2"}
     assert sched.waiting_pods() == {}
+
+
+_NODES = ["n1", "n2", "n3"]
+_KEYS = ["a", "b", "c", "d"]
+_OPS = st.lists(st.tuples(st.sampled_from(["enter", "hold", "leave", "advance"]),
+                          st.sampled_from(_KEYS), st.sampled_from(_NODES),
+                          st.floats(0, 50)), max_size=30)
+
+
+@given(_OPS)
+def test_a_pod_is_in_flight_on_one_node_at_most_and_leaves_from_there(
+        ops: list[tuple[str, str, str, float]]) -> None:
+    gate = Gate(timeout=30)  # one GPU pod per node (every pair conflicts)
+    now = 0.0
+    for op, key, node, step in ops:
+        now += step
+        if op == "enter":
+            gate.enter(key, node, now)
+        elif op == "hold":
+            gate.hold(key, node, now)
+        elif op == "leave":
+            gate.leave(key)
+        else:
+            gate.advance(node, now)
+        held = [(k, n) for n in _NODES for k in gate.holders(n)]
+        assert len({k for k, _ in held}) == len(held)
+        for n in _NODES:
+            assert len(gate.in_flight_on(n)) == len(gate.holders(n)) + len(gate.waiting(n))
+    for key, node in [(k, n) for n in _NODES for k in gate.holders(n)]:
+        assert gate.leave(key) == node
+        assert all(key not in gate.holders(n) for n in _NODES)
+
+
+def test_the_in_flight_view_follows_every_change() -> None:
+    a = Assignment("n1", {"main": (GrantedDevice("GPU-0", 4096, 10),)})
+    gate = Gate(timeout=30, conflicts=confusable)
+    assert gate.in_flight_view("n1") == ([], {})
+    assert gate.enter("p", "n1", 0.0)
+    assert gate.in_flight_view("n1")[0] == [None] and gate.in_flight_view("n1")[1] is None
+    gate.hold("p", "n1", 0.0, a)
+    assert gate.in_flight_view("n1") == ([a], {"GPU-0": {(a.containers["main"][0], None)}})
+    assert not gate.enter("q", "n1", 1.0)  # unknown: waits behind p
+    assert gate.in_flight_view("n1")[0] == [a, None]
+    gate.leave("p")
+    assert gate.in_flight_view("n1")[0] == [None]
+    assert gate.advance("n1", 2.0) == ["q"]
+    assert gate.in_flight_view("n1")[0] == [None]
+    gate.hold("q", "n2", 2.0, None)  # its binding went to another node
+    assert gate.in_flight_view("n1") == ([], {}) and gate.in_flight_view("n2")[0] == [None]
+    assert gate.is_open("n2", 40.0) and gate.in_flight_view("n2") == ([], {})

@@ -54,5 +54,24 @@ def test_candidates_best_first_with_the_visit_last_nodes_after(
         mask: list[int], order: list[float] | None, last: set[int], start: int,
         expected: list[int]) -> None:
     keys = None if order is None else np.array(order, dtype=np.float64)
-    got = visit_order.candidates(np.array(mask, dtype=bool), keys, last, start)
+    got = visit_order.candidates(np.array(mask, dtype=bool), keys,
+                                 last.__contains__ if last else None, start)
     assert list(got) == expected
+
+
+@pytest.mark.parametrize("order", [None, np.arange(1000, dtype=np.float64)])
+def test_visit_last_is_asked_only_of_the_nodes_reached(order: np.ndarray | None) -> None:
+    asked: list[int] = []
+
+    def last(pos: int) -> bool:
+        asked.append(pos)
+        return pos % 2 == 0
+
+    got = iter(visit_order.candidates(np.ones(1000, dtype=bool), order, last, 0))
+    first = [next(got) for _ in range(3)]
+    assert all(pos % 2 for pos in first)
+    assert len(asked) <= 6
+    rest = list(got)
+    assert len(asked) == 1000
+    assert sorted(first + rest) == list(range(1000))
+    assert all(pos % 2 == 0 for pos in rest[-500:])

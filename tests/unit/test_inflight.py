@@ -7,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu.codecs import Assignment, GrantedDevice
-from vgpu.inflight import any_confusable, confusable, gpus_at_stake
+from vgpu.inflight import (
+    any_confusable,
+    confusable,
+    gpus_at_stake,
+    one_gpu_confusable,
+    one_gpu_grants,
+)
 
 
 def slices(*spec: tuple[str, int, int]) -> tuple[GrantedDevice, ...]:
@@ -90,3 +96,18 @@ def test_a_grant_is_confusable_only_on_the_gpus_at_stake(
 def test_gpus_at_stake(inflight: list[Assignment | None],
                        expected: frozenset[str] | None) -> None:
     assert gpus_at_stake("n1", inflight) == expected
+
+
+@given(grant, st.one_of(st.none(), st.integers(0, 1)),
+       st.lists(st.one_of(st.none(), assignment, assignment.map(
+           lambda a: Assignment("n2", dict(a.containers)))), max_size=4))
+def test_the_one_gpu_rule_is_the_general_one(
+        g: GrantedDevice, priority: int | None, inflight: list[Assignment | None]) -> None:
+    pod = Assignment("n1", {"main": (g,)},
+                     priorities={} if priority is None else {"main": priority})
+    held = one_gpu_grants("n1", inflight)
+    general = any(confusable(pod, other) for other in inflight)
+    if held is None:
+        assert general
+    else:
+        assert one_gpu_confusable(g, priority, held) == general

@@ -66,6 +66,12 @@ class Recorder:
         self.requests.append((method, path, query, body))
         return self.answer
 
+    def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
+             content_type: str, timeout: Any) -> tuple[int, bytes]:
+        answer = self.request(method, path, query=query, body=body,
+                              content_type=content_type, timeout=timeout)
+        return answer.status, answer.data
+
 
 def kube(answer: Response | None = None) -> tuple[KubeCluster, Recorder]:
     recorder = Recorder(answer)

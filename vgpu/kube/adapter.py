@@ -72,17 +72,22 @@ class KubeCluster(PodCalls):
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterError(f"{method} {path}: {exc}") from None
 
-    def request_json(self, method: str, path: str, what: str, **kwargs: Any) -> Obj:
+    def request_json(self, method: str, path: str, what: str, *,
+                     query: list[tuple[str, str]] | None = None, body: Any = None,
+                     content_type: str = "application/json",
+                     timeout: Timeout | None = None) -> Obj:
         """One request for an API path outside the port; errors are mapped as for the
         port's own calls. Product code goes through the port: this is for the tests and
         benches that set up what the port does not serve (namespaces, RBAC, statuses)."""
-        response = self._send(method, path, **kwargs)
+        self._bucket.acquire()
         try:
-            data: bytes = response.data
+            status, data = self.transport.call(method, path, query=query or [], body=body,
+                                               content_type=content_type,
+                                               timeout=timeout or self._timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterError(f"{what}: {exc}") from None
-        if response.status >= 300:
-            raise paths.error(response.status, data, what)
+        if status >= 300:
+            raise paths.error(status, data, what)
         result: Obj = orjson.loads(data) if data else {}
         return result
 

@@ -7,17 +7,24 @@ classes (about 19 MB), which the node agent, running on every GPU node, cannot a
 With a kubeconfig (an operator's laptop, the tests) the ``kubernetes`` client's own
 ``ApiClient`` carries the requests, so every auth method its loader knows (exec plugins,
 OIDC, client certificates) works.
+
+Both send the requests that read a whole answer (:meth:`Transport.call`: everything but
+watches) through :mod:`vgpu.kube.http1`; a kubeconfig that names a proxy keeps them on
+urllib3, which knows proxies.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 import time
 from typing import Any, Protocol
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import orjson
 import urllib3
+
+from vgpu.kube import http1
 
 Timeout = float | tuple[float, float]
 
@@ -25,8 +32,49 @@ Timeout = float | tuple[float, float]
 class Transport(Protocol):
     def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
                 content_type: str, timeout: Timeout) -> Any:
-        """Send one request; returns a urllib3 response whose body is not read yet."""
+        """Send one request; returns a urllib3 response whose body is not read yet (a
+        watch streams it)."""
         ...
+
+    def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
+             content_type: str, timeout: Timeout) -> tuple[int, bytes]:
+        """Send one request and read its whole answer: (status, body)."""
+        ...
+
+
+def _target(path: str, query: list[tuple[str, str]]) -> str:
+    return path + (f"?{urlencode(query)}" if query else "")
+
+
+def _body(body: Any) -> bytes:
+    return b"" if body is None else orjson.dumps(body)
+
+
+def _client_endpoint(configuration: Any) -> tuple[http1.Endpoint, str] | None:
+    """Where a ``kubernetes.client.Configuration`` sends requests, and the path prefix
+    of its server URL; None when it goes through a proxy."""
+    url = urlsplit(configuration.host)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return None
+    proxy = getattr(configuration, "proxy", None)
+    if proxy:
+        from kubernetes.client.rest import should_bypass_proxies  # noqa: PLC0415
+
+        if not should_bypass_proxies(configuration.host, configuration.no_proxy or ""):
+            return None
+    tls = None
+    if url.scheme == "https":
+        tls = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+        if not configuration.verify_ssl:
+            tls.check_hostname = False
+            tls.verify_mode = ssl.CERT_NONE
+        elif configuration.assert_hostname is False:
+            tls.check_hostname = False
+        if configuration.cert_file:
+            tls.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    endpoint = http1.Endpoint(url.hostname, port, tls, configuration.tls_server_name or None)
+    return endpoint, url.path.rstrip("/")
 
 
 def _urllib3_timeout(timeout: Timeout) -> urllib3.Timeout:
@@ -40,6 +88,11 @@ class ClientTransport:
 
     def __init__(self, api_client: Any) -> None:
         self.api = api_client
+        configuration = api_client.configuration
+        found = _client_endpoint(configuration)
+        self._prefix = "" if found is None else found[1]
+        self._fast = None if found is None else http1.Pool(
+            found[0], configuration.connection_pool_maxsize or 4)
 
     def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
                 content_type: str, timeout: Timeout) -> Any:
@@ -49,6 +102,20 @@ class ClientTransport:
             header_params=headers, body=body, auth_settings=["BearerToken"])
         return self.api.call_api(method, url, header_params=headers, body=body,
                                  _request_timeout=timeout).response
+
+    def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
+             content_type: str, timeout: Timeout) -> tuple[int, bytes]:
+        if self._fast is None:
+            response = self.request(method, path, query=query, body=body,
+                                    content_type=content_type, timeout=timeout)
+            return response.status, response.data
+        headers = {"Accept": "application/json", "Content-Type": content_type,
+                   **self.api.default_headers}
+        # The kubeconfig's credentials, refreshed as the client refreshes them (exec
+        # plugins, OIDC); client certificates are in the endpoint's TLS context.
+        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        return self._fast.request(method, self._prefix + _target(path, query), headers,
+                                  _body(body), timeout)
 
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -67,8 +134,11 @@ class InClusterTransport:
         self._token_file = os.path.join(account_dir, "token")
         self._token = ""
         self._token_read = 0.0
+        ca = os.path.join(account_dir, "ca.crt")
         self._pool = urllib3.PoolManager(maxsize=pool_size, cert_reqs="CERT_REQUIRED",
-                                         ca_certs=os.path.join(account_dir, "ca.crt"))
+                                         ca_certs=ca)
+        self._fast = http1.Pool(http1.Endpoint(host, int(port),
+                                               ssl.create_default_context(cafile=ca)), pool_size)
 
     def _bearer(self) -> str:
         now = time.monotonic()
@@ -80,9 +150,16 @@ class InClusterTransport:
 
     def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
                 content_type: str, timeout: Timeout) -> Any:
-        url = self.base + path + (f"?{urlencode(query)}" if query else "")
-        headers = {"Accept": "application/json", "Content-Type": content_type,
-                   "Authorization": f"Bearer {self._bearer()}"}
-        return self._pool.request(method, url, body=None if body is None else orjson.dumps(body),
-                                  headers=headers, timeout=_urllib3_timeout(timeout),
-                                  preload_content=False)
+        return self._pool.request(method, self.base + _target(path, query),
+                                  body=None if body is None else orjson.dumps(body),
+                                  headers=self._headers(content_type),
+                                  timeout=_urllib3_timeout(timeout), preload_content=False)
+
+    def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
+             content_type: str, timeout: Timeout) -> tuple[int, bytes]:
+        return self._fast.request(method, _target(path, query), self._headers(content_type),
+                                  _body(body), timeout)
+
+    def _headers(self, content_type: str) -> dict[str, str]:
+        return {"Accept": "application/json", "Content-Type": content_type,
+                "Authorization": f"Bearer {self._bearer()}"}

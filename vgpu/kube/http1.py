@@ -1,0 +1,219 @@
+"""HTTP/1.1 requests on kept-alive connections, for the API calls a burst makes per pod.
+
+A binding or an Event is a small request with a small answer. Through urllib3 (alone or
+under the ``kubernetes`` client) one cost the scheduler 300-390 µs of CPU on the test API
+server, through ``http.client`` 150-200 µs (it parses headers with the ``email`` package),
+and written here in one ``sendall`` with the answer parsed by httptools (the llhttp parser
+of Node.js, which uvicorn uses) 60-80 µs: at two requests per pod, a third of the
+scheduler's CPU per pod in ``bench/bind.py``. Watches stream, and stay on urllib3.
+
+Only what the API server's answers need: a status, a body (by length or chunked), and
+whether the connection stays open. A kept-alive connection the server closed while idle
+is noticed before it is used (it reads as ready) or, if the close crossed the request,
+by an end of stream before any byte of an answer: the request is sent once more on a new
+connection, as Go's transport does, since the server cannot have acted on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import ssl
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httptools
+
+Timeout = float | tuple[float, float]
+
+
+class ProtocolError(OSError):
+    """The peer's answer was not HTTP/1.1, or the connection ended inside it."""
+
+
+class _ClosedEarly(ProtocolError):
+    """The connection ended before any byte of an answer."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+    #: None: plain TCP (an ``http://`` server).
+    tls: ssl.SSLContext | None = None
+    #: The name the certificate must carry (a kubeconfig's ``tls-server-name``).
+    server_hostname: str | None = None
+
+    @property
+    def authority(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def _check_header(name: str, value: str) -> None:
+    if any(c in name or c in value for c in "\r\n\0"):
+        raise ProtocolError(f"header {name!r} has a line break or NUL in it")
+
+
+def request_head(method: str, target: str, authority: str, headers: Mapping[str, str],
+                 length: int) -> bytes:
+    """The request line and headers, ready to send."""
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {authority}"]
+    for name, value in headers.items():
+        _check_header(name, value)
+        lines.append(f"{name}: {value}")
+    if length or method in ("POST", "PUT", "PATCH"):
+        lines.append(f"Content-Length: {length}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class _Answer:
+    """httptools' callbacks: the body's pieces, whether the message is complete, and
+    whether the connection stays open (the parser forgets it once the message ends)."""
+
+    __slots__ = ("body", "complete", "framed", "headers_done", "keep_alive", "parser")
+
+    def __init__(self) -> None:
+        self.body: list[bytes] = []
+        self.complete = False
+        self.keep_alive = False
+        #: The headers gave the body's length or chunked it (else it ends with the stream).
+        self.framed = False
+        self.headers_done = False
+        self.parser = httptools.HttpResponseParser(self)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+        self.keep_alive = self.parser.should_keep_alive()
+
+
+def _times(timeout: Timeout) -> tuple[float, float]:
+    return timeout if isinstance(timeout, tuple) else (timeout, timeout)
+
+
+class Connection:
+    def __init__(self, endpoint: Endpoint, connect_timeout: float) -> None:
+        sock = socket.create_connection((endpoint.host, endpoint.port), timeout=connect_timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if endpoint.tls is not None:
+                sock = endpoint.tls.wrap_socket(
+                    sock, server_hostname=endpoint.server_hostname or endpoint.host)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        self.used = False
+
+    def stale(self) -> bool:
+        """Whether the server closed it (or sent something unasked) while it sat idle."""
+        sock = self._sock
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        try:
+            ready, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(ready)
+
+    def exchange(self, head: bytes, body: bytes, read_timeout: float) -> tuple[int, bytes, bool]:
+        """Send one request, read its answer: (status, body, whether to keep the connection)."""
+        self.used = True
+        sock = self._sock
+        sock.settimeout(read_timeout)
+        sock.sendall(head + body if len(body) < 65536 else head)
+        if len(body) >= 65536:
+            sock.sendall(body)
+        answer = _Answer()
+        parser = answer.parser
+        received = False
+        while not answer.complete:
+            data = sock.recv(262144)
+            if not data:
+                if not received:
+                    raise _ClosedEarly("the server closed the connection before answering")
+                if answer.headers_done and not answer.framed:
+                    break  # neither a length nor chunks: the body ends with the stream
+                raise ProtocolError("the connection ended inside the answer")
+            received = True
+            try:
+                parser.feed_data(data)
+            except httptools.HttpParserUpgrade:
+                raise ProtocolError("the server switched protocols") from None
+            except httptools.HttpParserError as exc:
+                raise ProtocolError(f"malformed answer: {exc}") from None
+        return parser.get_status_code(), b"".join(answer.body), answer.keep_alive
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+class Pool:
+    """Kept-alive connections to one endpoint, shared by threads (at most ``maxsize`` idle)."""
+
+    def __init__(self, endpoint: Endpoint, maxsize: int = 32) -> None:
+        self.endpoint = endpoint
+        self._maxsize = maxsize
+        self._idle: list[Connection] = []
+        self._lock = threading.Lock()
+
+    def _take(self, connect_timeout: float) -> Connection:
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return Connection(self.endpoint, connect_timeout)
+            if not conn.stale():
+                return conn
+            conn.close()
+
+    def _give(self, conn: Connection) -> None:
+        with self._lock:
+            if len(self._idle) < self._maxsize:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes,
+                timeout: Timeout) -> tuple[int, bytes]:
+        """Send a request (``target``: path and query) and read the whole answer."""
+        connect_timeout, read_timeout = _times(timeout)
+        head = request_head(method, target, self.endpoint.authority, headers, len(body))
+        for attempt in range(2):
+            conn = self._take(connect_timeout)
+            reused = conn.used
+            try:
+                status, data, keep = conn.exchange(head, body, read_timeout)
+            except _ClosedEarly:
+                conn.close()
+                if reused and attempt == 0:
+                    continue  # closed while idle, as the request left: it was never read
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if keep:
+                self._give(conn)
+            else:
+                conn.close()
+            return status, data
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
