@@ -24,8 +24,18 @@ first; see ``docs/fragmentation-constraints.md``.)
 **CPU and memory per GPU.** The measure feeds idle GPUs at the GPU tasks' CPU and memory
 per milli-GPU ``r``. CPU-only tasks bring ``q`` per milli-GPU of GPU demand; the cluster
 has ``K / G`` per milli-GPU, so ``K / G − r`` is spare. While ``q`` fits in the spare the
-CPU-only tasks take spare CPU and nothing changes; what does not fit is taken from the GPU
-tasks, so a GPU needs ``r + max(0, q − spare)``.
+CPU-only tasks take spare CPU and GPU tasks lose nothing. What does not fit,
+``max(0, r + q − K / G)``, they take from the GPU tasks: that share of their demand,
+
+    contested = min(1, max(0, r + q − K / G) / q),
+
+is the share of the CPU they could take on a node (what chunks of their sizes fit in its
+free CPU) that they will take there (:func:`scheduler.placement.stranding.cpu_for_gpus`).
+CPU left in pieces smaller than every CPU-only task is out of their reach and feeds GPUs
+alone. (Before, a GPU was fed at ``r`` plus the excess per milli-GPU, as if CPU-only tasks
+took CPU from every node in proportion to its idle GPUs; see
+``docs/fragmentation-constraints.md``.) Memory keeps that simpler rule: no generated or
+bundled workload runs out of it.
 
 Nothing here is tuned: every number follows from the workload and the cluster.
 """
@@ -84,21 +94,36 @@ def densities(shapes: Sequence[tuple[Shape, float]], kinds: Mapping[NodeKind, in
 
 
 def per_milli(tasks: Sequence[Shape], kinds: Mapping[NodeKind, int]) -> tuple[float, float]:
-    """The CPU (milli) and memory (MiB) a milli-GPU of demand needs, CPU-only tasks' excess
-    over the cluster's spare included (the module docstring); (0, 0) without GPU tasks."""
-    gpu = [s for s in tasks if s.gpus and s.milli_gpu]
-    milli = sum(s.total_milli_gpu for s in gpu)
+    """The CPU (milli) a milli-GPU of GPU tasks needs, and the memory (MiB) with CPU-only
+    tasks' excess over the cluster's spare included (the module docstring); (0, 0)
+    without GPU tasks."""
+    gpu, cpu_only, milli = _split(tasks)
     if not milli:
         return 0.0, 0.0
-    cpu_only = [s for s in tasks if not (s.gpus and s.milli_gpu)]
     capacity = sum(k.gpus * n for k, n in kinds.items()) * MILLI
-    cpu = _with_excess(sum(s.milli_cpu for s in gpu) / milli,
-                       sum(s.milli_cpu for s in cpu_only) / milli,
-                       sum(k.milli_cpu * n for k, n in kinds.items()) / max(capacity, 1))
     memory = _with_excess(sum(s.memory_mib for s in gpu) / milli,
                           sum(s.memory_mib for s in cpu_only) / milli,
                           sum(k.memory_mib * n for k, n in kinds.items()) / max(capacity, 1))
-    return cpu, memory
+    return sum(s.milli_cpu for s in gpu) / milli, memory
+
+
+def contested(tasks: Sequence[Shape], kinds: Mapping[NodeKind, int]) -> float:
+    """The share of the CPU within their reach that CPU-only tasks take from GPU tasks: the
+    part of their demand the cluster's spare CPU cannot hold (the module docstring)."""
+    gpu, cpu_only, milli = _split(tasks)
+    others = sum(s.milli_cpu for s in cpu_only)
+    capacity = sum(k.gpus * n for k, n in kinds.items()) * MILLI
+    if not milli or not others or not capacity:
+        return 0.0
+    need = sum(s.milli_cpu for s in gpu)
+    has = sum(k.milli_cpu * n for k, n in kinds.items()) * milli / capacity
+    return min(1.0, max(need + others - has, 0.0) / others)
+
+
+def _split(tasks: Sequence[Shape]) -> tuple[list[Shape], list[Shape], int]:
+    gpu = [s for s in tasks if s.gpus and s.milli_gpu]
+    cpu_only = [s for s in tasks if not (s.gpus and s.milli_gpu)]
+    return gpu, cpu_only, sum(s.total_milli_gpu for s in gpu)
 
 
 def _with_excess(need: float, others: float, has: float) -> float:

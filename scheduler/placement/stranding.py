@@ -16,9 +16,12 @@ memory ``m``, and a workload of task shapes ``s`` with frequencies ``p_s``:
   ``C(s)`` those on nodes that could hold the task alone (models it accepts, enough GPUs,
   CPU and memory), so a GPU that few tasks can do without weighs their claims on top of
   everyone else's; 1 for a task any node holds;
-* ``mix``: the GPU the node's CPU and memory could feed at the workload's CPU and memory
-  per milli-GPU: ``min(idle, c / r_c, m / r_m)``, where ``r`` is the GPU tasks' mean plus
-  what CPU-only tasks need beyond the cluster's spare (:func:`demand.per_milli`);
+* ``mix``: the GPU the node's CPU and memory could feed at the GPU tasks' CPU and memory
+  per milli-GPU: ``min(idle, c' / r_c, m / r_m)`` (:func:`demand.per_milli`), where
+  ``c'`` is the free CPU less what CPU-only tasks will take of it when the cluster's
+  spare CPU cannot hold them: the ``contested`` share (:func:`demand.contested`) of the
+  CPU chunks of their sizes fit in ``c`` (:func:`cpu_for_gpus`), so CPU left in pieces
+  too small for them counts fully;
 * serviceable GPU ``U = Σ_s d_s × p_s × fill_s + mix``; stranded GPU ``F = idle − U``.
 
 A placement's cost is the growth of ``F``; :func:`scores_from_deltas` turns it into FGD's
@@ -60,6 +63,19 @@ class Workload:
     #: Per GPU model, each GPU shape's density there (:mod:`scheduler.placement.demand`),
     #: in :attr:`gpu_shapes` order; a model not listed weighs each shape it allows by 1.
     density: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    #: The share of the CPU within their reach that CPU-only tasks take from GPU tasks
+    #: (:func:`demand.contested`); 0 while the cluster's spare CPU holds them.
+    contested: float = 0.0
+
+    @property
+    def cpu_only_sizes(self) -> tuple[tuple[int, float], ...]:
+        """The CPU-only tasks' CPU requests, each with its share of those tasks."""
+        sizes: dict[int, float] = {}
+        for s, p in self.shapes:
+            if not (s.gpus > 0 and s.milli_gpu > 0) and s.milli_cpu > 0:
+                sizes[s.milli_cpu] = sizes.get(s.milli_cpu, 0.0) + p
+        total = sum(sizes.values())
+        return tuple((c, p / total) for c, p in sorted(sizes.items()))
 
     @property
     def gpu_shapes(self) -> tuple[tuple[Shape, float], ...]:
@@ -87,7 +103,7 @@ def workload(shapes: Iterable[Shape], kinds: Mapping[demand.NodeKind, int] | Non
     cpu, memory = demand.per_milli(tasks, kinds)
     return dataclasses.replace(
         load, density=tuple(sorted(demand.densities(load.gpu_shapes, kinds).items())),
-        cpu_per_milli=cpu, memory_per_milli=memory)
+        cpu_per_milli=cpu, memory_per_milli=memory, contested=demand.contested(tasks, kinds))
 
 
 def _frequencies(tasks: list[Shape]) -> Workload:
@@ -132,9 +148,19 @@ def fill(gpu_left: Sequence[int], cpu_left: int, memory_left: int, model: str,
     return total
 
 
+def cpu_for_gpus(cpu_left: int, load: Workload) -> float:
+    """``c'``: the free CPU less the ``contested`` share of what CPU-only tasks could take,
+    ``Σ_o q_o × c_o × ⌊c / c_o⌋`` over their sizes ``c_o`` with shares ``q_o``."""
+    cpu = max(cpu_left, 0)
+    if not load.contested:
+        return float(cpu)
+    reach = sum(q * size * (cpu // size) for size, q in load.cpu_only_sizes)
+    return cpu - load.contested * reach
+
+
 def mix(idle: int, cpu_left: int, memory_left: int, load: Workload) -> float:
-    """The GPU the node's CPU and memory can feed at the workload's average ratios."""
-    return min(float(idle), _ratio_bound(cpu_left, load.cpu_per_milli),
+    """The GPU the node's CPU and memory can feed at the GPU tasks' average ratios."""
+    return min(float(idle), _ratio_bound(cpu_for_gpus(cpu_left, load), load.cpu_per_milli),
                _ratio_bound(memory_left, load.memory_per_milli))
 
 

@@ -56,6 +56,9 @@ class StrandingModel:
         self._memory = np.asarray([max(m, 1) for _, _, _, m in shapes], dtype=np.int64)
         self._weight = np.asarray([p * s.total_milli_gpu for s, p in load.gpu_shapes],
                                   dtype=np.float64)
+        sizes = load.cpu_only_sizes if load.contested else ()
+        self._cpu_only = np.asarray([c for c, _ in sizes], dtype=np.int64)
+        self._cpu_only_share = np.asarray([q for _, q in sizes], dtype=np.float64)
         self._model_ids: dict[str, int] = {}
         self._by_model = np.zeros((0, len(shapes)), dtype=np.float64)
         self._row_of = np.zeros(0, dtype=np.int64)
@@ -127,11 +130,21 @@ class StrandingModel:
         out: FloatArray = (n * weight).sum(axis=1)
         return out
 
+    def _cpu_for_gpus(self, cpu: IntArray) -> FloatArray:
+        free = np.maximum(cpu, 0)
+        if not len(self._cpu_only):
+            return free.astype(np.float64)
+        reach = ((free[:, None] // self._cpu_only) * (self._cpu_only * self._cpu_only_share)
+                 ).sum(axis=1)
+        out: FloatArray = free - self.load.contested * reach
+        return out
+
     def _mix(self, idle: IntArray, cpu: IntArray, memory: IntArray) -> FloatArray:
         bound = idle.astype(np.float64)
-        for free, per in ((cpu, self.load.cpu_per_milli), (memory, self.load.memory_per_milli)):
+        for free, per in ((self._cpu_for_gpus(cpu), self.load.cpu_per_milli),
+                          (np.maximum(memory, 0), self.load.memory_per_milli)):
             if per > 0:
-                bound = np.minimum(bound, np.maximum(free, 0) / per)
+                bound = np.minimum(bound, free / per)
         return bound
 
     def deltas(self, ids: IntArray, cpu: IntArray, memory: IntArray,

@@ -4,6 +4,8 @@ model still equals the definition), and the plugin learning constraints from pod
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -95,20 +97,62 @@ def test_a_shape_weighs_as_much_over_the_cluster_as_without_constraints(
         assert spread == pytest.approx(1.0 if held else 0.0)
 
 
-@pytest.mark.parametrize(("cpu_only", "expected_cpu"), [
+@pytest.mark.parametrize(("cpu_only", "expected"), [
     # 100 GPUs × 1000 milli, 1,500,000 milli-CPU: 15 per milli-GPU; GPU tasks need 8.
-    ([], 8.0),
-    ([Shape(7 * 1000 * 2, 0, 0)] * 50, 8.0),  # 7 per milli-GPU: within the spare 7
-    ([Shape(10 * 1000 * 2, 0, 0)] * 50, 11.0),  # 10: 3 beyond the spare
+    ([], 0.0),
+    ([Shape(7 * 1000 * 2, 0, 0)] * 50, 0.0),  # 7 per milli-GPU: within the spare 7
+    ([Shape(10 * 1000 * 2, 0, 0)] * 50, 0.3),  # 10: 3 of them beyond the spare
+    ([Shape(14 * 1000 * 2, 0, 0)] * 50, 0.5),  # 14: 7 beyond it
 ])
-def test_cpu_only_tasks_beyond_the_spare_cpu_raise_what_a_gpu_needs(
-        cpu_only: list[Shape], expected_cpu: float) -> None:
+def test_cpu_only_tasks_beyond_the_spare_cpu_contest_the_gpu_tasks_cpu(
+        cpu_only: list[Shape], expected: float) -> None:
     gpu_tasks = [Shape(8000, 1000, 1, memory_mib=1000)] * 100
     kinds = {demand.NodeKind("G2", 10, 150000, 2_000_000): 10}
+    assert demand.contested(gpu_tasks + cpu_only, kinds) == pytest.approx(expected)
     cpu, memory = demand.per_milli(gpu_tasks + cpu_only, kinds)
-    assert cpu == pytest.approx(expected_cpu)
+    assert cpu == pytest.approx(8.0)  # what a GPU task needs, whatever else arrives
     assert memory == pytest.approx(1.0)  # memory is plentiful: unchanged
     assert demand.per_milli(cpu_only, kinds) == (0.0, 0.0)
+    assert demand.contested(cpu_only, kinds) == 0.0  # no GPU task to take CPU from
+
+
+def test_with_no_spare_cpu_only_tasks_take_all_they_reach() -> None:
+    tasks = [Shape(8000, 1000, 1)] * 10 + [Shape(4000, 0, 0)] * 10
+    assert demand.contested(tasks, {demand.NodeKind("G2", 1, 6000, BIG): 10}) == 1.0
+
+
+CPU_ONLY_LOAD = stranding.Workload(
+    ((Shape(8000, 1000, 1), 0.5), (Shape(8000, 0, 0), 0.25), (Shape(12000, 0, 0), 0.25)),
+    cpu_per_milli=8.0, memory_per_milli=0.0, contested=0.5)
+
+
+@pytest.mark.parametrize(("cpu", "expected"), [
+    (7999, 7999.0),  # smaller than every CPU-only task: all of it feeds GPUs
+    (8000, 8000 - 0.5 * 0.5 * 8000),  # one 8-CPU task fits, half the time, of half the tasks
+    (12000, 12000 - 0.5 * (0.5 * 8000 + 0.5 * 12000)),
+    (24000, 24000 - 0.5 * (0.5 * 24000 + 0.5 * 24000)),  # whole multiples: half of it
+    (-5, 0.0),
+])
+def test_cpu_for_gpus(cpu: int, expected: float) -> None:
+    assert stranding.cpu_for_gpus(cpu, CPU_ONLY_LOAD) == pytest.approx(expected)
+    assert CPU_ONLY_LOAD.cpu_only_sizes == ((8000, 0.5), (12000, 0.5))
+    uncontested = stranding.Workload(CPU_ONLY_LOAD.shapes, 8.0, 0.0)
+    assert stranding.cpu_for_gpus(cpu, uncontested) == max(cpu, 0)
+
+
+def test_a_gpu_task_takes_the_cpu_cpu_only_tasks_would_take() -> None:
+    # Two idle GPUs with 20 CPUs, or with 16: either feeds both at 8 per GPU, a tie while
+    # CPU-only tasks fit in the spare. When they take half of what they reach, the 16 CPUs
+    # keep 9 for the GPUs (1.1 GPUs) and the 20 keep 13 (1.6): a whole-GPU task saves more
+    # GPU from them on the poorer node, taking its CPU before they do.
+    load = CPU_ONLY_LOAD
+    rich = stranding.delta((1000, 1000), 20000, 0, "G2", Shape(8000, 1000, 1), load=load)
+    poor = stranding.delta((1000, 1000), 16000, 0, "G2", Shape(8000, 1000, 1), load=load)
+    assert rich == pytest.approx(-250.0) and poor == pytest.approx(-625.0)
+    plain = stranding.Workload(load.shapes, 8.0, 0.0)
+    assert stranding.delta((1000, 1000), 20000, 0, "G2", Shape(8000, 1000, 1),
+                           load=plain) == stranding.delta(
+        (1000, 1000), 16000, 0, "G2", Shape(8000, 1000, 1), load=plain)
 
 
 def test_the_measure_weighs_a_scarce_model_by_its_density() -> None:
@@ -153,6 +197,28 @@ def test_the_vectorised_model_with_densities_equals_the_definition(
     assert got.tolist() == pytest.approx([_reference(n, pod, load) for n in nodes])
 
 
+cpu_only_st = st.builds(Shape, st.sampled_from([1000, 8000, 12500, 32000]), st.just(0),
+                        st.just(0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(nodes=st.lists(node_st, min_size=1, max_size=6),
+       shapes=st.lists(st.one_of(shape_st, share_st), min_size=1, max_size=6),
+       cpu_only=st.lists(cpu_only_st, min_size=1, max_size=4),
+       contested=st.floats(0.0, 1.0), pod=st.one_of(shape_st, share_st, cpu_only_st))
+def test_the_vectorised_model_with_contested_cpu_equals_the_definition(
+        nodes: list[tuple[list[int], int, int, str]], shapes: list[Shape],
+        cpu_only: list[Shape], contested: float, pod: Shape) -> None:
+    load = dataclasses.replace(stranding.workload([_valid(s) for s in shapes + cpu_only]),
+                               contested=contested)
+    pod = _valid(pod)
+    states = [(name, tuple(sorted(left))) for left, _, _, name in nodes]
+    got = stranding_tables.StrandingModel(load, states).deltas(
+        np.arange(len(nodes)), np.asarray([n[1] for n in nodes]),
+        np.asarray([n[2] for n in nodes]), pod)
+    assert got.tolist() == pytest.approx([_reference(n, pod, load) for n in nodes])
+
+
 def _gpu_node(name: str, gpus: int, model: str) -> NodeInfo:
     return NodeInfo(parse_node(builders.node(
         name, builders.devices(name, gpus, model=model, split=20), cpu="64", memory="256Gi",
@@ -183,3 +249,25 @@ def test_the_learned_workload_knows_the_models_pods_accept() -> None:
                        plugin.load.weights("Tesla T4"), strict=True))
     assert weights == {(): 1.0, ("T4",): 5.0}
     assert plugin.load.weights("NVIDIA A100-SXM4-40GB") == (1.0, 0.0)
+
+
+def test_the_learned_workload_knows_how_much_cpu_cpu_only_pods_contest() -> None:
+    handle = FakeHandle()
+    plugin = fragmentation_aware.FragmentationAware(handle)
+    for i in range(shares.RELEARN_EVERY):
+        gpu = i % 2 == 0
+        container = (builders.container(gpus=1, cores=100, percent=100, cpu="8") if gpu
+                     else builders.container(gpus=None, cpu="16"))
+        for handler in handle.handlers:
+            handler(None, builders.pod(f"p{i}", [container]))
+    assert plugin.load.contested == 0.0  # no node seen yet: no CPU to run out of
+    assert plugin.load.cpu_only_sizes == ((16000, 1.0),)
+    snapshot = Snapshot(plugin.columns())
+    snapshot.set(_gpu_node("a", 4, "Tesla T4"))
+    snapshot.set(_gpu_node("b", 4, "Tesla T4"))
+    pod = builders.pod("q", [builders.container(gpus=1, cores=100, percent=100, cpu="8")])
+    plugin.pre_filter(None, parse(pod, Config()), snapshot)  # type: ignore[arg-type]
+    # 16 CPUs per GPU; GPU pods need 8 and CPU-only pods bring 16 more per GPU of demand:
+    # 8 fit in the spare, the other half of their demand comes out of the GPU pods' CPU.
+    assert plugin.load.cpu_per_milli == pytest.approx(8.0)
+    assert plugin.load.contested == pytest.approx(0.5)
