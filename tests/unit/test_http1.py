@@ -247,3 +247,41 @@ def test_any_body_in_any_chunking_comes_back_whole(body: bytes, size: int) -> No
         assert pool(server).request("GET", "/", {}, b"", 5) == (200, body)
     finally:
         server.close()
+
+
+def _watch_answer(pieces: list[bytes], end: bool = True) -> Handler:
+    def answer(_req: bytes) -> bytes:
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
+        return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks
+                + (b"0\r\n\r\n" if end else b""))
+    return answer
+
+
+def test_a_stream_yields_whole_lines_whatever_the_chunks(serve: Callable[..., Server]) -> None:
+    pieces = [b'{"type":"ADDED"}\n{"ty', b'pe":"MODIFIED"}\n', b'{"type":"DELETED"}\n']
+    server = serve([_watch_answer(pieces)])
+    stream = pool(server).stream("GET", "/w?watch=true", {}, 5)
+    assert stream.status == 200
+    assert list(stream.lines()) == [b'{"type":"ADDED"}', b'{"type":"MODIFIED"}',
+                                    b'{"type":"DELETED"}']
+    stream.close()
+
+
+def test_a_stream_cut_inside_its_chunks_is_a_protocol_error(
+        serve: Callable[..., Server]) -> None:
+    server = serve([_watch_answer([b'{"a":1}\n'], end=False)])
+    stream = pool(server).stream("GET", "/w", {}, 5)
+    lines = stream.lines()
+    assert next(lines) == b'{"a":1}'
+    server.close_idle()
+    with pytest.raises(http1.ProtocolError, match="ended inside the answer"):
+        next(lines)
+
+
+def test_a_refused_stream_reads_its_error_body(serve: Callable[..., Server]) -> None:
+    body = b'{"kind":"Status","code":410}'
+    server = serve([lambda _req: b"HTTP/1.1 410 Gone\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(body), body)])
+    stream = pool(server).stream("GET", "/w", {}, 5)
+    assert (stream.status, stream.read()) == (410, body)
+    stream.close()

@@ -45,12 +45,15 @@ def test_an_unknown_resource_is_a_clear_error() -> None:
 class Response:
     status: int
     data: bytes
-    lines: list[bytes] = field(default_factory=list)
+    body_lines: list[bytes] = field(default_factory=list)
 
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.lines)
+    def lines(self) -> Iterator[bytes]:
+        return iter(self.body_lines)
 
-    def release_conn(self) -> None:
+    def read(self) -> bytes:
+        return self.data
+
+    def close(self) -> None:
         pass
 
 
@@ -61,16 +64,15 @@ class Recorder:
         self.requests: list[tuple[str, str, list[tuple[str, str]], Any]] = []
         self.answer = answer or Response(200, b'{"metadata": {"resourceVersion": "7"}}')
 
-    def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
-                content_type: str, timeout: Any) -> Response:
-        self.requests.append((method, path, query, body))
-        return self.answer
-
     def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
              content_type: str, timeout: Any) -> tuple[int, bytes]:
-        answer = self.request(method, path, query=query, body=body,
-                              content_type=content_type, timeout=timeout)
-        return answer.status, answer.data
+        self.requests.append((method, path, query, body))
+        return self.answer.status, self.answer.data
+
+    def stream(self, method: str, path: str, *, query: list[tuple[str, str]],
+               timeout: Any) -> Response:
+        self.requests.append((method, path, query, None))
+        return self.answer
 
 
 def kube(answer: Response | None = None) -> tuple[KubeCluster, Recorder]:

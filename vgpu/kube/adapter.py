@@ -61,17 +61,6 @@ class KubeCluster(PodCalls):
 
     # -- transport -------------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
-              body: Any = None, content_type: str = "application/json",
-              timeout: Timeout | None = None) -> Any:
-        self._bucket.acquire()
-        try:
-            return self.transport.request(method, path, query=query or [], body=body,
-                                          content_type=content_type,
-                                          timeout=timeout or self._timeout)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ClusterError(f"{method} {path}: {exc}") from None
-
     def request_json(self, method: str, path: str, what: str, *,
                      query: list[tuple[str, str]] | None = None, body: Any = None,
                      content_type: str = "application/json",
@@ -139,12 +128,16 @@ class KubeCluster(PodCalls):
         query = [*paths.query(selector), ("watch", "true"), ("resourceVersion", resource_version),
                  ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", str(max(1, int(timeout_seconds))))]
-        raw = self._send("GET", paths.path(res, namespace=selector.namespace), query=query,
-                         timeout=(10.0, timeout_seconds + 15))
-        if raw.status >= 300:
-            raise paths.error(raw.status, raw.data, f"watch {kind}")
+        self._bucket.acquire()
         try:
-            for line in raw:
+            raw = self.transport.stream("GET", paths.path(res, namespace=selector.namespace),
+                                        query=query, timeout=(10.0, timeout_seconds + 15))
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ClusterError(f"watch {kind}: {exc}") from None
+        try:
+            if raw.status >= 300:
+                raise paths.error(raw.status, raw.read(), f"watch {kind}")
+            for line in raw.lines():
                 if not line.strip():
                     continue
                 # orjson: decoding the watch's objects (managedFields and all) with the
@@ -162,7 +155,7 @@ class KubeCluster(PodCalls):
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterError(f"watch {kind}: {exc}") from None
         finally:
-            raw.release_conn()
+            raw.close()
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
         res = self._resource(kind)

@@ -5,7 +5,8 @@ under the ``kubernetes`` client) one cost the scheduler 300-390 µs of CPU on th
 server, through ``http.client`` 150-200 µs (it parses headers with the ``email`` package),
 and written here in one ``sendall`` with the answer parsed by httptools (the llhttp parser
 of Node.js, which uvicorn uses) 60-80 µs: at two requests per pod, a third of the
-scheduler's CPU per pod in ``bench/bind.py``. Watches stream, and stay on urllib3.
+scheduler's CPU per pod in ``bench/bind.py``. A watch is read the same way, as a
+:class:`Stream` of lines.
 
 Only what the API server's answers need: a status, a body (by length or chunked), and
 whether the connection stays open. A kept-alive connection the server closed while idle
@@ -21,7 +22,7 @@ import select
 import socket
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import httptools
@@ -128,37 +129,89 @@ class Connection:
             return True
         return bool(ready)
 
-    def exchange(self, head: bytes, body: bytes, read_timeout: float) -> tuple[int, bytes, bool]:
-        """Send one request, read its answer: (status, body, whether to keep the connection)."""
+    def send(self, head: bytes, body: bytes, read_timeout: float) -> None:
         self.used = True
         sock = self._sock
         sock.settimeout(read_timeout)
         sock.sendall(head + body if len(body) < 65536 else head)
         if len(body) >= 65536:
             sock.sendall(body)
+
+    def receive(self, answer: _Answer) -> bool:
+        """Feed what the socket has to ``answer``'s parser; False at the end of the stream."""
+        data = self._sock.recv(262144)
+        if not data:
+            return False
+        try:
+            answer.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            raise ProtocolError("the server switched protocols") from None
+        except httptools.HttpParserError as exc:
+            raise ProtocolError(f"malformed answer: {exc}") from None
+        return True
+
+    def start(self, head: bytes, body: bytes, read_timeout: float) -> _Answer:
+        """Send one request and read its answer up to the end of the headers."""
+        self.send(head, body, read_timeout)
         answer = _Answer()
-        parser = answer.parser
         received = False
-        while not answer.complete:
-            data = sock.recv(262144)
-            if not data:
+        while not answer.headers_done:
+            if not self.receive(answer):
                 if not received:
                     raise _ClosedEarly("the server closed the connection before answering")
-                if answer.headers_done and not answer.framed:
-                    break  # neither a length nor chunks: the body ends with the stream
-                raise ProtocolError("the connection ended inside the answer")
+                raise ProtocolError("the connection ended inside the answer's headers")
             received = True
-            try:
-                parser.feed_data(data)
-            except httptools.HttpParserUpgrade:
-                raise ProtocolError("the server switched protocols") from None
-            except httptools.HttpParserError as exc:
-                raise ProtocolError(f"malformed answer: {exc}") from None
-        return parser.get_status_code(), b"".join(answer.body), answer.keep_alive
+        return answer
+
+    def finish(self, answer: _Answer) -> None:
+        """Read the rest of ``answer``."""
+        while not answer.complete:
+            if not self.receive(answer):
+                if not answer.framed:
+                    return  # neither a length nor chunks: the body ends with the stream
+                raise ProtocolError("the connection ended inside the answer")
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._sock.close()
+
+
+class Stream:
+    """An answer read as it arrives (a watch): its status, then its body line by line.
+    The connection is closed with the stream, never reused."""
+
+    def __init__(self, conn: Connection, answer: _Answer) -> None:
+        self._conn = conn
+        self._answer = answer
+        self.status = answer.parser.get_status_code()
+
+    def lines(self) -> Iterator[bytes]:
+        """The body's lines (without their ends) as they arrive."""
+        answer, pending = self._answer, b""
+        while True:
+            if answer.body:
+                data = pending + b"".join(answer.body)
+                answer.body.clear()
+                *complete, pending = data.split(b"\n")
+                yield from complete
+            if answer.complete:
+                break
+            if not self._conn.receive(answer):
+                if answer.framed:
+                    raise ProtocolError("the connection ended inside the answer")
+                break
+        if pending:
+            yield pending
+
+    def read(self) -> bytes:
+        """The rest of the body."""
+        self._conn.finish(self._answer)
+        data = b"".join(self._answer.body)
+        self._answer.body.clear()
+        return data
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 class Pool:
@@ -187,30 +240,45 @@ class Pool:
                 return
         conn.close()
 
-    def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes,
-                timeout: Timeout) -> tuple[int, bytes]:
-        """Send a request (``target``: path and query) and read the whole answer."""
+    def _started(self, method: str, target: str, headers: Mapping[str, str], body: bytes,
+                 timeout: Timeout) -> tuple[Connection, _Answer]:
         connect_timeout, read_timeout = _times(timeout)
         head = request_head(method, target, self.endpoint.authority, headers, len(body))
         for attempt in range(2):
             conn = self._take(connect_timeout)
             reused = conn.used
             try:
-                status, data, keep = conn.exchange(head, body, read_timeout)
+                return conn, conn.start(head, body, read_timeout)
             except _ClosedEarly:
                 conn.close()
-                if reused and attempt == 0:
-                    continue  # closed while idle, as the request left: it was never read
-                raise
+                if not reused or attempt:
+                    raise
+                # Closed while idle, as the request left: it was never read.
             except BaseException:
                 conn.close()
                 raise
-            if keep:
-                self._give(conn)
-            else:
-                conn.close()
-            return status, data
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes,
+                timeout: Timeout) -> tuple[int, bytes]:
+        """Send a request (``target``: path and query) and read the whole answer."""
+        conn, answer = self._started(method, target, headers, body, timeout)
+        try:
+            conn.finish(answer)
+        except BaseException:
+            conn.close()
+            raise
+        if answer.complete and answer.keep_alive:
+            self._give(conn)
+        else:
+            conn.close()
+        return answer.parser.get_status_code(), b"".join(answer.body)
+
+    def stream(self, method: str, target: str, headers: Mapping[str, str],
+               timeout: Timeout) -> Stream:
+        """Send a request and return its answer once the headers are in."""
+        conn, answer = self._started(method, target, headers, b"", timeout)
+        return Stream(conn, answer)
 
     def close(self) -> None:
         with self._lock:

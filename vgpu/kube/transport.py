@@ -8,9 +8,8 @@ With a kubeconfig (an operator's laptop, the tests) the ``kubernetes`` client's 
 ``ApiClient`` carries the requests, so every auth method its loader knows (exec plugins,
 OIDC, client certificates) works.
 
-Both send the requests that read a whole answer (:meth:`Transport.call`: everything but
-watches) through :mod:`vgpu.kube.http1`; a kubeconfig that names a proxy keeps them on
-urllib3, which knows proxies.
+Both send requests and watches through :mod:`vgpu.kube.http1`; a kubeconfig that names
+a proxy keeps them on urllib3, which knows proxies.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from __future__ import annotations
 import os
 import ssl
 import time
+from collections.abc import Iterator
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
@@ -29,17 +29,45 @@ from vgpu.kube import http1
 Timeout = float | tuple[float, float]
 
 
-class Transport(Protocol):
-    def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
-                content_type: str, timeout: Timeout) -> Any:
-        """Send one request; returns a urllib3 response whose body is not read yet (a
-        watch streams it)."""
-        ...
+class Answer(Protocol):
+    """An answer read as it arrives (:class:`vgpu.kube.http1.Stream`)."""
 
+    status: int
+
+    def lines(self) -> Iterator[bytes]: ...
+
+    def read(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class Transport(Protocol):
     def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
              content_type: str, timeout: Timeout) -> tuple[int, bytes]:
         """Send one request and read its whole answer: (status, body)."""
         ...
+
+    def stream(self, method: str, path: str, *, query: list[tuple[str, str]],
+               timeout: Timeout) -> Answer:
+        """Send one request; its answer is read as it arrives (a watch)."""
+        ...
+
+
+class _Urllib3Answer:
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self.status: int = response.status
+
+    def lines(self) -> Iterator[bytes]:
+        for line in self._response:
+            yield line.rstrip(b"\n")
+
+    def read(self) -> bytes:
+        data: bytes = self._response.data
+        return data
+
+    def close(self) -> None:
+        self._response.release_conn()
 
 
 def _target(path: str, query: list[tuple[str, str]]) -> str:
@@ -117,6 +145,16 @@ class ClientTransport:
         return self._fast.request(method, self._prefix + _target(path, query), headers,
                                   _body(body), timeout)
 
+    def stream(self, method: str, path: str, *, query: list[tuple[str, str]],
+               timeout: Timeout) -> Answer:
+        if self._fast is None:
+            return _Urllib3Answer(self.request(method, path, query=query, body=None,
+                                               content_type="application/json",
+                                               timeout=timeout))
+        headers = {"Accept": "application/json", **self.api.default_headers}
+        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
+        return self._fast.stream(method, self._prefix + _target(path, query), headers, timeout)
+
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -159,6 +197,11 @@ class InClusterTransport:
              content_type: str, timeout: Timeout) -> tuple[int, bytes]:
         return self._fast.request(method, _target(path, query), self._headers(content_type),
                                   _body(body), timeout)
+
+    def stream(self, method: str, path: str, *, query: list[tuple[str, str]],
+               timeout: Timeout) -> Answer:
+        return self._fast.stream(method, _target(path, query),
+                                 self._headers("application/json"), timeout)
 
     def _headers(self, content_type: str) -> dict[str, str]:
         return {"Accept": "application/json", "Content-Type": content_type,
