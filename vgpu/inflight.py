@@ -79,8 +79,8 @@ def gpus_at_stake(node: str, inflight: Iterable[Assignment | None]) -> frozenset
     return None if any(map(_PLACEHOLDER, uuids)) else frozenset(uuids)
 
 
-#: Per GPU, the (slice, priority) of each one-GPU container in flight on it.
-OneGpuGrants = dict[str, set[tuple["GrantedDevice", "int | None"]]]
+#: Per GPU, the (memory MiB, cores, priority) of each one-GPU container in flight on it.
+OneGpuGrants = dict[str, set[tuple[int, int, "int | None"]]]
 
 
 def one_gpu_grants(node: str, inflight: Iterable[Assignment | None]) -> OneGpuGrants | None:
@@ -94,14 +94,19 @@ def one_gpu_grants(node: str, inflight: Iterable[Assignment | None]) -> OneGpuGr
             return None
         for name, slices in other.containers.items():
             if len(slices) == 1:
-                out.setdefault(slices[0].uuid, set()).add(
-                    (slices[0], other.priorities.get(name)))
+                grant = slices[0]
+                out.setdefault(grant.uuid, set()).add(
+                    (grant.memory_mib, grant.cores, other.priorities.get(name)))
     return out
 
 
-def one_gpu_confusable(grant: GrantedDevice, priority: int | None,
+def one_gpu_confusable(uuid: str, memory_mib: int, cores: int, priority: int | None,
                        held: OneGpuGrants) -> bool:
-    """Whether a pod whose one container is granted ``grant`` is :func:`confusable` with
-    the pods in flight whose :func:`one_gpu_grants` are ``held``, without building its
-    assignment: the Permit gate asks this of every GPU on every node the filters visit."""
-    return any(other != (grant, priority) for other in held.get(grant.uuid, ()))
+    """Whether a pod whose one container is granted ``memory_mib`` and ``cores`` on GPU
+    ``uuid`` is :func:`confusable` with the pods in flight whose :func:`one_gpu_grants`
+    are ``held``, without building its assignment: the Permit gate asks this of GPUs on
+    every busy node the filters visit."""
+    others = held.get(uuid)
+    if not others:
+        return False
+    return len(others) > 1 or (memory_mib, cores, priority) not in others

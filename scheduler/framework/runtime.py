@@ -214,10 +214,13 @@ class Framework(LaterPoints):
         last: Callable[[int], bool] | None = None
         if pre.last:
             nodes, asks = snapshot.nodes, pre.last
+            only = asks[0] if len(asks) == 1 else None
 
             def last(pos: int) -> bool:
                 info = nodes[pos]
-                return info is not None and any(ask(info) for ask in asks)
+                if info is None:
+                    return False
+                return only(info) if only is not None else any(ask(info) for ask in asks)
         return visit_order.candidates(pre.mask, pre.order, last, self._next_start)
 
     @staticmethod

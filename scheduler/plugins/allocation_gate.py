@@ -75,8 +75,8 @@ def _one_gpu_waits(info: NodeInfo, want: ContainerRequest, selector: GpuSelector
         if device.uuid not in held:
             continue
         memory = resolve_memory(want, device, scaling)
-        grant = codecs.GrantedDevice(device.uuid, memory, want.cores)
-        if inflight.one_gpu_confusable(grant, want.priority, held) and (
+        if inflight.one_gpu_confusable(device.uuid, memory, want.cores, want.priority,
+                                       held) and (
                 selectable(device, selector) is None
                 and fit(device, usage, memory, want.cores, scaling) is None):
             return True

@@ -199,7 +199,7 @@ def test_the_in_flight_view_follows_every_change() -> None:
     assert gate.enter("p", "n1", 0.0)
     assert gate.in_flight_view("n1")[0] == [None] and gate.in_flight_view("n1")[1] is None
     gate.hold("p", "n1", 0.0, a)
-    assert gate.in_flight_view("n1") == ([a], {"GPU-0": {(a.containers["main"][0], None)}})
+    assert gate.in_flight_view("n1") == ([a], {"GPU-0": {(4096, 10, None)}})
     assert not gate.enter("q", "n1", 1.0)  # unknown: waits behind p
     assert gate.in_flight_view("n1")[0] == [a, None]
     gate.leave("p")

@@ -110,4 +110,4 @@ def test_the_one_gpu_rule_is_the_general_one(
     if held is None:
         assert general
     else:
-        assert one_gpu_confusable(g, priority, held) == general
+        assert one_gpu_confusable(g.uuid, g.memory_mib, g.cores, priority, held) == general
