@@ -83,38 +83,6 @@ def _one_gpu_waits(info: NodeInfo, want: ContainerRequest, selector: GpuSelector
     return False
 
 
-_Question = tuple[ContainerRequest, GpuSelector]
-
-
-class _Remembered:
-    """Per node, the gate's answers while the node and its pods in flight stay as they
-    were (the snapshot's NodeInfo and the gate's view are the same objects until then):
-    the pods of a burst ask about the same busy nodes, most of them unchanged since the
-    last pod asked (yappi, 3,000 fractional pods: the check was a fifth of the scheduler's
-    CPU). Used from the scheduling thread only."""
-
-    LIMIT = 64
-
-    def __init__(self) -> None:
-        self._by_node: dict[str, tuple[NodeInfo, object, dict[_Question, bool]]] = {}
-
-    def get(self, info: NodeInfo, view: object, question: _Question) -> bool | None:
-        entry = self._by_node.get(info.name)
-        if entry is None or entry[0] is not info or entry[1] is not view:
-            return None
-        return entry[2].get(question)
-
-    def put(self, info: NodeInfo, view: object, question: _Question, answer: bool) -> None:
-        entry = self._by_node.get(info.name)
-        if entry is None or entry[0] is not info or entry[1] is not view or len(
-                entry[2]) >= self.LIMIT:
-            entry = self._by_node[info.name] = (info, view, {})
-        entry[2][question] = answer
-
-    def forget(self, node: str) -> None:
-        self._by_node.pop(node, None)
-
-
 class AllocationGate:
     name = "AllocationGate"
 
@@ -124,7 +92,6 @@ class AllocationGate:
         section = handle.config.scheduler
         self._mode = section.permit_gate
         self.gate = Gate(section.permit_timeout_seconds, _conflicts(section.permit_gate))
-        self._answers = _Remembered()
         handle.on_pod_event(self._on_pod)
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
@@ -141,20 +108,13 @@ class AllocationGate:
         if not self.gate.any_in_flight():
             return None, SUCCESS
         want, selector = request.containers[0], request.choices.selector
-        gate, answers, question = self.gate, self._answers, (want, selector)
+        gate = self.gate
 
         def would_wait(info: NodeInfo) -> bool:
             # Asked only of the nodes the filters reach: a pass over every node with a pod
             # in flight, up front, was a third of the scheduler's CPU in a burst (py-spy).
-            view = gate.in_flight_view(info.name)
-            if not view[0]:
-                answers.forget(info.name)
-                return False
-            answer = answers.get(info, view, question)
-            if answer is None:
-                answer = self._would_wait(info, want, selector, *view)
-                answers.put(info, view, question, answer)
-            return answer
+            in_flight, held = gate.in_flight_view(info.name)
+            return bool(in_flight) and self._would_wait(info, want, selector, in_flight, held)
 
         return PreFilterResult(visit_last=would_wait), SUCCESS
 

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.plugins.allocation_gate import _Remembered
 from scheduler.plugins.gate_state import Gate
 from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
 from vgpu import builders
@@ -209,31 +208,3 @@ def test_the_in_flight_view_follows_every_change() -> None:
     gate.hold("q", "n2", 2.0, None)  # its binding went to another node
     assert gate.in_flight_view("n1") == ([], {}) and gate.in_flight_view("n2")[0] == [None]
     assert gate.is_open("n2", 40.0) and gate.in_flight_view("n2") == ([], {})
-
-
-def test_remembered_answers_hold_only_for_the_same_node_and_view() -> None:
-    info_a, info_b = object(), object()
-
-    class Info:
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-    n1, n1_later = Info("n1"), Info("n1")
-    view, later_view = ([None], None), ([None], None)
-    question = (object(), object())
-    memo = _Remembered()
-    assert memo.get(n1, view, question) is None  # type: ignore[arg-type]
-    memo.put(n1, view, question, True)  # type: ignore[arg-type]
-    assert memo.get(n1, view, question) is True  # type: ignore[arg-type]
-    assert memo.get(n1_later, view, question) is None  # type: ignore[arg-type]
-    assert memo.get(n1, later_view, question) is None  # type: ignore[arg-type]
-    assert memo.get(n1, view, (info_a, info_b)) is None  # type: ignore[arg-type]
-    memo.put(n1_later, view, question, False)  # type: ignore[arg-type]
-    assert memo.get(n1, view, question) is None  # type: ignore[arg-type]
-    assert memo.get(n1_later, view, question) is False  # type: ignore[arg-type]
-    memo.forget("n1")
-    assert memo.get(n1_later, view, question) is None  # type: ignore[arg-type]
-    for i in range(_Remembered.LIMIT + 1):
-        memo.put(n1, view, (i, i), True)  # type: ignore[arg-type]
-    assert memo.get(n1, view, (0, 0)) is None  # type: ignore[arg-type]
-    assert memo.get(n1, view, (_Remembered.LIMIT, _Remembered.LIMIT)) is True  # type: ignore[arg-type]
