@@ -161,24 +161,10 @@ class Gate:
             self._views.pop(node, None)
             return through
 
-    def in_flight(self) -> dict[str, list[Assignment | None]]:
-        """Per node with any, the assignments of the pods in flight or waiting there."""
-        with self._lock:
-            out: dict[str, list[Assignment | None]] = {
-                node: [h.assignment for h in holders.values()]
-                for node, holders in self._holders.items()}
-            for node, queue in self._waiting.items():
-                out.setdefault(node, []).extend(a for _, a in queue)
-            return out
-
-    def in_flight_on(self, node: str) -> list[Assignment | None]:
-        """The assignments of the pods in flight or waiting on ``node``."""
-        return self.in_flight_view(node)[0]
-
     def in_flight_view(self, node: str) -> tuple[list[Assignment | None],
                                                   inflight.OneGpuGrants | None]:
-        """:meth:`in_flight_on` and its :func:`vgpu.inflight.one_gpu_grants` (callers must
-        not change them)."""
+        """The assignments of the pods in flight or waiting on ``node``, and their
+        :func:`vgpu.inflight.one_gpu_grants` (callers must not change them)."""
         with self._lock:
             view = self._views.get(node)
             if view is None:

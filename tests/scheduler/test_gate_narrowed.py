@@ -185,7 +185,7 @@ def test_a_pod_is_in_flight_on_one_node_at_most_and_leaves_from_there(
         held = [(k, n) for n in _NODES for k in gate.holders(n)]
         assert len({k for k, _ in held}) == len(held)
         for n in _NODES:
-            assert len(gate.in_flight_on(n)) == len(gate.holders(n)) + len(gate.waiting(n))
+            assert len(gate.in_flight_view(n)[0]) == len(gate.holders(n)) + len(gate.waiting(n))
     for key, node in [(k, n) for n in _NODES for k in gate.holders(n)]:
         assert gate.leave(key) == node
         assert all(key not in gate.holders(n) for n in _NODES)

@@ -189,7 +189,12 @@ def test_the_vectorised_model_with_densities_equals_the_definition(
         nodes: list[tuple[list[int], int, int, str]], shapes: list[Shape],
         kinds: dict[demand.NodeKind, int], pod: Shape) -> None:
     load = stranding.workload([_valid(s) for s in shapes], kinds)
-    pod = _valid(pod)
+    _assert_model_is_the_definition(load, nodes, _valid(pod))
+
+
+def _assert_model_is_the_definition(load: stranding.Workload,
+                                    nodes: list[tuple[list[int], int, int, str]],
+                                    pod: Shape) -> None:
     states = [(name, tuple(sorted(left))) for left, _, _, name in nodes]
     got = stranding_tables.StrandingModel(load, states).deltas(
         np.arange(len(nodes)), np.asarray([n[1] for n in nodes]),
@@ -211,12 +216,7 @@ def test_the_vectorised_model_with_contested_cpu_equals_the_definition(
         cpu_only: list[Shape], contested: float, pod: Shape) -> None:
     load = dataclasses.replace(stranding.workload([_valid(s) for s in shapes + cpu_only]),
                                contested=contested)
-    pod = _valid(pod)
-    states = [(name, tuple(sorted(left))) for left, _, _, name in nodes]
-    got = stranding_tables.StrandingModel(load, states).deltas(
-        np.arange(len(nodes)), np.asarray([n[1] for n in nodes]),
-        np.asarray([n[2] for n in nodes]), pod)
-    assert got.tolist() == pytest.approx([_reference(n, pod, load) for n in nodes])
+    _assert_model_is_the_definition(load, nodes, _valid(pod))
 
 
 def _gpu_node(name: str, gpus: int, model: str) -> NodeInfo:

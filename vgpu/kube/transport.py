@@ -1,15 +1,15 @@
 """The transports under :class:`vgpu.kube.adapter.KubeCluster`: how a request reaches the
 API server and is authenticated.
 
-In a pod (the deployed components) a small urllib3 transport reads the service account's
-token and CA directly: importing the ``kubernetes`` package loads thousands of model
+In a pod (the deployed components) a small transport reads the service account's token
+and CA directly: importing the ``kubernetes`` package loads thousands of model
 classes (about 19 MB), which the node agent, running on every GPU node, cannot afford.
 With a kubeconfig (an operator's laptop, the tests) the ``kubernetes`` client's own
 ``ApiClient`` carries the requests, so every auth method its loader knows (exec plugins,
 OIDC, client certificates) works.
 
 Both send requests and watches through :mod:`vgpu.kube.http1`; a kubeconfig that names
-a proxy keeps them on urllib3, which knows proxies.
+a proxy keeps them on the ``kubernetes`` client's urllib3, which knows proxies.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 import orjson
-import urllib3
 
 from vgpu.kube import http1
 
@@ -105,12 +104,6 @@ def _client_endpoint(configuration: Any) -> tuple[http1.Endpoint, str] | None:
     return endpoint, url.path.rstrip("/")
 
 
-def _urllib3_timeout(timeout: Timeout) -> urllib3.Timeout:
-    if isinstance(timeout, tuple):
-        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
-    return urllib3.Timeout(total=timeout)
-
-
 class ClientTransport:
     """Requests through a configured ``kubernetes.client.ApiClient`` (kubeconfig auth)."""
 
@@ -168,13 +161,10 @@ class InClusterTransport:
 
     def __init__(self, host: str, port: str, account_dir: str = SERVICE_ACCOUNT_DIR,
                  pool_size: int = 32) -> None:
-        self.base = f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}"
         self._token_file = os.path.join(account_dir, "token")
         self._token = ""
         self._token_read = 0.0
         ca = os.path.join(account_dir, "ca.crt")
-        self._pool = urllib3.PoolManager(maxsize=pool_size, cert_reqs="CERT_REQUIRED",
-                                         ca_certs=ca)
         self._fast = http1.Pool(http1.Endpoint(host, int(port),
                                                ssl.create_default_context(cafile=ca)), pool_size)
 
@@ -185,13 +175,6 @@ class InClusterTransport:
                 self._token = handle.read().strip()
             self._token_read = now
         return self._token
-
-    def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
-                content_type: str, timeout: Timeout) -> Any:
-        return self._pool.request(method, self.base + _target(path, query),
-                                  body=None if body is None else orjson.dumps(body),
-                                  headers=self._headers(content_type),
-                                  timeout=_urllib3_timeout(timeout), preload_content=False)
 
     def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
              content_type: str, timeout: Timeout) -> tuple[int, bytes]:
