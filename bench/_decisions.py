@@ -6,13 +6,16 @@ its figures, the same way.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import statistics
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from _support import percentile
 
 if TYPE_CHECKING:
-    from scheduler.host.scheduler import Decision
+    from scheduler.host.scheduler import Decision, Scheduler
 
 #: Outcomes that are one pass of the scheduling algorithm (a pod skipped is none).
 DECIDED = ("scheduled", "unschedulable", "waiting", "error")
@@ -51,3 +54,18 @@ class DecisionLog:
             "unschedulable_cpu_p50_ms": round(statistics.median(self.failed_cpu) * 1e3, 3)
             if self.failed_cpu else None,
         }
+
+
+@contextlib.contextmanager
+def recording(scheduler: Scheduler) -> Iterator[DecisionLog]:
+    """A :class:`DecisionLog` on a synced scheduler's decisions, run as a long-running
+    scheduler runs after its initial sync: the objects that live for the whole run moved
+    out of the cyclic collector's way first."""
+    gc.collect()
+    gc.freeze()
+    log = DecisionLog()
+    scheduler.listeners.append(log.listen)
+    try:
+        yield log
+    finally:
+        gc.unfreeze()

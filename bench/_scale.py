@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _decisions import DecisionLog
+from _decisions import recording
 
 from scheduler.host.scheduler import Scheduler
 from vgpu import annotations as ann
@@ -130,13 +130,9 @@ def run(config: Config, *, node_count: int, gpus: int, placed: int,
     for p in new_pods:
         cluster.create("pods", p)
     scheduler.pump()
-    gc.collect()
-    gc.freeze()
-    log = DecisionLog()
-    scheduler.listeners.append(log.listen)
-    while scheduler.schedule_one():
-        pass
-    gc.unfreeze()
+    with recording(scheduler) as log:
+        while scheduler.schedule_one():
+            pass
     after = rss_mb()
     return {**log.figures(),
             "cold_start_s": round(cold_wall, 3), "cold_start_cpu_s": round(cold_cpu, 3),

@@ -52,7 +52,7 @@ from _support import ROOT
 sys.path.insert(0, str(ROOT))
 
 import _scale
-from _decisions import DecisionLog
+from _decisions import recording
 from _openb import clock, constrain, openb_nodes, synthetic_nodes, trace_pods, zoned
 
 from scheduler.host.scheduler import Decision, Scheduler
@@ -77,23 +77,17 @@ def run_set(name: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
     for p in pods:
         cluster.create("pods", p)
     scheduler.pump()
-    # What a long-running scheduler does after its initial sync: move the objects that
-    # live for the whole run out of the cyclic collector's way.
-    gc.collect()
-    gc.freeze()
-    log = DecisionLog()
-    scheduler.listeners.append(log.listen)
     steps_wall = steps_cpu = 0.0
     steps = 0
     perf, thread = time.perf_counter, time.thread_time
-    while True:
-        t0, c0 = perf(), thread()
-        if not scheduler.schedule_one():
-            break
-        steps_wall += perf() - t0
-        steps_cpu += thread() - c0
-        steps += 1
-    gc.unfreeze()
+    with recording(scheduler) as log:
+        while True:
+            t0, c0 = perf(), thread()
+            if not scheduler.schedule_one():
+                break
+            steps_wall += perf() - t0
+            steps_cpu += thread() - c0
+            steps += 1
     return {
         "set": name, "nodes": len(nodes), "pods": len(pods),
         **log.figures(),

@@ -12,7 +12,6 @@ test, deleted after it) and ``launch`` (`vgpu scheduler` processes, killed after
 from __future__ import annotations
 
 import contextlib
-import re
 import signal
 import time
 import uuid
@@ -25,6 +24,7 @@ import pytest
 
 from tests.controlplane.cluster import ControlPlane, ensure_binaries
 from tests.e2e.harness import FullStack
+from tests.e2e.harness_pods import namespace_for_test
 from tests.e2e.scheduler_kube_support import TEST_LABEL, SchedulerProcess
 from vgpu import builders
 from vgpu.kube import adapter
@@ -72,8 +72,7 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> st
     Never deleted: without a controller-manager a deleted namespace stays
     Terminating forever, and unique names already keep tests apart.
     """
-    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = f"{slug}-{uuid.uuid4().hex[:6]}"
+    name = namespace_for_test(request.node.name)
     control_plane.ensure_namespace(name)
     return name
 

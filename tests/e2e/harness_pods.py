@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -21,6 +23,14 @@ from vgpu.annotations import BIND_PHASE, PHASE_SUCCESS
 from vgpu.cluster.port import Obj, Selector, key_of
 from vgpu.errors import NotFoundError
 from vgpu.kube.adapter import KubeCluster
+
+
+def namespace_for_test(test_name: str) -> str:
+    """A unique namespace name for one test, readable in logs: its name as a DNS label
+    (at most 40 characters) and a random suffix."""
+    slug = re.sub(r"[^a-z0-9]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"{slug}-{uuid.uuid4().hex[:6]}"
+
 
 #: Namespace label the stack's webhook registration selects on (besides the system
 #: namespaces' exclusion), so a registration can never reach another test's pods.

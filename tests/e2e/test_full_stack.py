@@ -18,7 +18,6 @@ readers are in ``full_stack_support``.
 from __future__ import annotations
 
 import re
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -35,6 +34,7 @@ from tests.e2e.full_stack_support import (
     node_named,
 )
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, allocated, bind_phase, wait_until
+from tests.e2e.harness_pods import namespace_for_test
 from vgpu.annotations import GPUMEM_PERCENTAGE, NOUSE_GPUTYPE, USE_GPUTYPE
 from vgpu.cluster.port import Obj
 from vgpu.errors import ClusterError
@@ -53,8 +53,7 @@ def stack(control_plane: ControlPlane) -> Iterator[FullStack]:
 
 @pytest.fixture
 def ns(stack: FullStack, request: pytest.FixtureRequest) -> Iterator[str]:
-    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = stack.namespace(f"{slug}-{uuid.uuid4().hex[:6]}")
+    name = stack.namespace(namespace_for_test(request.node.name))
     yield name
     stack.clear(name)
 

@@ -12,7 +12,6 @@ another.
 from __future__ import annotations
 
 import re
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ import pytest
 from tests.controlplane.cluster import ControlPlane
 from tests.e2e.full_stack_support import assignment_of, gpu_container, gpu_pod
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, bind_phase
+from tests.e2e.harness_pods import namespace_for_test
 from tests.e2e.harness_processes import http_get
 from vgpu.annotations import PHASE_ALLOCATING
 from vgpu.cluster.port import Obj
@@ -44,8 +44,7 @@ def stack(control_plane: ControlPlane) -> Iterator[FullStack]:
 
 @pytest.fixture
 def ns(stack: FullStack, request: pytest.FixtureRequest) -> Iterator[str]:
-    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = stack.namespace(f"{slug}-{uuid.uuid4().hex[:6]}")
+    name = stack.namespace(namespace_for_test(request.node.name))
     yield name
     stack.clear(name)
 

@@ -15,8 +15,6 @@ paths a real kubelet never takes. The kubelet restart is last: it changes the no
 from __future__ import annotations
 
 import json
-import re
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -25,6 +23,7 @@ from nodeagent.podresources import PodResourcesClient, from_response
 from tests.controlplane.cluster import ControlPlane
 from tests.e2e.full_stack_support import assignment_of
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, bind_phase, wait_until
+from tests.e2e.harness_pods import namespace_for_test
 from tests.e2e.real_node_support import (
     agent_metrics,
     assigned_view,
@@ -49,8 +48,7 @@ def stack(control_plane: ControlPlane) -> Iterator[FullStack]:
 
 @pytest.fixture
 def ns(stack: FullStack, request: pytest.FixtureRequest) -> Iterator[str]:
-    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = stack.namespace(f"{slug}-{uuid.uuid4().hex[:6]}")
+    name = stack.namespace(namespace_for_test(request.node.name))
     yield name
     # At once: a real 1.20 kubelet takes ~8 s to finish a graceful delete, and over a
     # minute when it leaves the container to its once-a-minute garbage collection (seen

@@ -23,12 +23,17 @@ def ready(make_env: Any) -> Any:
     return env
 
 
-def test_two_pods_in_flight_on_different_gpus_each_get_their_own_grant(make_env: Any) -> None:
-    env = ready(make_env)
+def bind_a_and_b(env: Any) -> Any:
+    """Pod a in flight on GPU1 (1000 MiB, 10 %), then pod b on GPU2 (2000 MiB, 20 %)."""
     bind_assigned(env.cluster, pod("a", [container("c", 1)]), NODE,
                   {"c": slices((GPU1, 1000, 10))}, T0)
     bind_assigned(env.cluster, pod("b", [container("c", 1)]), NODE,
                   {"c": slices((GPU2, 2000, 20))}, T0 + dt.timedelta(seconds=1))
+    return env
+
+
+def test_two_pods_in_flight_on_different_gpus_each_get_their_own_grant(make_env: Any) -> None:
+    env = bind_a_and_b(ready(make_env))
     # The kubelet admits b first, on b's GPU (say its preference came from elsewhere).
     second = env.kubelet.allocate([f"{GPU2}-3"]).container_responses[0]
     assert envs(second)["NVIDIA_VISIBLE_DEVICES"] == GPU2
@@ -55,11 +60,7 @@ def test_preferred_allocation_steers_to_the_oldest_waiting_pod(make_env: Any) ->
 
 
 def test_slots_on_no_assigned_gpu_fall_back_to_the_oldest_pod_by_count(make_env: Any) -> None:
-    env = ready(make_env)
-    bind_assigned(env.cluster, pod("a", [container("c", 1)]), NODE,
-                  {"c": slices((GPU1, 1000, 10))}, T0)
-    bind_assigned(env.cluster, pod("b", [container("c", 1)]), NODE,
-                  {"c": slices((GPU2, 2000, 20))}, T0 + dt.timedelta(seconds=1))
+    env = bind_a_and_b(ready(make_env))
     response = env.kubelet.allocate([f"{GPU0}-0"]).container_responses[0]
     # The assignment wins over the kubelet's slot: the scheduler accounted for it.
     assert envs(response)["NVIDIA_VISIBLE_DEVICES"] == GPU1

@@ -25,7 +25,7 @@ import orjson
 
 from vgpu.kube import http1
 
-Timeout = float | tuple[float, float]
+Timeout = http1.Timeout
 
 
 class Answer(Protocol):
@@ -130,12 +130,8 @@ class ClientTransport:
             response = self.request(method, path, query=query, body=body,
                                     content_type=content_type, timeout=timeout)
             return response.status, response.data
-        headers = {"Accept": "application/json", "Content-Type": content_type,
-                   **self.api.default_headers}
-        # The kubeconfig's credentials, refreshed as the client refreshes them (exec
-        # plugins, OIDC); client certificates are in the endpoint's TLS context.
-        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
-        return self._fast.request(method, self._prefix + _target(path, query), headers,
+        return self._fast.request(method, self._prefix + _target(path, query),
+                                  self._headers(method, path, body, content_type),
                                   _body(body), timeout)
 
     def stream(self, method: str, path: str, *, query: list[tuple[str, str]],
@@ -144,9 +140,17 @@ class ClientTransport:
             return _Urllib3Answer(self.request(method, path, query=query, body=None,
                                                content_type="application/json",
                                                timeout=timeout))
-        headers = {"Accept": "application/json", **self.api.default_headers}
-        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
-        return self._fast.stream(method, self._prefix + _target(path, query), headers, timeout)
+        return self._fast.stream(method, self._prefix + _target(path, query),
+                                 self._headers(method, path, None, "application/json"),
+                                 timeout)
+
+    def _headers(self, method: str, path: str, body: Any, content_type: str) -> dict[str, str]:
+        headers = {"Accept": "application/json", "Content-Type": content_type,
+                   **self.api.default_headers}
+        # The kubeconfig's credentials, refreshed as the client refreshes them (exec
+        # plugins, OIDC); client certificates are in the endpoint's TLS context.
+        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        return headers
 
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -165,7 +169,7 @@ class InClusterTransport:
         self._token = ""
         self._token_read = 0.0
         ca = os.path.join(account_dir, "ca.crt")
-        self._fast = http1.Pool(http1.Endpoint(host, int(port),
+        self._pool = http1.Pool(http1.Endpoint(host, int(port),
                                                ssl.create_default_context(cafile=ca)), pool_size)
 
     def _bearer(self) -> str:
@@ -178,12 +182,12 @@ class InClusterTransport:
 
     def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
              content_type: str, timeout: Timeout) -> tuple[int, bytes]:
-        return self._fast.request(method, _target(path, query), self._headers(content_type),
+        return self._pool.request(method, _target(path, query), self._headers(content_type),
                                   _body(body), timeout)
 
     def stream(self, method: str, path: str, *, query: list[tuple[str, str]],
                timeout: Timeout) -> Answer:
-        return self._fast.stream(method, _target(path, query),
+        return self._pool.stream(method, _target(path, query),
                                  self._headers("application/json"), timeout)
 
     def _headers(self, content_type: str) -> dict[str, str]:
