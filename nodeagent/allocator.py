@@ -22,13 +22,13 @@ from nodeagent.backend import Backend, Live
 from nodeagent.pods import InFlight, is_allocating, uid_of
 from nodeagent.virtual import physical_uuid
 from nodeagent.writer import PhaseUpdate, PhaseWriter
-from vgpu import isolation, logs
+from vgpu import isolation, logs, meta
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_FAILED, PHASE_SUCCESS
 from vgpu.cluster.port import Obj
-from vgpu.codecs import Assignment, bind_time, decode_assignment
+from vgpu.codecs import Assignment, assignment_of, bind_time
 from vgpu.config import Config
 from vgpu.errors import CodecError, VgpuError
-from vgpu.pods import annotations_of, container_names, pod_key
+from vgpu.pods import container_names, pod_key
 from vgpu.records import ALLOCATION, Allocation, encode_allocation
 
 _log = logs.get("vgpu.nodeagent.allocate")
@@ -147,7 +147,7 @@ class Allocator:
     def _complete(self, pod: Obj, containers: Collection[str]) -> None:
         """Mark the pod allocated, with the record ``vgpu why`` reads, in one patch."""
         now = self._now()
-        bound = bind_time(annotations_of(pod))
+        bound = bind_time(meta.annotations_of(pod))
         seconds = None if bound is None else now.timestamp() - bound
         if seconds is not None and self._on_complete is not None:
             self._on_complete(seconds)
@@ -158,10 +158,9 @@ class Allocator:
                                                 isolation.POD_ANNOTATION: given.mode})
 
     def _assignment(self, pod: Obj) -> Assignment:
-        raw = annotations_of(pod).get(ASSIGNMENT)
-        if raw is None:
+        assignment = assignment_of(pod)
+        if assignment is None:
             raise CodecError(f"it has no {ASSIGNMENT} annotation")
-        assignment = decode_assignment(raw)
         if assignment.node != self._node:
             raise CodecError(f"its assignment is for node {assignment.node!r}, "
                              f"not this node {self._node!r}")

@@ -30,11 +30,11 @@ import grpc
 
 from nodeagent import virtual
 from nodeagent.proto import podresources_pb2, podresources_pb2_grpc
-from vgpu import logs
+from vgpu import logs, meta
 from vgpu.annotations import PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
-from vgpu.pods import bind_phase, is_terminating, pod_key
+from vgpu.pods import bind_phase, pod_key
 from vgpu.usage import claimed
 
 _log = logs.get("vgpu.nodeagent.podresources")
@@ -99,7 +99,7 @@ def mismatches(view: Sequence[KubeletDevices], pods: Sequence[Obj],
     for pod in pods:
         namespace, name = pod_key(pod).split("/", 1)
         if (namespace, name) not in listed or bind_phase(pod) != PHASE_SUCCESS \
-                or is_terminating(pod):
+                or meta.deleting(pod):
             continue
         try:
             assignment = claimed(pod)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from vgpu.annotations import ASSIGNMENT, BIND_TIME, NODE_GPUS, NODE_HEARTBEAT
+from vgpu import meta, times
+from vgpu.annotations import ASSIGNMENT, BIND_TIME, NODE_GPUS
 from vgpu.devices import Device
 from vgpu.errors import CodecError
 from vgpu.isolation import UNKNOWN
@@ -165,22 +166,7 @@ def decode_inventory(text: Any) -> NodeInventory:
 # --- heartbeat ---------------------------------------------------------------------------
 
 def encode_heartbeat(when: dt.datetime) -> str:
-    if when.tzinfo is None:
-        raise ValueError("heartbeat time must be timezone-aware")
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def decode_time(text: Any, key: str = NODE_HEARTBEAT) -> dt.datetime:
-    """Parse an RFC 3339 time (``Z`` or an offset; fractional seconds optional)."""
-    if not isinstance(text, str):
-        raise CodecError(f"{key}: expected an RFC 3339 time string")
-    try:
-        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise CodecError(f"{key}: {text!r} is not an RFC 3339 time") from None
-    if when.tzinfo is None:
-        raise CodecError(f"{key}: {text!r} has no time zone; RFC 3339 needs one")
-    return when
+    return times.format_micro(when)
 
 
 def bind_time(annotations: Mapping[str, Any]) -> float | None:
@@ -190,7 +176,7 @@ def bind_time(annotations: Mapping[str, Any]) -> float | None:
     if raw is None:
         return None
     try:
-        return decode_time(raw, BIND_TIME).timestamp()
+        return times.parse(raw, BIND_TIME).timestamp()
     except CodecError:
         return None
 
@@ -261,3 +247,10 @@ def decode_assignment(text: Any) -> Assignment:
         containers[name] = tuple(granted)
     return Assignment(node=node, containers=containers,
                       priorities=_priorities(root, containers, key))
+
+
+def assignment_of(obj: Mapping[str, Any]) -> Assignment | None:
+    """The pod's ``vgpu.io/assignment``, decoded; None when it has none. Raises
+    :class:`CodecError` when it cannot be read: each caller reports that its own way."""
+    raw = meta.annotations_of(obj).get(ASSIGNMENT)
+    return None if raw is None else decode_assignment(raw)

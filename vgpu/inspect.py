@@ -16,12 +16,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpu import heartbeat
+from vgpu import heartbeat, meta, times
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
-from vgpu.codecs import Assignment, decode_inventory, decode_time
+from vgpu.codecs import Assignment, decode_inventory
 from vgpu.devices import EMPTY, Device, Usage, memory_capacity
 from vgpu.errors import CodecError
-from vgpu.pods import annotations_of, bind_phase, is_terminated, node_name, pod_key
+from vgpu.pods import bind_phase, is_terminated, node_name, pod_key
 from vgpu.usage import claimed, tally
 
 
@@ -131,7 +131,7 @@ def _node_row(obj: Mapping[str, Any], pods: _Pods, *, now: dt.datetime, expiry: 
     """The node's row; None for a node without an inventory (no agent publishes there)
     or with an unreadable one (a warning says which)."""
     name = str(_meta(obj).get("name") or "?")
-    ann = annotations_of(obj)
+    ann = meta.annotations_of(obj)
     if NODE_GPUS not in ann:
         return None
     try:
@@ -142,7 +142,7 @@ def _node_row(obj: Mapping[str, Any], pods: _Pods, *, now: dt.datetime, expiry: 
     beat: dt.datetime | None = None
     if NODE_HEARTBEAT in ann:
         try:
-            beat = decode_time(ann[NODE_HEARTBEAT])
+            beat = times.parse(ann[NODE_HEARTBEAT])
         except CodecError as exc:
             warnings.append(ReportWarning(f"node {name}", str(exc)))
     stale = not heartbeat.fresh(beat.timestamp() if beat else None, now.timestamp(), expiry)

@@ -126,12 +126,3 @@ def from_labels(labels: Mapping[str, str]) -> LabelSelector:
     ReplicationController's ``spec.selector``): every pair must be present."""
     return LabelSelector(tuple(LabelRequirement(k, "In", frozenset({v}))
                                for k, v in sorted(labels.items())))
-
-
-def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    """An object's labels as strings; empty when it has none (or malformed metadata)."""
-    meta = obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    if not isinstance(labels, Mapping):
-        return {}
-    return {str(k): str(v) for k, v in labels.items()}

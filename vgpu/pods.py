@@ -2,7 +2,8 @@
 
 Pods arrive as plain dicts in API shape, possibly malformed; these accessors never raise.
 Each is the one definition of its fact: the pod's key, whether it has ended, its
-``vgpu.io/bind-phase``, and its containers in the order the kubelet starts them.
+``vgpu.io/bind-phase``, and its containers in the order the kubelet starts them (the
+``metadata`` fields every object has are :mod:`vgpu.meta`'s).
 """
 
 from __future__ import annotations
@@ -11,36 +12,22 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu import meta
 from vgpu.annotations import BIND_PHASE
 
 #: Phases of pods that have ended: they hold no node or GPU resources any more.
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    # The type test first: decoded JSON is dicts, and an ABC isinstance costs ten times as
-    # much (these run some 80 times per pod in a burst; yappi).
-    return value if type(value) is dict or isinstance(value, Mapping) else {}
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(obj.get("metadata"))
-
-
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(obj.get("spec"))
-
-
-def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object's annotations; empty when it has none (or a malformed ``metadata``)."""
-    return _mapping(_meta(obj).get("annotations"))
+    return meta.mapping(obj.get("spec"))
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
     """``namespace/name``; a pod without a namespace is in ``default``, as the API server
     would have put it."""
-    meta = _meta(pod)
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    md = meta.of(pod)
+    return f"{md.get('namespace') or 'default'}/{md.get('name', '')}"
 
 
 def node_name(pod: Mapping[str, Any]) -> str | None:
@@ -55,14 +42,9 @@ def is_terminated(pod: Mapping[str, Any]) -> bool:
     return isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES
 
 
-def is_terminating(pod: Mapping[str, Any]) -> bool:
-    """Whether the pod is being deleted (``metadata.deletionTimestamp`` is set)."""
-    return bool(_meta(pod).get("deletionTimestamp"))
-
-
 def bind_phase(pod: Mapping[str, Any]) -> str | None:
     """``vgpu.io/bind-phase``: allocating, success, failed, or None when unset."""
-    phase = annotations_of(pod).get(BIND_PHASE)
+    phase = meta.annotations_of(pod).get(BIND_PHASE)
     return str(phase) if phase is not None else None
 
 

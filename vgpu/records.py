@@ -24,7 +24,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu.codecs import decode_time, encode_heartbeat
+from vgpu import times
+from vgpu.codecs import encode_heartbeat
 from vgpu.errors import CodecError
 
 ADMISSION = "vgpu.io/admission"
@@ -97,7 +98,7 @@ def decode_allocation(raw: str) -> Allocation:
                                 or not isinstance(seconds, int | float)):
         raise CodecError(f"{ALLOCATION}: 'bind_to_allocate_seconds' must be a number")
     return Allocation(
-        time=decode_time(data.get("time"), ALLOCATION), node=str(data.get("node", "")),
+        time=times.parse(data.get("time"), ALLOCATION), node=str(data.get("node", "")),
         containers=tuple(containers),
         isolation=Isolation(isolation["mode"], bool(isolation.get("enforced", False)),
                             str(isolation.get("detail", ""))),

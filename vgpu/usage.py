@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
-from vgpu.annotations import ASSIGNMENT
-from vgpu.codecs import Assignment, decode_assignment
+from vgpu.codecs import Assignment, assignment_of
 from vgpu.devices import EMPTY, Usage
-from vgpu.pods import annotations_of, is_terminated, node_name
+from vgpu.pods import is_terminated, node_name
 
 
 def claimed(pod: Mapping[str, Any]) -> Assignment | None:
@@ -25,10 +24,7 @@ def claimed(pod: Mapping[str, Any]) -> Assignment | None:
     """
     if node_name(pod) is None or is_terminated(pod):
         return None
-    raw = annotations_of(pod).get(ASSIGNMENT)
-    if raw is None:
-        return None
-    return decode_assignment(raw)
+    return assignment_of(pod)
 
 
 def apply(usages: MutableMapping[str, Usage], assignment: Assignment | None,

@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu import heartbeat
+from vgpu import heartbeat, meta, times
 from vgpu.annotations import BIND_PHASE, BIND_REASON, BIND_TIME, NODE_GPUS, NODE_HEARTBEAT
 from vgpu.closest import NodeFit, closest_nodes
-from vgpu.codecs import decode_assignment, decode_inventory, decode_time
+from vgpu.codecs import assignment_of, decode_inventory
 from vgpu.config import Config
 from vgpu.errors import CodecError, RequestError
-from vgpu.pods import annotations_of, node_name, pod_key
+from vgpu.pods import node_name, pod_key
 from vgpu.records import ADMISSION, ALLOCATION, Allocation, decode_admission, decode_allocation
 from vgpu.requests import parse_pod
 from vgpu.usage import claimed, tally
@@ -102,19 +102,18 @@ def _missing(namespace: str, name: str, events: list[EventLine]) -> Report:
 
 
 def _placement(pod: Obj, nodes: Sequence[Obj]) -> tuple[tuple[GpuLine, ...], list[str]]:
-    raw = annotations_of(pod).get("vgpu.io/assignment")
-    if raw is None:
-        return (), []
     try:
-        assignment = decode_assignment(raw)
+        assignment = assignment_of(pod)
     except CodecError as exc:
         return (), [str(exc)]
+    if assignment is None:
+        return (), []
     devices = {}
     for n in nodes:
         if (n.get("metadata") or {}).get("name") == assignment.node:
             try:
                 devices = {d.uuid: d for d in decode_inventory(
-                    annotations_of(n).get(NODE_GPUS)).devices}
+                    meta.annotations_of(n).get(NODE_GPUS)).devices}
             except CodecError:
                 devices = {}
     lines = []
@@ -127,7 +126,7 @@ def _placement(pod: Obj, nodes: Sequence[Obj]) -> tuple[tuple[GpuLine, ...], lis
 
 
 def _bound_state(pod: Obj, phase: str | None) -> tuple[str, str]:
-    ann = annotations_of(pod)
+    ann = meta.annotations_of(pod)
     node = node_name(pod)
     bind = ann.get(BIND_PHASE)
     if bind == "allocating":
@@ -168,13 +167,13 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
     inventories, stale = {}, {}
     expiry = config.node_heartbeat_expiry_seconds
     for n in nodes:
-        ann = annotations_of(n)
+        ann = meta.annotations_of(n)
         name = str((n.get("metadata") or {}).get("name", ""))
         if NODE_GPUS not in ann:
             continue
         try:
             inventories[name] = decode_inventory(ann[NODE_GPUS]).devices
-            beat = decode_time(ann.get(NODE_HEARTBEAT), NODE_HEARTBEAT).timestamp()
+            beat = times.parse(ann.get(NODE_HEARTBEAT), NODE_HEARTBEAT).timestamp()
         except CodecError:
             beat = None
         if not heartbeat.fresh(beat, now.timestamp(), expiry):
@@ -211,7 +210,7 @@ def build(namespace: str, name: str, seen: Cluster, *, config: Config,
     lines = sorted((event_line(e) for e in seen.events), key=lambda e: e.time)
     if pod is None:
         return _missing(namespace, name, lines)
-    ann = annotations_of(pod)
+    ann = meta.annotations_of(pod)
     spec = pod.get("spec") or {}
     phase = (pod.get("status") or {}).get("phase")
     warnings: list[str] = []

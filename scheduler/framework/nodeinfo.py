@@ -15,7 +15,7 @@ import vgpu.annotations as ann
 from scheduler.framework import compute, objects
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.ports import HostPort
-from vgpu import codecs, heartbeat, usage
+from vgpu import codecs, heartbeat, times, usage
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.devices import EMPTY, Device, Usage, largest_percent, memory_capacity, takes_tasks
@@ -65,7 +65,7 @@ def parse_node(node: Obj) -> NodeStatic:
     raw_hb = annotations.get(ann.NODE_HEARTBEAT)
     if raw_hb is not None:
         try:
-            heartbeat = codecs.decode_time(raw_hb).timestamp()
+            heartbeat = times.parse(raw_hb).timestamp()
         except CodecError as exc:
             inventory_error = inventory_error or str(exc)
     return NodeStatic(

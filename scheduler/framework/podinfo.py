@@ -6,7 +6,6 @@ cache), so a plugin reads a node's pods and the incoming pod through the same fi
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,11 +16,11 @@ from scheduler.framework import compute, objects
 from scheduler.framework.affinity import PodAffinity, parse_pod_affinity
 from scheduler.framework.ports import HostPort, parse_host_ports
 from scheduler.framework.spread import SpreadConstraint, parse_constraints
+from vgpu import meta, times
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.errors import RequestError
 from vgpu.fields import as_list, as_map
-from vgpu.labels import labels_of
 from vgpu.pods import pod_key
 from vgpu.requests import PodRequest, parse_pod
 
@@ -101,14 +100,8 @@ def _claims(name: str, spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _created(meta: Mapping[str, Any]) -> float | None:
-    raw = meta.get("creationTimestamp")
-    if not isinstance(raw, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+def _created(md: Mapping[str, Any]) -> float | None:
+    return times.epoch(md.get("creationTimestamp"))
 
 
 _NO_SELECTOR: Mapping[str, str] = MappingProxyType({})
@@ -126,20 +119,20 @@ def _shared(request: PodRequest) -> PodRequest:
     return found
 
 
-def _labels(pod: Obj, meta: Mapping[str, Any]) -> Mapping[str, str]:
-    labels = meta.get("labels")
+def _labels(pod: Obj, md: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = md.get("labels")
     if isinstance(labels, dict) and all(
             type(k) is str and type(v) is str for k, v in labels.items()):
         return labels
-    return labels_of(pod)
+    return meta.labels_of(pod)
 
 
 def parse(pod: Obj, config: Config) -> PodInfo:
     """Parse a pod; a malformed one yields a PodInfo with ``error`` set, never an exception."""
-    meta: Mapping[str, Any] = pod.get("metadata") or {}
+    md: Mapping[str, Any] = pod.get("metadata") or {}
     spec: Mapping[str, Any] = pod.get("spec") or {}
-    if not isinstance(meta, Mapping):
-        meta = {}
+    if not isinstance(md, Mapping):
+        md = {}
     if not isinstance(spec, Mapping):
         spec = {}
     key = pod_key(pod)
@@ -147,16 +140,16 @@ def parse(pod: Obj, config: Config) -> PodInfo:
     # The cache keeps a PodInfo for each of tens of thousands of pods: share the strings
     # and the labels the pod object holds already instead of copies.
     namespace = sys.intern(namespace)
-    if meta.get("name") == name:
-        name = meta["name"]
+    if md.get("name") == name:
+        name = md["name"]
     priority = spec.get("priority")
     if not isinstance(priority, int) or isinstance(priority, bool):
         priority = 0
     base: dict[str, Any] = {
         "key": key, "namespace": namespace, "name": name,
-        "uid": str(meta.get("uid", "")), "pod": pod, "priority": priority,
-        "labels": _labels(pod, meta), "created": _created(meta),
-        "terminating": meta.get("deletionTimestamp") is not None,
+        "uid": str(md.get("uid", "")), "pod": pod, "priority": priority,
+        "labels": _labels(pod, md), "created": _created(md),
+        "terminating": md.get("deletionTimestamp") is not None,
         "preemption_policy": str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
     }
     try:

@@ -17,7 +17,6 @@ this replica was not watching, say before a restart) the middle of that second.
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +28,7 @@ from prometheus_client.registry import Collector
 
 from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.host.scheduler import Decision, Scheduler
-from vgpu import latency
+from vgpu import latency, meta
 from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY
 from vgpu.pods import node_name, pod_key
@@ -52,13 +51,7 @@ BOUND_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 6
 
 
 def creation_time(pod: Obj) -> float | None:
-    raw = (pod.get("metadata") or {}).get("creationTimestamp")
-    if not isinstance(raw, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return meta.created(pod)
 
 
 def start_time(created: float | None, first_seen: float) -> float:

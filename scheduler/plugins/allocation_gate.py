@@ -22,12 +22,12 @@ from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SKIP, SUCCESS, WAIT, Status
 from scheduler.plugins.gate_state import Gate
 from scheduler.plugins.vgpu import assignment_of
-from vgpu import codecs, inflight
+from vgpu import codecs, inflight, meta
 from vgpu.annotations import GpuSelector
 from vgpu.cluster.port import Obj
 from vgpu.devices import fit, fit_request, resolve_memory, selectable
 from vgpu.errors import CodecError
-from vgpu.pods import annotations_of, bind_phase, is_terminated, node_name, pod_key
+from vgpu.pods import bind_phase, is_terminated, node_name, pod_key
 from vgpu.requests import ContainerRequest
 
 __all__ = ["AllocationGate", "Gate"]
@@ -40,9 +40,8 @@ def _conflicts(mode: str) -> inflight.Conflicts:
 
 
 def _assignment(pod: Obj) -> codecs.Assignment | None:
-    raw = annotations_of(pod).get(ann.ASSIGNMENT)
     try:
-        return None if raw is None else codecs.decode_assignment(raw)
+        return codecs.assignment_of(pod)
     except CodecError:
         return None  # confusable with anything: held as before
 
@@ -166,7 +165,7 @@ class AllocationGate:
         phase = bind_phase(new)
         bound = node_name(new)
         if phase == ann.PHASE_ALLOCATING and bound and not is_terminated(new):
-            since = codecs.bind_time(annotations_of(new))
+            since = codecs.bind_time(meta.annotations_of(new))
             self.gate.hold(key, bound, now if since is None else since, _assignment(new))
         elif phase in (ann.PHASE_SUCCESS, ann.PHASE_FAILED) or is_terminated(new) or bound:
             # Allocated, failed, ended, or bound without our annotations (by another

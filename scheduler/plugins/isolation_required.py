@@ -19,9 +19,8 @@ from scheduler.framework.nodeinfo import NodeInfo
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status, unresolvable
-from vgpu import isolation
+from vgpu import isolation, meta
 from vgpu.errors import RequestError
-from vgpu.pods import annotations_of
 from vgpu.requests import PodRequest
 
 REASON = "node without isolation enforcement"
@@ -44,7 +43,7 @@ class IsolationRequired:
         if not fractional(pod.gpu):
             return False
         try:
-            return isolation.required(annotations_of(pod.pod), self._default)
+            return isolation.required(meta.annotations_of(pod.pod), self._default)
         except RequestError as exc:
             return unresolvable(str(exc))
 

@@ -62,8 +62,9 @@ from tests.e2e.harness_processes import (
 )
 from tests.support.kubelet_node import NodeKubelet
 from vgpu import config as vgpu_config
+from vgpu import times
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
-from vgpu.codecs import decode_inventory, decode_time
+from vgpu.codecs import decode_inventory
 from vgpu.errors import ClusterError
 from vgpu.kube.adapter import KubeCluster, connect
 
@@ -182,7 +183,7 @@ class FullStack(StackPods):
             if NODE_GPUS not in notes:
                 continue
             with contextlib.suppress(Exception):
-                beat = decode_time(notes.get(NODE_HEARTBEAT))
+                beat = times.parse(notes.get(NODE_HEARTBEAT))
                 if (now - beat).total_seconds() < expiry and \
                         decode_inventory(notes[NODE_GPUS]).devices:
                     foreign.append(node["metadata"]["name"])

@@ -37,7 +37,7 @@ from tests.e2e.scheduler_kube_support import (
     wait_for,
 )
 from tests.support.fakeagent import FakeAgents
-from vgpu import builders, codecs
+from vgpu import builders, codecs, times
 from vgpu.kube import adapter
 
 # --- placement ---------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def test_pods_are_bound_with_correct_assignments(kube: adapter.KubeCluster, name
         assignment = codecs.decode_assignment(meta[ann.ASSIGNMENT])
         assert assignment.node == pod["spec"]["nodeName"]
         assert meta[ann.BIND_PHASE] == ann.PHASE_SUCCESS  # the fake agent moved it on
-        bind_time = codecs.decode_time(meta[ann.BIND_TIME], ann.BIND_TIME)
+        bind_time = times.parse(meta[ann.BIND_TIME], ann.BIND_TIME)
         assert abs(bind_time.timestamp() - time.time()) < 60
         got[name] = {cname: [(s.uuid, s.memory_mib, s.cores) for s in slices]
                      for cname, slices in assignment.containers.items()}

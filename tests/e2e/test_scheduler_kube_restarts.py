@@ -26,7 +26,7 @@ from tests.e2e.scheduler_kube_support import (
     wait_for,
 )
 from tests.support.fakeagent import FakeAgents
-from vgpu import builders, codecs
+from vgpu import builders, times
 from vgpu.kube import adapter
 
 # --- restarts ----------------------------------------------------------------------------
@@ -74,7 +74,7 @@ def test_a_restarted_scheduler_keeps_in_flight_pods_gating_their_node(
 
     def bind_time(name: str) -> float:
         meta = pods_of(kube, namespace)[name]["metadata"]["annotations"]
-        return codecs.decode_time(meta[ann.BIND_TIME], ann.BIND_TIME).timestamp()
+        return times.parse(meta[ann.BIND_TIME], ann.BIND_TIME).timestamp()
 
     with FakeAgents(kube, namespace, enabled=False) as agents:
         first = launch(config=config, tag="first")

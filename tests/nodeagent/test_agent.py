@@ -28,8 +28,9 @@ from tests.nodeagent.conftest import (
 )
 from tests.nodeagent.fake_pynvml import FakeNvml, Gpu
 from tests.support.pods import bind_assigned, container, pod, slices
+from vgpu import times
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
-from vgpu.codecs import decode_inventory, decode_time
+from vgpu.codecs import decode_inventory
 
 # -- registration ---------------------------------------------------------------------------
 
@@ -138,9 +139,9 @@ def test_inventory_and_heartbeat_are_written_and_decodable(make_env: Any) -> Non
             for d in inventory.devices] == [
         (GPU0, 0, 40960, 5, 0, 100, True), (GPU1, 1, 40960, 5, 1, 100, True),
         (GPU2, 2, 40960, 5, 1, 100, True)]
-    first = decode_time(annotations()[NODE_HEARTBEAT])
+    first = times.parse(annotations()[NODE_HEARTBEAT])
     # heartbeat_seconds is 1 in these tests: the heartbeat moves on without any change.
-    wait_until(lambda: decode_time(annotations()[NODE_HEARTBEAT]) > first, timeout=3,
+    wait_until(lambda: times.parse(annotations()[NODE_HEARTBEAT]) > first, timeout=3,
                what="a newer heartbeat")
 
 

@@ -16,7 +16,7 @@ import vgpu.annotations as ann
 from scheduler.host.scheduler import Scheduler
 from tests.scheduler.e2e_support import allocated, annotations, gpu_node, node_of, setup
 from tests.scheduler.helpers import FakeClock
-from vgpu import builders, codecs
+from vgpu import builders, codecs, times
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 
@@ -39,7 +39,7 @@ def test_pods_are_placed_with_decodable_assignments() -> None:
         assert all(g.uuid.startswith(f"GPU-{node}-") for gs in assignment.containers.values()
                    for g in gs)
         assert meta[ann.BIND_PHASE] in (ann.PHASE_ALLOCATING, ann.PHASE_SUCCESS)
-        assert codecs.decode_time(meta[ann.BIND_TIME], ann.BIND_TIME).timestamp() == clock.now
+        assert times.parse(meta[ann.BIND_TIME], ann.BIND_TIME).timestamp() == clock.now
     b = codecs.decode_assignment(annotations(cluster, "b")[ann.ASSIGNMENT])
     assert b.containers["x"][0].memory_mib == 8192  # 50 % of a 16 GiB GPU
     a = codecs.decode_assignment(annotations(cluster, "a")[ann.ASSIGNMENT])

@@ -23,7 +23,7 @@ from scheduler.framework.status import Status, unresolvable, unschedulable
 from scheduler.host.summary import summarize
 from scheduler.plugins import binder, node_affinity, node_resources_fit, node_unschedulable
 from scheduler.plugins import taint_toleration as tt
-from vgpu import builders, codecs
+from vgpu import builders, codecs, times
 from vgpu.errors import RequestError
 
 # --- NodeUnschedulable -------------------------------------------------------------------
@@ -218,5 +218,5 @@ def test_binding_annotations_round_trip() -> None:
     assert codecs.decode_assignment(out["vgpu.io/assignment"]) == assignment
     assert out["vgpu.io/bind-phase"] == "allocating"
     assert out["vgpu.io/bind-time"] == "2023-11-14T22:13:20.500000Z"
-    assert codecs.decode_time(out["vgpu.io/bind-time"]).timestamp() == 1_700_000_000.5
+    assert times.parse(out["vgpu.io/bind-time"]).timestamp() == 1_700_000_000.5
     assert binder.binding_annotations(None, 0.0) == {}

@@ -199,7 +199,9 @@ def _assert_model_is_the_definition(load: stranding.Workload,
     got = stranding_tables.StrandingModel(load, states).deltas(
         np.arange(len(nodes)), np.asarray([n[1] for n in nodes]),
         np.asarray([n[2] for n in nodes]), pod)
-    assert got.tolist() == pytest.approx([_reference(n, pod, load) for n in nodes])
+    # Vectorised sums add in another order than the definition's loop: a delta that is 0
+    # by definition can come out as a few ulps of the GPU counts summed (1.8e-12 seen).
+    assert got.tolist() == pytest.approx([_reference(n, pod, load) for n in nodes], abs=1e-9)
 
 
 cpu_only_st = st.builds(Shape, st.sampled_from([1000, 8000, 12500, 32000]), st.just(0),

@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vgpu import times
 from vgpu.annotations import BIND_TIME, NODE_HEARTBEAT
-from vgpu.codecs import bind_time, decode_time, encode_heartbeat
+from vgpu.codecs import bind_time, encode_heartbeat
 from vgpu.errors import CodecError
 
 UTC = dt.UTC
@@ -33,8 +34,8 @@ TIMES: list[tuple[str, str, dt.datetime]] = [
 
 
 @pytest.mark.parametrize(("text", "expected"), [t[1:] for t in TIMES], ids=[t[0] for t in TIMES])
-def test_decode_time(text: str, expected: dt.datetime) -> None:
-    got = decode_time(text)
+def test_parse_time(text: str, expected: dt.datetime) -> None:
+    got = times.parse(text)
     assert got == expected
     assert got.tzinfo is not None
 
@@ -52,18 +53,16 @@ BAD_TIMES: list[tuple[str, Any, str]] = [
 
 @pytest.mark.parametrize(("text", "fragment"), [t[1:] for t in BAD_TIMES],
                          ids=[t[0] for t in BAD_TIMES])
-
-
-def test_decode_time_rejects(text: Any, fragment: str) -> None:
+def test_parse_time_rejects(text: Any, fragment: str) -> None:
     with pytest.raises(CodecError) as caught:
-        decode_time(text)
+        times.parse(text, NODE_HEARTBEAT)
     assert str(caught.value).startswith(NODE_HEARTBEAT)
     assert fragment in str(caught.value)
 
 
-def test_decode_time_names_the_given_key() -> None:
+def test_parse_time_names_the_given_key() -> None:
     with pytest.raises(CodecError, match=f"^{BIND_TIME}: "):
-        decode_time("soon", BIND_TIME)
+        times.parse("soon", BIND_TIME)
 
 
 @pytest.mark.parametrize(
@@ -78,7 +77,7 @@ def test_decode_time_names_the_given_key() -> None:
 
 def test_encode_heartbeat(when: dt.datetime, text: str) -> None:
     assert encode_heartbeat(when) == text
-    assert decode_time(text) == when
+    assert times.parse(text) == when
 
 
 def test_encode_heartbeat_rejects_naive_time() -> None:
@@ -93,7 +92,7 @@ def test_encode_heartbeat_rejects_naive_time() -> None:
 
 
 def test_heartbeat_round_trip(when: dt.datetime) -> None:
-    assert decode_time(encode_heartbeat(when)) == when.astimezone(UTC)
+    assert times.parse(encode_heartbeat(when)) == when.astimezone(UTC)
 
 
 @pytest.mark.parametrize(("annotations", "expected"), [

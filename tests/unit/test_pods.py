@@ -7,15 +7,14 @@ from typing import Any
 
 import pytest
 
+from vgpu import meta
 from vgpu.codecs import Assignment, GrantedDevice, encode_assignment
 from vgpu.errors import CodecError
 from vgpu.pods import (
-    annotations_of,
     bind_phase,
     container_names,
     containers,
     is_terminated,
-    is_terminating,
     node_name,
     pod_key,
 )
@@ -30,7 +29,7 @@ from vgpu.usage import claimed
     ({}, {}),
 ])
 def test_annotations_of(obj: dict[str, Any], expected: dict[str, str]) -> None:
-    assert dict(annotations_of(obj)) == expected
+    assert dict(meta.annotations_of(obj)) == expected
 
 
 @pytest.mark.parametrize(("phase", "expected"), [
@@ -49,7 +48,7 @@ def test_is_terminated(phase: str | None, expected: bool) -> None:
     ({}, False),
 ])
 def test_is_terminating(obj: dict[str, Any], expected: bool) -> None:
-    assert is_terminating(obj) is expected
+    assert meta.deleting(obj) is expected
 
 
 @pytest.mark.parametrize(("pod", "key"), [

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from vgpu import logs
+from vgpu import logs, times
 from vgpu.cluster.port import ClusterPort
-from vgpu.errors import ClusterError, ConflictError, NotFoundError
+from vgpu.errors import ClusterError, CodecError, ConflictError, NotFoundError
 
 _log = logs.get("vgpu.leader")
 
@@ -61,16 +61,13 @@ def _in(namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fmt(when: dt.datetime) -> str:
-    # MicroTime: RFC 3339 with microseconds, as the API serves it.
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return times.format_micro(when)
 
 
 def _parse(text: str | None) -> dt.datetime | None:
-    if not text:
-        return None
     try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return times.parse(text)
+    except CodecError:
         return None
 
 

@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from vgpu import meta
 from vgpu.cluster.port import EventType, Kind, Obj
 from vgpu.errors import ConflictError, EvictionRefusedError, RequestError
-from vgpu.labels import labels_of, parse_selector
+from vgpu.labels import parse_selector
 
 
 @dataclass(frozen=True)
@@ -143,4 +144,4 @@ def _selects(budget: Obj, pod: Obj) -> bool:
         selector = parse_selector((budget.get("spec") or {}).get("selector"), "selector")
     except RequestError:  # a malformed budget selects nothing
         return False
-    return selector is not None and selector.matches(labels_of(pod))
+    return selector is not None and selector.matches(meta.labels_of(pod))

@@ -31,8 +31,8 @@ from scheduler.framework.snapshot import Column, Snapshot
 from scheduler.framework.status import SKIP, SUCCESS, Status, error
 from scheduler.plugins import pod_index
 from scheduler.plugins.interpod_affinity import filtering, scoring
+from vgpu import meta
 from vgpu.errors import RequestError
-from vgpu.labels import labels_of
 from vgpu.pods import node_name
 
 FILTER_KEY = "InterPodAffinity/filter"
@@ -79,13 +79,13 @@ class InterPodAffinity:
 
     def _ns_labels(self, namespace: str) -> Mapping[str, str]:
         obj = self._namespaces.get(namespace)
-        return labels_of(obj) if obj is not None else {}
+        return meta.labels_of(obj) if obj is not None else {}
 
     def _resolve(self, terms: tuple[AffinityTerm, ...]) -> tuple[AffinityTerm, ...]:
         if not any(t.namespace_selector is not None and not t.namespace_selector.empty
                    for t in terms):
             return terms
-        namespaces = [(str((o.get("metadata") or {}).get("name", "")), labels_of(o))
+        namespaces = [(str((o.get("metadata") or {}).get("name", "")), meta.labels_of(o))
                       for o in self._namespaces.items()]
         return tuple(t.resolve(namespaces) for t in terms)
 
@@ -202,9 +202,9 @@ def _pod_event_helps(pod: PodInfo, event: ClusterEvent) -> bool:
     obj = event.obj or {}
     if event.action == "update":
         return True
-    meta = obj.get("metadata") or {}
-    namespace = str(meta.get("namespace") or "default")
-    labels = labels_of(obj)
+    md = obj.get("metadata") or {}
+    namespace = str(md.get("namespace") or "default")
+    labels = meta.labels_of(obj)
     aff = pod.pod_affinity
     if event.action == "add":
         required = aff.required if aff is not None else ()

@@ -19,8 +19,8 @@ from scheduler.framework.status import SKIP, SUCCESS, Status, error
 from scheduler.plugins import pod_index
 from scheduler.plugins.pod_topology_spread import defaults, filtering, scoring
 from scheduler.plugins.pod_topology_spread.eligibility import Eligibility, node_ok
+from vgpu import meta
 from vgpu.config.plugin_args import SYSTEM
-from vgpu.labels import labels_of
 from vgpu.pods import node_name
 
 CONSTRAINTS_KEY = "PodTopologySpread/constraints"
@@ -149,5 +149,5 @@ class PodTopologySpread:
             return False
         if event.action == "update":
             return True  # its labels changed
-        labels = labels_of(obj)
+        labels = meta.labels_of(obj)
         return any(c.selects(labels) for c in self.constraints(pod))

@@ -18,7 +18,6 @@ being bound (assumed, or held at Permit) is no victim either until it is bound.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from scheduler.framework.nodeinfo import NodeInfo, NodePod
 from scheduler.framework.podinfo import PodInfo
 from scheduler.framework.status import Status, error, unresolvable
 from scheduler.plugins.preemption.budgets import Budget, violations
-from vgpu import usage
+from vgpu import meta, times, usage
 from vgpu.cluster.port import Obj
 from vgpu.pods import node_name
 
@@ -43,13 +42,8 @@ Fresh = Callable[[NodePod], Obj]
 def start_time(pod: Obj, now: float) -> float:
     """``status.startTime`` in epoch seconds; a pod that has not started counts as
     starting now (kube's ``GetPodStartTime``)."""
-    raw = (pod.get("status") or {}).get("startTime")
-    if isinstance(raw, str):
-        try:
-            return dt.datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            pass
-    return now
+    started = times.epoch(meta.mapping(pod.get("status")).get("startTime"))
+    return now if started is None else started
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,11 @@ from fractions import Fraction
 from typing import Any
 
 from scheduler.framework.objects import SelectorTerm, parse_node_selector_terms
+from vgpu import meta
 from vgpu.cluster.port import Obj
 from vgpu.errors import RequestError
 from vgpu.fields import as_list, as_map
-from vgpu.labels import LabelSelector, labels_of, parse_selector
+from vgpu.labels import LabelSelector, parse_selector
 from vgpu.quantity import parse_quantity
 
 #: Set on a claim by the scheduler: provision its volume where this node can reach it.
@@ -122,10 +123,10 @@ class CSINode:
 
 def _ident(obj: Obj) -> tuple[str, str]:
     """(namespace, name), whatever shape the rest of the object has."""
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
+    md = obj.get("metadata")
+    if not isinstance(md, Mapping):
         return "", ""
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    return str(md.get("namespace") or ""), str(md.get("name") or "")
 
 
 def _meta(obj: Obj) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
@@ -137,8 +138,8 @@ def _strings(value: Any, where: str) -> frozenset[str]:
     return frozenset(str(v) for v in as_list(value, where))
 
 
-def _annotations(meta: Mapping[str, Any]) -> dict[str, str]:
-    return {str(k): str(v) for k, v in as_map(meta.get("annotations"),
+def _annotations(md: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in as_map(md.get("annotations"),
                                               "metadata.annotations").items()}
 
 
@@ -147,8 +148,8 @@ def _storage(resources: Any, where: str) -> Fraction:
     return Fraction(0) if raw is None else parse_quantity(raw)
 
 
-def _controller_uid(meta: Mapping[str, Any]) -> str | None:
-    for i, raw in enumerate(as_list(meta.get("ownerReferences"), "metadata.ownerReferences")):
+def _controller_uid(md: Mapping[str, Any]) -> str | None:
+    for i, raw in enumerate(as_list(md.get("ownerReferences"), "metadata.ownerReferences")):
         ref = as_map(raw, f"metadata.ownerReferences[{i}]")
         if ref.get("controller") is True:
             return str(ref.get("uid", ""))
@@ -158,21 +159,21 @@ def _controller_uid(meta: Mapping[str, Any]) -> str | None:
 def parse_claim(obj: Obj) -> Claim:
     namespace, name = _ident(obj)
     try:
-        meta, spec, status = _meta(obj)
-        annotations = _annotations(meta)
+        md, spec, status = _meta(obj)
+        annotations = _annotations(md)
         cls = annotations.get(BETA_STORAGE_CLASS, spec.get("storageClassName") or "")
         resources = as_map(spec.get("resources"), "spec.resources")
         return Claim(
-            namespace=namespace, name=name, uid=str(meta.get("uid", "")),
-            resource_version=str(meta.get("resourceVersion", "")), storage_class=str(cls),
+            namespace=namespace, name=name, uid=str(md.get("uid", "")),
+            resource_version=str(md.get("resourceVersion", "")), storage_class=str(cls),
             volume_name=str(spec.get("volumeName") or ""),
             access_modes=_strings(spec.get("accessModes"), "spec.accessModes"),
             volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
             request=_storage(resources.get("requests"), "spec.resources.requests"),
             selector=parse_selector(spec.get("selector"), "spec.selector"),
             annotations=annotations, phase=str(status.get("phase") or ""),
-            deleting=meta.get("deletionTimestamp") is not None,
-            controller_uid=_controller_uid(meta), raw=obj)
+            deleting=md.get("deletionTimestamp") is not None,
+            controller_uid=_controller_uid(md), raw=obj)
     except RequestError as exc:
         return Claim(namespace=namespace, name=name, raw=obj, error=str(exc))
 
@@ -202,16 +203,16 @@ def _csi(spec: Mapping[str, Any]) -> tuple[str, str] | None:
 def parse_volume(obj: Obj) -> Volume:
     _, name = _ident(obj)
     try:
-        meta, spec, status = _meta(obj)
-        cls = _annotations(meta).get(BETA_STORAGE_CLASS, spec.get("storageClassName") or "")
+        md, spec, status = _meta(obj)
+        cls = _annotations(md).get(BETA_STORAGE_CLASS, spec.get("storageClassName") or "")
         return Volume(
-            name=name, resource_version=str(meta.get("resourceVersion", "")),
+            name=name, resource_version=str(md.get("resourceVersion", "")),
             storage_class=str(cls), capacity=_storage(spec.get("capacity"), "spec.capacity"),
             access_modes=_strings(spec.get("accessModes"), "spec.accessModes"),
             volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
             claim_ref=_claim_ref(spec.get("claimRef")), phase=str(status.get("phase") or ""),
-            labels=labels_of(obj), affinity=_affinity(spec),
-            deleting=meta.get("deletionTimestamp") is not None, csi=_csi(spec), raw=obj)
+            labels=meta.labels_of(obj), affinity=_affinity(spec),
+            deleting=md.get("deletionTimestamp") is not None, csi=_csi(spec), raw=obj)
     except RequestError as exc:
         return Volume(name=name, raw=obj, error=str(exc))
 
