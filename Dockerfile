@@ -20,6 +20,8 @@ COPY webhook webhook
 COPY scheduler scheduler
 COPY nodeagent nodeagent
 COPY certs certs
+# The components' import names: links to the folders above (pyproject.toml says why).
+COPY vgpu_webhook vgpu_scheduler vgpu_nodeagent vgpu_certs ./
 COPY tests/image/slim.py tests/image/slim.py
 # Everything goes into one virtual environment that the final stage copies whole: no pip,
 # no build tools and no wheel files in the image, and no install step there that a

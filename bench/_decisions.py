@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from _support import percentile
 
 if TYPE_CHECKING:
-    from scheduler.host.scheduler import Decision, Scheduler
+    from vgpu_scheduler.host.scheduler import Decision, Scheduler
 
 #: Outcomes that are one pass of the scheduling algorithm (a pod skipped is none).
 DECIDED = ("scheduled", "unschedulable", "waiting", "error")

@@ -27,12 +27,12 @@ from typing import Any
 
 from _decisions import recording
 
-from scheduler.host.scheduler import Scheduler
 from vgpu import annotations as ann
 from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import ALL, Kind, ListResult, Obj, Selector
 from vgpu.config import Config
+from vgpu_scheduler.host.scheduler import Scheduler
 
 ZONE = "topology.kubernetes.io/zone"
 GROUPS = 40

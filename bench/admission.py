@@ -51,9 +51,9 @@ sys.path.insert(0, str(ROOT))
 # The bench runs from the repository: the test CA helper and the webhook's own modules.
 from tests.webhook import certs
 from vgpu.config import Config
-from webhook.gpus import ClusterGpus
-from webhook.mutate import decide
-from webhook.review import answer, parse
+from vgpu_webhook.gpus import ClusterGpus
+from vgpu_webhook.mutate import decide
+from vgpu_webhook.review import answer, parse
 
 
 def stage_costs(body: bytes) -> dict[str, float]:

@@ -32,15 +32,15 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from nodeagent.agent import NodeAgent, Options
-from nodeagent.fake import FakeDiscovery
-from nodeagent.proto import api_pb2
 from tests.support import pods as P
 from tests.support.kubelet import KubeletStandIn
 from vgpu import logs
 from vgpu.annotations import BIND_PHASE, PHASE_SUCCESS
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
+from vgpu_nodeagent.agent import NodeAgent, Options
+from vgpu_nodeagent.fake import FakeDiscovery
+from vgpu_nodeagent.proto import api_pb2
 
 SHAPES: list[tuple[str, list[int], list[int]]] = [
     ("one-gpu", [1], []),

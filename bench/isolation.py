@@ -40,8 +40,8 @@ class Unavailable(Exception):
 
 
 def preflight(hami_lib: str | None) -> Any:
-    from nodeagent.nvml import NvmlDiscovery  # noqa: PLC0415
     from vgpu.errors import DiscoveryError  # noqa: PLC0415
+    from vgpu_nodeagent.nvml import NvmlDiscovery  # noqa: PLC0415
 
     try:
         discovery = NvmlDiscovery()
@@ -88,12 +88,12 @@ def child(envs: dict[str, str], gpumem: int, seconds: float, preload: str | None
 
 def allocate(mode: str, uuid: str, args: argparse.Namespace, root: str) -> tuple[Any, Any]:
     """Start the agent in ``mode``; the Allocate answer for one pod, and the agent."""
-    from nodeagent.agent import NodeAgent, Options  # noqa: PLC0415
-    from nodeagent.nvml import NvmlDiscovery  # noqa: PLC0415
     from tests.support.kubelet import KubeletStandIn  # noqa: PLC0415
     from tests.support.pods import bind_assigned, container, pod, slices  # noqa: PLC0415
     from vgpu.cluster.memory import MemoryCluster  # noqa: PLC0415
     from vgpu.config import from_mapping  # noqa: PLC0415
+    from vgpu_nodeagent.agent import NodeAgent, Options  # noqa: PLC0415
+    from vgpu_nodeagent.nvml import NvmlDiscovery  # noqa: PLC0415
 
     folder = tempfile.mkdtemp(prefix="vi", dir="/tmp")  # a short path for unix sockets
     config = from_mapping({

@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 import _scale
 from prometheus_client import generate_latest
 
-from scheduler.host.metrics import Metrics, State
-from scheduler.host.scheduler import Scheduler
 from vgpu.config import Config, SchedulerConfig
+from vgpu_scheduler.host.metrics import Metrics, State
+from vgpu_scheduler.host.scheduler import Scheduler
 
 NOW = 1_800_000_000.0
 

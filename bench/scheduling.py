@@ -55,9 +55,9 @@ import _scale
 from _decisions import recording
 from _openb import clock, constrain, openb_nodes, synthetic_nodes, trace_pods, zoned
 
-from scheduler.host.scheduler import Decision, Scheduler
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig
+from vgpu_scheduler.host.scheduler import Decision, Scheduler
 
 
 def make(nodes: list[dict[str, Any]], nodes_to_score: int) -> tuple[Scheduler, MemoryCluster]:

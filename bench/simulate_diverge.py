@@ -24,25 +24,25 @@ from pathlib import Path
 # bench/ holds a scheduler.py of its own; the package must win.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from scheduler.host.scheduler import Decision, Scheduler  # noqa: E402
-from scheduler.placement import shares, stranding  # noqa: E402
-from scheduler.placement.demand import NodeKind  # noqa: E402
-from scheduler.placement.shapes import Shape  # noqa: E402
-from scheduler.simulate import bundled, mapping, policies  # noqa: E402
-from scheduler.simulate.arrivals import Arrivals, arrival_order  # noqa: E402
-from scheduler.simulate.baselines.fragmentation import (  # noqa: E402
+from vgpu.cluster.memory import MemoryCluster  # noqa: E402
+from vgpu_scheduler.host.scheduler import Decision, Scheduler  # noqa: E402
+from vgpu_scheduler.placement import shares, stranding  # noqa: E402
+from vgpu_scheduler.placement.demand import NodeKind  # noqa: E402
+from vgpu_scheduler.placement.shapes import Shape  # noqa: E402
+from vgpu_scheduler.simulate import bundled, mapping, policies  # noqa: E402
+from vgpu_scheduler.simulate.arrivals import Arrivals, arrival_order  # noqa: E402
+from vgpu_scheduler.simulate.baselines.fragmentation import (  # noqa: E402
     FragModel,
     memory_free,
     typical_shapes,
 )
-from scheduler.simulate.replay import EPOCH, tie_order, trace_shape  # noqa: E402
-from scheduler.simulate.trace import (  # noqa: E402
+from vgpu_scheduler.simulate.replay import EPOCH, tie_order, trace_shape  # noqa: E402
+from vgpu_scheduler.simulate.trace import (  # noqa: E402
     TraceNode,
     TracePod,
     gpu_capacity_milli,
     load_pods,
 )
-from vgpu.cluster.memory import MemoryCluster  # noqa: E402
 
 
 class Lane:

@@ -13,10 +13,10 @@ import datetime as dt
 import os
 import time
 
-from certs import pki
-from certs.reconcile import Outcome, Settings, reconcile_retrying
-from certs.store import DirStore, SecretStore, WebhookStore
 from vgpu.errors import ConfigError, NotFoundError
+from vgpu_certs import pki
+from vgpu_certs.reconcile import Outcome, Settings, reconcile_retrying
+from vgpu_certs.store import DirStore, SecretStore, WebhookStore
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
@@ -75,11 +75,11 @@ def run(args: argparse.Namespace) -> int:
         secrets = DirStore(args.out_dir)
         where = args.out_dir
     else:
-        from certs.cluster import (  # noqa: PLC0415 (only for a cluster)
+        from vgpu.kube.adapter import connect  # noqa: PLC0415
+        from vgpu_certs.cluster import (  # noqa: PLC0415 (only for a cluster)
             ClusterSecretStore,
             ClusterWebhookStore,
         )
-        from vgpu.kube.adapter import connect  # noqa: PLC0415
 
         cluster = connect(args.kubeconfig)
         if cluster is None:

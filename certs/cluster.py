@@ -5,7 +5,7 @@ port serves, so auth, TLS, rate limiting and the mapping of API errors onto the 
 tree are the adapter's, and the same reconcile runs on the in-memory cluster in the tests.
 Every write is conditional on the resourceVersion read: a concurrent writer (a second
 Job pod, a person running ``vgpu certs`` by hand) makes it a ``ConflictError``, which
-:func:`certs.reconcile.reconcile_retrying` answers by reading again.
+:func:`vgpu_certs.reconcile.reconcile_retrying` answers by reading again.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from certs.store import StoredSecret, WebhookBundle
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ConfigError, ConflictError, NotFoundError
+from vgpu_certs.store import StoredSecret, WebhookBundle
 
 TLS_TYPE = "kubernetes.io/tls"
 _LABELS = {"app.kubernetes.io/name": "vgpu", "app.kubernetes.io/component": "webhook",

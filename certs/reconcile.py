@@ -12,10 +12,18 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from certs import pki
-from certs.store import CA_CRT, KEYS, TLS_CRT, TLS_KEY, SecretStore, WebhookBundle, WebhookStore
 from vgpu import logs
 from vgpu.errors import ConflictError, NotFoundError
+from vgpu_certs import pki
+from vgpu_certs.store import (
+    CA_CRT,
+    KEYS,
+    TLS_CRT,
+    TLS_KEY,
+    SecretStore,
+    WebhookBundle,
+    WebhookStore,
+)
 
 log = logs.get("certs")
 

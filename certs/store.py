@@ -2,8 +2,8 @@
 
 One Secret and one webhook configuration, named when the store is made, so the cluster
 store needs rights on those two objects only (RBAC ``resourceNames``). The logic in
-:mod:`certs.reconcile` sees nothing but these interfaces, so it is tested without a
-cluster; :mod:`certs.cluster` is the implementation over the cluster port.
+:mod:`vgpu_certs.reconcile` sees nothing but these interfaces, so it is tested without a
+cluster; :mod:`vgpu_certs.cluster` is the implementation over the cluster port.
 """
 
 from __future__ import annotations

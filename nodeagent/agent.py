@@ -15,28 +15,28 @@ from dataclasses import dataclass
 
 from prometheus_client.core import Metric
 
-from nodeagent import environment, events, isolation_metrics, progress, virtual
-from nodeagent.allocator import Allocator
-from nodeagent.backend import Backend, node_label
-from nodeagent.discovery import Discovery, GpuFacts
-from nodeagent.health import HealthTracker
-from nodeagent.metrics import Metrics, MetricsServer, Sources
-from nodeagent.plugin import DeviceList, DevicePluginService
-from nodeagent.podresources import (
-    KubeletView,
-    Mismatch,
-    PodResourcesClient,
-    PodResourcesWatch,
-)
-from nodeagent.pods import InFlight
-from nodeagent.server import PluginServer
-from nodeagent.watchdog import Watchdog
-from nodeagent.writer import InventoryPublisher, PhaseWriter
 from vgpu import logs
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
+from vgpu_nodeagent import environment, events, isolation_metrics, progress, virtual
+from vgpu_nodeagent.allocator import Allocator
+from vgpu_nodeagent.backend import Backend, node_label
+from vgpu_nodeagent.discovery import Discovery, GpuFacts
+from vgpu_nodeagent.health import HealthTracker
+from vgpu_nodeagent.metrics import Metrics, MetricsServer, Sources
+from vgpu_nodeagent.plugin import DeviceList, DevicePluginService
+from vgpu_nodeagent.podresources import (
+    KubeletView,
+    Mismatch,
+    PodResourcesClient,
+    PodResourcesWatch,
+)
+from vgpu_nodeagent.pods import InFlight
+from vgpu_nodeagent.server import PluginServer
+from vgpu_nodeagent.watchdog import Watchdog
+from vgpu_nodeagent.writer import InventoryPublisher, PhaseWriter
 
 _log = logs.get("vgpu.nodeagent")
 

@@ -2,7 +2,7 @@
 
 Allocate finds the node's in-flight pods in the local pod cache, matches each container
 request to a container of one of them (by the GPUs its device IDs name, else by device
-count on the oldest; :mod:`nodeagent.matching`), and answers that container's grant from
+count on the oldest; :mod:`vgpu_nodeagent.matching`), and answers that container's grant from
 the pod's assignment. When every GPU container of the pod is allocated, the pod's
 ``bind-phase`` becomes ``success``; when the pod cannot be served (bad assignment, a
 count no container has), ``failed`` with a reason, so the scheduler's gate for the node
@@ -17,11 +17,6 @@ import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from nodeagent import backends, grants, matching, preferred
-from nodeagent.backend import Backend, Live
-from nodeagent.pods import InFlight, is_allocating, uid_of
-from nodeagent.virtual import physical_uuid
-from nodeagent.writer import PhaseUpdate, PhaseWriter
 from vgpu import isolation, logs, meta
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_FAILED, PHASE_SUCCESS
 from vgpu.cluster.port import Obj
@@ -30,6 +25,11 @@ from vgpu.config import Config
 from vgpu.errors import CodecError, VgpuError
 from vgpu.pods import container_names, pod_key
 from vgpu.records import ALLOCATION, Allocation, encode_allocation
+from vgpu_nodeagent import backends, grants, matching, preferred
+from vgpu_nodeagent.backend import Backend, Live
+from vgpu_nodeagent.pods import InFlight, is_allocating, uid_of
+from vgpu_nodeagent.virtual import physical_uuid
+from vgpu_nodeagent.writer import PhaseUpdate, PhaseWriter
 
 _log = logs.get("vgpu.nodeagent.allocate")
 

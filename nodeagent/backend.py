@@ -19,14 +19,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from nodeagent.grants import PRELOAD_IN_CONTAINER
-from nodeagent.mps import MpsDaemon
 from vgpu import isolation, logs
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
 from vgpu.config.isolation import check_split
 from vgpu.errors import ClusterError
 from vgpu.records import Isolation
+from vgpu_nodeagent.grants import PRELOAD_IN_CONTAINER
+from vgpu_nodeagent.mps import MpsDaemon
 
 _log = logs.get("vgpu.nodeagent.isolation")
 

@@ -1,7 +1,7 @@
 """What a discovery backend tells the agent about the node's GPUs.
 
-Two backends implement :class:`Discovery`: NVML (:mod:`nodeagent.nvml`) on a GPU node and a
-file (:mod:`nodeagent.fake`) for tests, demos and GPU-less clusters. The rest of the agent
+Two backends implement :class:`Discovery`: NVML (:mod:`vgpu_nodeagent.nvml`) on a GPU node and a
+file (:mod:`vgpu_nodeagent.fake`) for tests, demos and GPU-less clusters. The rest of the agent
 sees only these values, so everything above discovery runs the same on both.
 """
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
-from nodeagent import grants
 from vgpu.config import Config
 from vgpu.errors import ConfigError
+from vgpu_nodeagent import grants
 
 
 def check(config: Config) -> None:

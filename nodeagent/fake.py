@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from nodeagent.discovery import NUMA_UNKNOWN, FaultHandler, GpuFacts, GpuProcess, GpuSample
 from vgpu import logs
 from vgpu.errors import DiscoveryError
+from vgpu_nodeagent.discovery import NUMA_UNKNOWN, FaultHandler, GpuFacts, GpuProcess, GpuSample
 
 _log = logs.get("vgpu.nodeagent.fake")
 

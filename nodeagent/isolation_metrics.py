@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from nodeagent.backend import Live
-from nodeagent.mps import DaemonStatus
 from vgpu import isolation
+from vgpu_nodeagent.backend import Live
+from vgpu_nodeagent.mps import DaemonStatus
 
 
 def families(live: Live, configured: str, daemon: DaemonStatus | None) -> Iterator[Metric]:

@@ -14,14 +14,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from nodeagent.discovery import GpuFacts, GpuSample
-from nodeagent.podresources import KubeletView
 from vgpu import latency, logs
 from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
 from vgpu.pods import pod_key
 from vgpu.probes import Check, ProbeServer
 from vgpu.usage import claimed
+from vgpu_nodeagent.discovery import GpuFacts, GpuSample
+from vgpu_nodeagent.podresources import KubeletView
 
 _log = logs.get("vgpu.nodeagent.metrics")
 

@@ -12,10 +12,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from nodeagent.discovery import NUMA_UNKNOWN, FaultHandler, GpuFacts, GpuProcess, GpuSample
-from nodeagent.xid import is_device_fault
 from vgpu import logs
 from vgpu.errors import DiscoveryError
+from vgpu_nodeagent.discovery import NUMA_UNKNOWN, FaultHandler, GpuFacts, GpuProcess, GpuSample
+from vgpu_nodeagent.xid import is_device_fault
 
 _log = logs.get("vgpu.nodeagent.nvml")
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import grpc
 
-from nodeagent.allocator import AllocateError, Allocator
-from nodeagent.grants import ContainerGrant
-from nodeagent.proto import api_pb2, api_pb2_grpc
-from nodeagent.virtual import PluginDevice
 from vgpu import logs
+from vgpu_nodeagent.allocator import AllocateError, Allocator
+from vgpu_nodeagent.grants import ContainerGrant
+from vgpu_nodeagent.proto import api_pb2, api_pb2_grpc
+from vgpu_nodeagent.virtual import PluginDevice
 
 _log = logs.get("vgpu.nodeagent.plugin")
 

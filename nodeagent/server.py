@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from nodeagent.plugin import OPTIONS, DevicePluginService
-from nodeagent.proto import api_pb2, api_pb2_grpc
 from vgpu import logs
+from vgpu_nodeagent.plugin import OPTIONS, DevicePluginService
+from vgpu_nodeagent.proto import api_pb2, api_pb2_grpc
 
 _log = logs.get("vgpu.nodeagent.server")
 

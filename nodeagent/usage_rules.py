@@ -1,6 +1,6 @@
 """The usage watchdog's rules: who uses how much of which GPU, against what they were given.
 
-Pure. The watchdog (:mod:`nodeagent.watchdog`) reads NVML's running compute processes and
+Pure. The watchdog (:mod:`vgpu_nodeagent.watchdog`) reads NVML's running compute processes and
 each process's cgroup; here they are summed per container and GPU and judged:
 
 - a *breach*: a container uses more of a GPU than its grant plus ``slack`` MiB;
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from nodeagent.discovery import GpuProcess
+from vgpu_nodeagent.discovery import GpuProcess
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from nodeagent.discovery import NUMA_UNKNOWN, GpuFacts
 from vgpu.codecs import NodeInventory
 from vgpu.devices import FULL_CORES, Device
 from vgpu.isolation import UNKNOWN
+from vgpu_nodeagent.discovery import NUMA_UNKNOWN, GpuFacts
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"

@@ -2,8 +2,8 @@
 
 NVML lists each GPU's running compute processes with their memory (host PIDs: the agent
 runs with ``hostPID``); each PID's ``/proc/<pid>/cgroup`` names its pod and container
-(:mod:`nodeagent.cgroups`); the pods in the local watch give the grants. The rules are in
-:mod:`nodeagent.usage_rules`. A container above its grant gets one ``GPUMemoryOverGrant``
+(:mod:`vgpu_nodeagent.cgroups`); the pods in the local watch give the grants. The rules are in
+:mod:`vgpu_nodeagent.usage_rules`. A container above its grant gets one ``GPUMemoryOverGrant``
 Warning event (and a counter), and with ``isolation.watchdog.action: evict`` an eviction
 through the Eviction API, so PodDisruptionBudgets hold. Processes that belong to no vgpu
 grant are logged once per PID and counted per GPU. This works whatever the backend: it is
@@ -18,15 +18,15 @@ from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from nodeagent import cgroups, events
-from nodeagent.discovery import Discovery
-from nodeagent.usage_rules import Owner, Tally, Use, tally
 from vgpu import logs
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config.isolation import WatchdogConfig
 from vgpu.errors import ClusterError, CodecError
 from vgpu.pods import pod_key
 from vgpu.usage import claimed
+from vgpu_nodeagent import cgroups, events
+from vgpu_nodeagent.discovery import Discovery
+from vgpu_nodeagent.usage_rules import Owner, Tally, Use, tally
 
 _log = logs.get("vgpu.nodeagent.watchdog")
 

@@ -9,13 +9,13 @@ import signal
 import threading
 from typing import Any
 
-from scheduler.host.service import Options, Service, default_identity
 from vgpu import logs
 from vgpu.cluster.leader import ClusterLeaseStore, ElectionConfig
 from vgpu.config import Config
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import KubeCluster, connect
+from vgpu_scheduler.host.service import Options, Service, default_identity
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.

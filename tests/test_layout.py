@@ -35,8 +35,11 @@ PRODUCT = ("vgpu/", "webhook/", "scheduler/", "nodeagent/", "certs/")
 
 def python_files() -> list[Path]:
     skip = {".git", ".venv", "build", "dist", "__pycache__", ".mypy_cache", ".ruff_cache"}
+    # The components' import names are links to their folders (IMPORT_NAMES): each file
+    # is read once, under its folder.
+    links = {p.name for p in ROOT.iterdir() if p.is_symlink()}
     return sorted(p for p in ROOT.rglob("*.py")
-                  if not skip.intersection(p.relative_to(ROOT).parts)
+                  if not (skip | links).intersection(p.relative_to(ROOT).parts)
                   and not GENERATED.search(p.name))
 
 
@@ -88,6 +91,24 @@ def test_no_product_function_is_over_complexity_20() -> None:
             if block.complexity > MAX_COMPLEXITY:
                 complex_[f"{relative}:{block.fullname}"] = block.complexity
     assert not complex_, f"functions above complexity {MAX_COMPLEXITY}: {complex_}"
+
+
+#: Each component folder and the name it is installed and imported under.
+IMPORT_NAMES = {"webhook": "vgpu_webhook", "scheduler": "vgpu_scheduler",
+                "nodeagent": "vgpu_nodeagent", "certs": "vgpu_certs"}
+_OLD_IMPORT = re.compile(
+    rf"^\s*(from|import)\s+({'|'.join(IMPORT_NAMES)})(\.|\s|$)", re.MULTILINE)
+
+
+def test_components_are_imported_by_their_vgpu_names() -> None:
+    # A checkout can still import a folder by its own name, which would load a second copy
+    # of the module under another name; the wheel has only the vgpu_* names.
+    for folder, name in IMPORT_NAMES.items():
+        link = ROOT / name
+        assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), name
+    old = {str(p.relative_to(ROOT)) for p in python_files() + sorted((ROOT / "bench").glob("*.py"))
+           if _OLD_IMPORT.search(p.read_text(encoding="utf-8"))}
+    assert not old, f"imports a component by its folder name, not its vgpu_* name: {old}"
 
 
 def test_the_rules_see_the_code() -> None:

@@ -11,10 +11,10 @@ from vgpu import logs
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import connect
-from webhook.denials import DenialRecorder
-from webhook.server import WebhookServer
-from webhook.tls import CertReloader
-from webhook.watch import no_cluster, watch_nodes
+from vgpu_webhook.denials import DenialRecorder
+from vgpu_webhook.server import WebhookServer
+from vgpu_webhook.tls import CertReloader
+from vgpu_webhook.watch import no_cluster, watch_nodes
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.

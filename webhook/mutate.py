@@ -36,8 +36,8 @@ from vgpu.requests import (
     parse_pod,
     privileged_gpu_containers,
 )
-from webhook.gpus import ClusterGpus
-from webhook.patch import Op, add, describe, update_mapping
+from vgpu_webhook.gpus import ClusterGpus
+from vgpu_webhook.patch import Op, add, describe, update_mapping
 
 Outcome = Literal["skipped", "unchanged", "mutated", "denied"]
 DEFAULT_SCHEDULER = "default-scheduler"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.errors import VgpuError
-from webhook.mutate import Decision
+from vgpu_webhook.mutate import Decision
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"

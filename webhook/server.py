@@ -1,6 +1,6 @@
 """The webhook's two listeners: ``/mutate`` over HTTPS, and the operations port.
 
-``/mutate`` turns the body into a :class:`~webhook.review.Review`, asks the pure decision
+``/mutate`` turns the body into a :class:`~vgpu_webhook.review.Review`, asks the pure decision
 and writes the AdmissionReview answer. Whatever happens inside, the API server gets a
 well-formed answer: HTTP 400 with a message for a body that is not an AdmissionReview,
 and for anything unexpected (a bug) a denial naming the request uid, never HTTP 500 or a
@@ -20,12 +20,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vgpu import logs
 from vgpu.config import Config
-from webhook.denials import DenialRecorder
-from webhook.gpus import GpuView
-from webhook.metrics import Metrics
-from webhook.mutate import Decision, decide
-from webhook.review import BadReview, answer, parse
-from webhook.tls import CertReloader
+from vgpu_webhook.denials import DenialRecorder
+from vgpu_webhook.gpus import GpuView
+from vgpu_webhook.metrics import Metrics
+from vgpu_webhook.mutate import Decision, decide
+from vgpu_webhook.review import BadReview, answer, parse
+from vgpu_webhook.tls import CertReloader
 
 log = logs.get("vgpu.webhook")
 

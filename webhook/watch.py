@@ -1,7 +1,7 @@
 """Where the webhook's GPU view comes from: a watch on Nodes, or nothing.
 
 With a cluster (a kubeconfig, or running in one) an informer lists and watches Nodes and
-feeds their inventory annotations to the :class:`~webhook.gpus.GpuView`; the webhook is
+feeds their inventory annotations to the :class:`~vgpu_webhook.gpus.GpuView`; the webhook is
 ready once that first list is in. With no cluster configuration at all, the view stays
 empty and is ready at once: every percentage is then left to the scheduler and no request
 is denied for exceeding the cluster's GPUs.
@@ -14,7 +14,7 @@ import threading
 from vgpu import logs
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort
-from webhook.gpus import GpuView
+from vgpu_webhook.gpus import GpuView
 
 log = logs.get("vgpu.webhook.watch")
 

@@ -10,7 +10,7 @@ left out. Regenerate the Python modules with nodeagent/proto/generate.sh.
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from nodeagent.proto import api_pb2 as _api_pb2
+from vgpu_nodeagent.proto import api_pb2 as _api_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

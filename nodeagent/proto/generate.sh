@@ -3,8 +3,9 @@
 # kubelet pod-resources API (podresources.proto).
 # Needs grpcio-tools and mypy-protobuf (both in the `dev` extra):
 #   pip install -e '.[dev]' && nodeagent/proto/generate.sh
-# The include root is the repository root, so the generated gRPC module imports
-# `nodeagent.proto.api_pb2` as a package import. The proto packages stay `v1beta1` and `v1`,
+# The include root is the repository root and the files are named through the
+# vgpu_nodeagent link (the package's installed name), so the generated gRPC module imports
+# `vgpu_nodeagent.proto.api_pb2` as a package import. The proto packages stay `v1beta1` and `v1`,
 # so the RPC paths (/v1beta1.DevicePlugin/Allocate, /v1.PodResourcesLister/List) are the
 # kubelet's.
 set -eu
@@ -13,5 +14,5 @@ python="${PYTHON:-python}"
 "$python" -m grpc_tools.protoc -I . \
     --python_out=. --grpc_python_out=. \
     --mypy_out=. --mypy_grpc_out=. \
-    nodeagent/proto/api.proto nodeagent/proto/podresources.proto
+    vgpu_nodeagent/proto/api.proto vgpu_nodeagent/proto/podresources.proto
 echo "regenerated nodeagent/proto/{api,podresources}_pb2*.py{,i}"

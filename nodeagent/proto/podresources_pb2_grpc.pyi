@@ -11,7 +11,7 @@ out. In 1.20 the service has List only (GetAllocatableResources came in 1.21, Ge
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from nodeagent.proto import podresources_pb2 as _podresources_pb2
+from vgpu_nodeagent.proto import podresources_pb2 as _podresources_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

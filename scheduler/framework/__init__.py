@@ -9,11 +9,11 @@ builds a profile from the configuration.
 
 from __future__ import annotations
 
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.diagnosis import Diagnosis
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.runtime import Framework, ScheduleResult
-from scheduler.framework.status import SKIP, SUCCESS, WAIT, Code, Status
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.diagnosis import Diagnosis
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.runtime import Framework, ScheduleResult
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, WAIT, Code, Status
 
 __all__ = [
     "SKIP", "SUCCESS", "WAIT", "ClusterEvent", "Code", "CycleState", "Diagnosis",

@@ -11,10 +11,10 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.snapshot import Snapshot
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
 
 
 class CycleState:

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.framework.cycle import CycleState
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import SUCCESS, Code, Status, error
+from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Code, Status, error
 
 #: How long, and for how many pod shapes, per-node failure reasons are reused.
 DIAGNOSIS_MEMO_SECONDS = 5.0

@@ -13,16 +13,16 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.candidate import Candidate
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.diagnosis import Diagnosis
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import Status
 from vgpu.cluster.port import ClusterPort, Kind, Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
+from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.diagnosis import Diagnosis
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import Status
 
 Clock = Callable[[], float]
 """Seconds since the epoch; injected everywhere so that decisions never read the wall clock."""

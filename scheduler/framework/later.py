@@ -1,6 +1,6 @@
 """The extension points around the scheduling algorithm: PreEnqueue before it, the
 PreFilter extensions for plugins that simulate (preemption), and Reserve, Permit and Bind
-after it. Mixed into :class:`scheduler.framework.runtime.Framework`, which sorts the
+after it. Mixed into :class:`vgpu_scheduler.framework.runtime.Framework`, which sorts the
 profile's plugins into these lists."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.framework.cycle import CycleState
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import SUCCESS, WAIT, Code, Status, error
+from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import SUCCESS, WAIT, Code, Status, error
 
 
 class LaterPoints:

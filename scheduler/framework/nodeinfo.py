@@ -12,14 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import vgpu.annotations as ann
-from scheduler.framework import compute, objects
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.ports import HostPort
 from vgpu import codecs, heartbeat, times, usage
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.devices import EMPTY, Device, Usage, largest_percent, memory_capacity, takes_tasks
 from vgpu.errors import CodecError, RequestError
+from vgpu_scheduler.framework import compute, objects
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.ports import HostPort
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from scheduler.framework import compute, objects
-from scheduler.framework.affinity import PodAffinity, parse_pod_affinity
-from scheduler.framework.ports import HostPort, parse_host_ports
-from scheduler.framework.spread import SpreadConstraint, parse_constraints
 from vgpu import meta, times
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
@@ -23,6 +19,10 @@ from vgpu.errors import RequestError
 from vgpu.fields import as_list, as_map
 from vgpu.pods import pod_key
 from vgpu.requests import PodRequest, parse_pod
+from vgpu_scheduler.framework import compute, objects
+from vgpu_scheduler.framework.affinity import PodAffinity, parse_pod_affinity
+from vgpu_scheduler.framework.ports import HostPort, parse_host_ports
+from vgpu_scheduler.framework.spread import SpreadConstraint, parse_constraints
 
 #: ``spec.preemptionPolicy`` of a pod that must never evict others to make room.
 NEVER = "Never"

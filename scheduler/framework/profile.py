@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.framework import interfaces as fw
-from scheduler.framework.runtime import Framework
 from vgpu.config import SchedulerConfig
 from vgpu.errors import ConfigError
+from vgpu_scheduler.framework import interfaces as fw
+from vgpu_scheduler.framework.runtime import Framework
 
 
 def build(config: SchedulerConfig, handle: fw.Handle,

@@ -3,7 +3,7 @@
 ``schedule`` is the scheduling algorithm (PreFilter → Filter → PreScore → Score →
 NormalizeScore → select); the points before and after it (PreEnqueue, the PreFilter
 extensions, Reserve, Permit, Bind) are in :mod:`.later`, and the host
-(:mod:`scheduler.host`) drives them around its cache and queue. Nothing here does I/O
+(:mod:`vgpu_scheduler.host`) drives them around its cache and queue. Nothing here does I/O
 or reads a clock: the time comes in the :class:`CycleState`.
 """
 
@@ -16,16 +16,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework import diagnosis as diag
-from scheduler.framework import interfaces as fw
-from scheduler.framework import visit_order
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.later import LaterPoints
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SUCCESS, Code, Status, unschedulable
 from vgpu.errors import ConfigError
+from vgpu_scheduler.framework import diagnosis as diag
+from vgpu_scheduler.framework import interfaces as fw
+from vgpu_scheduler.framework import visit_order
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.later import LaterPoints
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Code, Status, unschedulable
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,16 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from scheduler.framework.cycle import ClusterEvent
-from scheduler.framework.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.host.records import PodRecord, bound_record, confirmed, refreshed, same_record
 from vgpu import logs, usage
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
 from vgpu.pods import is_terminated, node_name, pod_key
+from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.host.records import PodRecord, bound_record, confirmed, refreshed, same_record
 
 _log = logs.get("vgpu.scheduler.cache")
 

@@ -14,17 +14,17 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from scheduler.framework.cycle import ClusterEvent, CycleState
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import Code, Status
-from scheduler.host.queue import QueuedPod
-from scheduler.host.summary import summarize
-from scheduler.host.waiting import DELETED, Waiting
 from vgpu import logs
 from vgpu.errors import ClusterError
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import Code, Status
+from vgpu_scheduler.host.queue import QueuedPod
+from vgpu_scheduler.host.summary import summarize
+from vgpu_scheduler.host.waiting import DELETED, Waiting
 
 if TYPE_CHECKING:
-    from scheduler.host.scheduler import Scheduler
+    from vgpu_scheduler.host.scheduler import Scheduler
 
 _log = logs.get("vgpu.scheduler")
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
-from scheduler.framework import podinfo
-from scheduler.framework.cycle import ClusterEvent
-from scheduler.host.waiting import DELETED
 from vgpu.cluster.port import Obj
 from vgpu.pods import is_terminated, node_name, pod_key
+from vgpu_scheduler.framework import podinfo
+from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.host.waiting import DELETED
 
 if TYPE_CHECKING:
-    from scheduler.host.scheduler import Scheduler
+    from vgpu_scheduler.host.scheduler import Scheduler
 
 PodHandler = Callable[[Obj | None, Obj | None], None]
 

@@ -8,11 +8,11 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from scheduler.host.binding import InlineBinder, ThreadBinder
 from vgpu import logs
+from vgpu_scheduler.host.binding import InlineBinder, ThreadBinder
 
 if TYPE_CHECKING:
-    from scheduler.host.scheduler import Scheduler
+    from vgpu_scheduler.host.scheduler import Scheduler
 
 _log = logs.get("vgpu.scheduler")
 

@@ -26,12 +26,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.host.scheduler import Decision, Scheduler
 from vgpu import latency, meta
 from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY
 from vgpu.pods import node_name, pod_key
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.host.scheduler import Decision, Scheduler
 
 MIB = 1024 * 1024
 _GPU_LABELS = ["node", "uuid", "index", "model"]

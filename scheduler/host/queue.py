@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.framework.cycle import ClusterEvent
-from scheduler.framework.interfaces import Clock
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import Status
+from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.framework.interfaces import Clock
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import Status
 
 
 @dataclass(eq=False)

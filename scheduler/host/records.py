@@ -5,9 +5,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from scheduler.framework import podinfo
-from scheduler.framework.nodeinfo import NodePod
-from scheduler.framework.podinfo import PodInfo
 from vgpu import logs, usage
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, BIND_REASON, BIND_TIME
 from vgpu.cluster.port import Obj
@@ -16,6 +13,9 @@ from vgpu.config import Config
 from vgpu.errors import CodecError
 from vgpu.pods import is_terminated, node_name
 from vgpu.records import ALLOCATION
+from vgpu_scheduler.framework import podinfo
+from vgpu_scheduler.framework.nodeinfo import NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo
 
 _log = logs.get("vgpu.scheduler.cache")
 

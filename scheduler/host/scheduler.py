@@ -21,22 +21,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from scheduler.framework import profile
-from scheduler.framework.cycle import ClusterEvent, CycleState
-from scheduler.framework.interfaces import Clock, Lister, PluginFactory
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.runtime import Framework
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import Status
-from scheduler.host import loop
-from scheduler.host.binding import BindExecutor, InlineBinder
-from scheduler.host.cache import Cache
-from scheduler.host.cycle import COMPONENT, POD_SPEC, Cycle, Decision
-from scheduler.host.handlers import Handlers, PodHandler
-from scheduler.host.queue import SchedulingQueue
-from scheduler.host.waiting import WaitingRoom
-from scheduler.plugins.registry import REGISTRY
 from vgpu import logs
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Kind, Obj
@@ -44,6 +28,22 @@ from vgpu.codecs import Assignment
 from vgpu.config import Config
 from vgpu.errors import ClusterError
 from vgpu.pods import node_name
+from vgpu_scheduler.framework import profile
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
+from vgpu_scheduler.framework.interfaces import Clock, Lister, PluginFactory
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.runtime import Framework
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import Status
+from vgpu_scheduler.host import loop
+from vgpu_scheduler.host.binding import BindExecutor, InlineBinder
+from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.cycle import COMPONENT, POD_SPEC, Cycle, Decision
+from vgpu_scheduler.host.handlers import Handlers, PodHandler
+from vgpu_scheduler.host.queue import SchedulingQueue
+from vgpu_scheduler.host.waiting import WaitingRoom
+from vgpu_scheduler.plugins.registry import REGISTRY
 
 __all__ = ["COMPONENT", "Decision", "Scheduler"]
 
@@ -267,7 +267,7 @@ class Scheduler:
 
     def run(self, stop: threading.Event, *, watch_timeout: float = 1.0,
             sync_timeout: float | None = 60.0, leading: threading.Event | None = None) -> None:
-        """The real deployment's loop (see :func:`scheduler.host.loop.run`)."""
+        """The real deployment's loop (see :func:`vgpu_scheduler.host.loop.run`)."""
         loop.run(self, stop, watch_timeout=watch_timeout, sync_timeout=sync_timeout,
                  leading=leading)
 

@@ -18,14 +18,14 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from scheduler.host.events import EventLimiter, RecordingPort
-from scheduler.host.metrics import Metrics, State
-from scheduler.host.scheduler import Scheduler
-from scheduler.host.server import HealthServer
 from vgpu import logs
 from vgpu.cluster.leader import ElectionConfig, LeaderElector, LeaseStore
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
+from vgpu_scheduler.host.events import EventLimiter, RecordingPort
+from vgpu_scheduler.host.metrics import Metrics, State
+from vgpu_scheduler.host.scheduler import Scheduler
+from vgpu_scheduler.host.server import HealthServer
 
 _log = logs.get("vgpu.scheduler.service")
 

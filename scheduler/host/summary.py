@@ -3,6 +3,6 @@ writes it (a PostFilter plugin words its own part the same way)."""
 
 from __future__ import annotations
 
-from scheduler.framework.diagnosis import summarize
+from vgpu_scheduler.framework.diagnosis import summarize
 
 __all__ = ["summarize"]

@@ -30,7 +30,7 @@ CPU-only tasks take spare CPU and GPU tasks lose nothing. What does not fit,
     contested = min(1, max(0, r + q − K / G) / q),
 
 is the share of the CPU they could take on a node (what chunks of their sizes fit in its
-free CPU) that they will take there (:func:`scheduler.placement.stranding.cpu_for_gpus`).
+free CPU) that they will take there (:func:`vgpu_scheduler.placement.stranding.cpu_for_gpus`).
 CPU left in pieces smaller than every CPU-only task is out of their reach and feeds GPUs
 alone. (Before, a GPU was fed at ``r`` plus the excess per milli-GPU, as if CPU-only tasks
 took CPU from every node in proportion to its idle GPUs; see
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.placement.shapes import MILLI, Shape
+from vgpu_scheduler.placement.shapes import MILLI, Shape
 
 
 @dataclass(frozen=True, order=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.framework.candidate import Candidate
 from vgpu.annotations import GpuSelector
 from vgpu.codecs import Assignment, GrantedDevice
 from vgpu.devices import (
@@ -27,6 +26,7 @@ from vgpu.devices import (
     resolve_memory,
 )
 from vgpu.requests import ContainerRequest, PodRequest
+from vgpu_scheduler.framework.candidate import Candidate
 
 #: Node-level reasons beside the per-GPU :class:`FitReason` phrases.
 TOO_FEW_GPUS = "too few GPUs on the node"

@@ -4,7 +4,7 @@ A GPU policy ranks the GPUs of the chosen node that fit a container; a node poli
 a node with the pod placed on it, and may compute that score for every node at once from
 snapshot columns (so the framework filters nodes best-first). Policies that need more than
 a node's GPUs (the fragmentation-aware one weighs the whole workload) are plugins that
-provide a GPU policy (:class:`scheduler.framework.interfaces.GpuPolicyPlugin`); the
+provide a GPU policy (:class:`vgpu_scheduler.framework.interfaces.GpuPolicyPlugin`); the
 framework hands those to the vGPU plugin beside the built-in ones here.
 """
 
@@ -17,10 +17,10 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.candidate import Candidate
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.placement.place import GpuRanker, Placement
+from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.placement.place import GpuRanker, Placement
 
 
 def used_share(c: Candidate) -> float:

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.candidate import Candidate
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo, parse
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.placement.demand import NodeKind
-from scheduler.placement.shapes import MILLI, Shape, milli_of_percent
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.devices import takes_tasks
+from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo, parse
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.placement.demand import NodeKind
+from vgpu_scheduler.placement.shapes import MILLI, Shape, milli_of_percent
 
 #: kube-scheduler's non-zero default: a pod asking for no CPU is counted as 100 millicores
 #: when a policy compares requests (the artifact's fragmentation does the same).

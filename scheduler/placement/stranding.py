@@ -1,6 +1,6 @@
 """Stranded GPU of a node: the idle GPU its remaining capacity cannot serve.
 
-FGD (:mod:`scheduler.simulate.baselines.fragmentation`) asks whether the *next* typical
+FGD (:mod:`vgpu_scheduler.simulate.baselines.fragmentation`) asks whether the *next* typical
 task fits a node. On the Alibaba trace most late failures are not of that kind: the
 failing pod's GPU is free somewhere, but every node with it free has run out of CPU or
 host memory, eaten a task at a time by pods that each still "fitted". This measure looks
@@ -11,7 +11,7 @@ memory ``m``, and a workload of task shapes ``s`` with frequencies ``p_s``:
   after another: ``g_s × k_s × min(instances_s(L), c // c_s, m // m_s)``, where a one-GPU
   shape fits ``Σ_i L_i // g_s`` times and a ``k_s``-GPU shape ``#{i: L_i ≥ g_s} // k_s``
   times;
-* ``d_s``: the shape's density on the node's GPU model (:mod:`scheduler.placement.demand`):
+* ``d_s``: the shape's density on the node's GPU model (:mod:`vgpu_scheduler.placement.demand`):
   0 when the shape excludes the model, else ``C / C(s)`` with ``C`` the cluster's GPUs and
   ``C(s)`` those on nodes that could hold the task alone (models it accepts, enough GPUs,
   CPU and memory), so a GPU that few tasks can do without weighs their claims on top of
@@ -30,7 +30,7 @@ cluster fills node by node). Every shape is typical here (FGD keeps the 95 % mos
 a rare large-CPU shape is exactly the one that strands GPUs.
 
 :func:`stranded` is the definition in plain Python;
-:class:`scheduler.placement.stranding_tables.StrandingModel` computes the
+:class:`vgpu_scheduler.placement.stranding_tables.StrandingModel` computes the
 same for every node at once with numpy, from per-state tables (a node's GPU state is its
 model and sorted free shares, interned as an integer id).
 """
@@ -47,8 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.placement import demand
-from scheduler.placement.shapes import MILLI, Shape, take_gpus
+from vgpu_scheduler.placement import demand
+from vgpu_scheduler.placement.shapes import MILLI, Shape, take_gpus
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -60,7 +60,7 @@ class Workload:
     shapes: tuple[tuple[Shape, float], ...]
     cpu_per_milli: float
     memory_per_milli: float
-    #: Per GPU model, each GPU shape's density there (:mod:`scheduler.placement.demand`),
+    #: Per GPU model, each GPU shape's density there (:mod:`vgpu_scheduler.placement.demand`),
     #: in :attr:`gpu_shapes` order; a model not listed weighs each shape it allows by 1.
     density: tuple[tuple[str, tuple[float, ...]], ...] = ()
     #: The share of the CPU within their reach that CPU-only tasks take from GPU tasks
@@ -95,7 +95,7 @@ def workload(shapes: Iterable[Shape], kinds: Mapping[demand.NodeKind, int] | Non
     carrying the median memory of its tasks (memory varies too much to be part of a
     shape), and the mean ratios over the GPU tasks; with the cluster's nodes (``kinds``:
     how many of each), each shape's density per model and the ratios CPU-only tasks leave
-    (:mod:`scheduler.placement.demand`)."""
+    (:mod:`vgpu_scheduler.placement.demand`)."""
     tasks = list(shapes)
     load = _frequencies(tasks)
     if not kinds:

@@ -1,6 +1,6 @@
-""":func:`scheduler.placement.stranding.delta` for every node at once, from per-state tables.
+""":func:`vgpu_scheduler.placement.stranding.delta` for every node at once, from per-state tables.
 
-The definition lives in :mod:`scheduler.placement.stranding`; this is the same arithmetic
+The definition lives in :mod:`vgpu_scheduler.placement.stranding`; this is the same arithmetic
 vectorised with numpy over the GPU states nodes are in, so that scoring every node of a
 1,000-node cluster is a few array operations. ``tests/simulate/test_stranding.py`` checks
 that both agree.
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.placement.shapes import MILLI, Shape
-from scheduler.placement.stranding import Workload
+from vgpu_scheduler.placement.shapes import MILLI, Shape
+from vgpu_scheduler.placement.stranding import Workload
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -29,7 +29,8 @@ class StrandingModel:
     """:func:`delta` for every node at once, from tables per GPU state.
 
     A GPU state (model, sorted free shares) is interned by the caller as an integer id
-    (:class:`scheduler.placement.shares.NodeStates`); ``states`` is that list, read as it grows.
+    (:class:`vgpu_scheduler.placement.shares.NodeStates`); ``states`` is that list, read as
+    it grows.
     For each state in use the model keeps a row: the free shares (sorted ascending,
     left-padded with zeros to the widest node seen), ``L_i // g_s`` per shape and GPU, and
     each shape's instance count, so that a placement's effect is a few array operations

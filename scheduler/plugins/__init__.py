@@ -1,3 +1,3 @@
-"""The built-in plugins, one module each; ``scheduler.plugins.registry`` names them."""
+"""The built-in plugins, one module each; ``vgpu_scheduler.plugins.registry`` names them."""
 
 from __future__ import annotations

@@ -14,14 +14,6 @@ goes on for others.
 from __future__ import annotations
 
 import vgpu.annotations as ann
-from scheduler.framework.cycle import CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import SKIP, SUCCESS, WAIT, Status
-from scheduler.plugins.gate_state import Gate
-from scheduler.plugins.vgpu import assignment_of
 from vgpu import codecs, inflight, meta
 from vgpu.annotations import GpuSelector
 from vgpu.cluster.port import Obj
@@ -29,6 +21,14 @@ from vgpu.devices import fit, fit_request, resolve_memory, selectable
 from vgpu.errors import CodecError
 from vgpu.pods import bind_phase, is_terminated, node_name, pod_key
 from vgpu.requests import ContainerRequest
+from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, WAIT, Status
+from vgpu_scheduler.plugins.gate_state import Gate
+from vgpu_scheduler.plugins.vgpu import assignment_of
 
 __all__ = ["AllocationGate", "Gate"]
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import datetime as dt
 
 import vgpu.annotations as ann
-from scheduler.framework.cycle import CycleState
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import SUCCESS, Status, conflict, error
-from scheduler.plugins.vgpu import assignment_of
 from vgpu import codecs
 from vgpu.codecs import Assignment
 from vgpu.errors import ClusterError, ConflictError
+from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import SUCCESS, Status, conflict, error
+from vgpu_scheduler.plugins.vgpu import assignment_of
 
 
 def binding_annotations(assignment: Assignment | None, now: float) -> dict[str, str]:

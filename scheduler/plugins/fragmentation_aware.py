@@ -1,7 +1,7 @@
 """vgpu's fragmentation-aware placement: least growth of stranded GPU.
 
 A node's score is FGD's truncated score (``int(sigmoid(−Δ/1000) × 100)``) of the growth Δ
-of the node's stranded GPU (:mod:`scheduler.placement.stranding`): the idle GPU that the node's
+of the node's stranded GPU (:mod:`vgpu_scheduler.placement.stranding`): the idle GPU that the node's
 remaining GPUs, CPU and host memory could not give to the cluster's workload, counting
 repeated typical tasks and the workload's average CPU and memory per GPU rather than
 whether one more task fits (FGD). Near-equal placements tie, and the first node in snapshot
@@ -31,16 +31,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.candidate import Candidate
-from scheduler.framework.cycle import CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SUCCESS, Status
-from scheduler.placement import shares, stranding, stranding_tables
-from scheduler.placement.demand import NodeKind
-from scheduler.placement.shapes import MILLI, Shape, milli_of_percent
+from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Status
+from vgpu_scheduler.placement import shares, stranding, stranding_tables
+from vgpu_scheduler.placement.demand import NodeKind
+from vgpu_scheduler.placement.shapes import MILLI, Shape, milli_of_percent
 
 #: Pod shapes whose node scores are kept between cycles (each holds four arrays per node).
 CACHED_SHAPES = 256

@@ -13,15 +13,15 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.cycle import ClusterEvent, CycleState
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import SUCCESS, Status, unresolvable
 from vgpu import isolation, meta
 from vgpu.errors import RequestError
 from vgpu.requests import PodRequest
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable
 
 REASON = "node without isolation enforcement"
 _REJECT = unresolvable(REASON)

@@ -7,13 +7,13 @@ kube-scheduler's profile, and for anything that reaches the framework with one s
 
 from __future__ import annotations
 
-from scheduler.framework.cycle import CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable
 from vgpu.pods import node_name
+from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable
 
 REASON = "node(s) didn't match the requested node name"
 _REJECT = unresolvable(REASON)

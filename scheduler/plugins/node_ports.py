@@ -1,18 +1,18 @@
 """Filter: the host ports a pod binds must be free on the node (kube-scheduler's NodePorts).
 
 A port conflicts with one a pod on the node already binds when protocol and port are the
-same and the host IPs overlap (:mod:`scheduler.framework.ports`).
+same and the host IPs overlap (:mod:`vgpu_scheduler.framework.ports`).
 """
 
 from __future__ import annotations
 
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.ports import conflicting
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import SKIP, SUCCESS, Status, unschedulable
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.ports import conflicting
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unschedulable
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 _REJECT = unschedulable(REASON)

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
 
 CPU = "insufficient CPU"
 MEMORY = "insufficient memory"

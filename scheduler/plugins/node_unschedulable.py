@@ -7,13 +7,13 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.cycle import ClusterEvent, CycleState
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.objects import NO_SCHEDULE, UNSCHEDULABLE_TAINT, Taint, Toleration
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SUCCESS, Status, unresolvable
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.objects import NO_SCHEDULE, UNSCHEDULABLE_TAINT, Taint, Toleration
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable
 
 REASON = "node is unschedulable"
 _TAINT = Taint(UNSCHEDULABLE_TAINT, "", NO_SCHEDULE)

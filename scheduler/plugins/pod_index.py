@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.affinity import AffinityTerm, WeightedTerm
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.affinity import AffinityTerm, WeightedTerm
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
 
 #: A column the plugins that use the index register: each position's NodeInfo identity.
 NODE_ID = "node.identity"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.podinfo import PodInfo
 
 
 def sort_key(priority: int, arrival: int) -> tuple[int, int]:

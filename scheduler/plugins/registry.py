@@ -1,6 +1,6 @@
 """The one plugin registry of the product: a new plugin is one module plus one line here.
 
-The simulator adds the FGD paper's baselines (:mod:`scheduler.simulate.baselines`) to
+The simulator adds the FGD paper's baselines (:mod:`vgpu_scheduler.simulate.baselines`) to
 the profiles it builds; a cluster's scheduler knows only these.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from scheduler.framework.interfaces import PluginFactory
-from scheduler.plugins import (
+from vgpu_scheduler.framework.interfaces import PluginFactory
+from vgpu_scheduler.plugins import (
     allocation_gate,
     binder,
     fragmentation_aware,
@@ -28,7 +28,7 @@ from scheduler.plugins import (
     taint_toleration,
     vgpu,
 )
-from scheduler.plugins.volumes import binding, limits, restrictions, zone
+from vgpu_scheduler.plugins.volumes import binding, limits, restrictions, zone
 
 REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "SchedulingGates": scheduling_gates.SchedulingGates,

@@ -7,9 +7,9 @@ its last gate, as kube-scheduler's SchedulingGates plugin does.
 
 from __future__ import annotations
 
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import SUCCESS, Status, unresolvable
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable
 
 
 class SchedulingGates:

@@ -9,14 +9,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.normalize import default_normalize
-from scheduler.framework.objects import PREFER_NO_SCHEDULE, Taint, Toleration
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SUCCESS, Status, unresolvable
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.normalize import default_normalize
+from vgpu_scheduler.framework.objects import PREFER_NO_SCHEDULE, Taint, Toleration
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable
 
 _TAINTED = "node.tainted"
 _PREFER = "node.prefer_no_schedule"

@@ -7,7 +7,7 @@ and never misses one that can. Score places the pod on each scored node with the
 GPU policy and rates the result with its node policy; Reserve keeps the chosen node's
 placement as the pod's assignment and claims its GPU slices in the host's cache.
 
-GPU policies are the built-in ones (:mod:`scheduler.placement.policies`) and those the
+GPU policies are the built-in ones (:mod:`vgpu_scheduler.placement.policies`) and those the
 profile's plugins provide, handed over by the framework (:meth:`VGPU.use_gpu_policies`).
 """
 
@@ -19,20 +19,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.interfaces import GpuPolicy, Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
-from scheduler.placement import place as pl
-from scheduler.placement import policies
-from scheduler.plugins import vgpu_index as ix
 from vgpu import heartbeat
 from vgpu.codecs import Assignment
 from vgpu.devices import slice_mib
 from vgpu.errors import ConfigError
 from vgpu.requests import PodRequest
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import GpuPolicy, Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
+from vgpu_scheduler.placement import place as pl
+from vgpu_scheduler.placement import policies
+from vgpu_scheduler.plugins import vgpu_index as ix
 
 __all__ = ["ASSIGNMENT_KEY", "NO_HEARTBEAT", "STALE", "VGPU", "assignment_of", "claim_on",
            "heartbeat_reason"]

@@ -5,7 +5,7 @@ PreFilter compares a pod's request with these columns (usable GPUs, largest free
 largest free memory and memory percentage per GPU slot, heartbeat, GPU models) to keep
 only nodes that could fit: necessary conditions only, so the exact Filter never misses a
 node that can. When no node fits, :meth:`GpuIndex.explain` gives Filter's answer for many
-nodes at once from the raw per-GPU columns (:mod:`scheduler.placement.vectorfit`).
+nodes at once from the raw per-GPU columns (:mod:`vgpu_scheduler.placement.vectorfit`).
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import Code, Status
-from scheduler.placement import place as pl
-from scheduler.placement import policies
-from scheduler.placement import vectorfit as vf
 from vgpu import heartbeat
 from vgpu.annotations import GpuSelector
 from vgpu.devices import largest_percent, memory_capacity, takes_tasks
 from vgpu.requests import ContainerRequest
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import Code, Status
+from vgpu_scheduler.placement import place as pl
+from vgpu_scheduler.placement import policies
+from vgpu_scheduler.placement import vectorfit as vf
 
 NO_INVENTORY = "no vGPU inventory"
 BAD_INVENTORY = "unreadable GPU inventory"

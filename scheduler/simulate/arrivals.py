@@ -23,8 +23,8 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.simulate.gorand import GoRand
-from scheduler.simulate.trace import TracePod
+from vgpu_scheduler.simulate.gorand import GoRand
+from vgpu_scheduler.simulate.trace import TracePod
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
-from scheduler.simulate.trace import TraceError, TraceNode, TracePod, load_nodes, load_pods
+from vgpu_scheduler.simulate.trace import TraceError, TraceNode, TracePod, load_nodes, load_pods
 
 NODE_FILE = "openb_node_list_gpu_node.csv.gz"
 DEFAULT_VARIANT = "default"
@@ -26,7 +26,7 @@ def pod_file(variant: str) -> str:
 
 @contextmanager
 def _path(name: str) -> Iterator[Path]:
-    traversable = resources.files("scheduler.simulate").joinpath("data").joinpath(name)
+    traversable = resources.files("vgpu_scheduler.simulate").joinpath("data").joinpath(name)
     with resources.as_file(traversable) as p:
         yield p
 

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from scheduler.simulate import bundled, plot, published
-from scheduler.simulate import policies as sim_policies
-from scheduler.simulate.replay import RunResult, peak_rss_mib, replay
-from scheduler.simulate.trace import TraceNode, TracePod, load_nodes, load_pods
 from vgpu.errors import ConfigError
+from vgpu_scheduler.simulate import bundled, plot, published
+from vgpu_scheduler.simulate import policies as sim_policies
+from vgpu_scheduler.simulate.replay import RunResult, peak_rss_mib, replay
+from vgpu_scheduler.simulate.trace import TraceNode, TracePod, load_nodes, load_pods
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.

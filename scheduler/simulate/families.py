@@ -33,8 +33,8 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from scheduler.simulate.gorand import GoRand
-from scheduler.simulate.trace import MILLI, TraceError, TraceNode, TracePod
+from vgpu_scheduler.simulate.gorand import GoRand
+from vgpu_scheduler.simulate.trace import MILLI, TraceError, TraceNode, TracePod
 
 #: The generator's seed: fixed, so that the files are the same for everyone.
 SEED = 2023

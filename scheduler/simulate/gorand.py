@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, MutableSequence
 from typing import TypeVar
 
-from scheduler.simulate._gocooked import RNG_COOKED
+from vgpu_scheduler.simulate._gocooked import RNG_COOKED
 
 _LEN = 607
 _TAP = 273

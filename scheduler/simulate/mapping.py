@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import vgpu.annotations as ann
-from scheduler.placement.shapes import milli_of_percent
-from scheduler.simulate.trace import MILLI, TraceNode, TracePod
 from vgpu import builders
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
+from vgpu_scheduler.placement.shapes import milli_of_percent
+from vgpu_scheduler.simulate.trace import MILLI, TraceNode, TracePod
 
 #: Nominal GPU memory per trace model, MiB (what NVML reports for the public models; the
 #: internal G1/G2/G3 are undisclosed and get 32 GiB).

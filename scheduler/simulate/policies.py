@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.framework.interfaces import Handle, PluginFactory
-from scheduler.placement.shapes import Shape
-from scheduler.plugins import fragmentation_aware
-from scheduler.plugins.registry import REGISTRY
-from scheduler.simulate.baselines import (
+from vgpu.config import Config, SchedulerConfig
+from vgpu.errors import ConfigError
+from vgpu_scheduler.framework.interfaces import Handle, PluginFactory
+from vgpu_scheduler.placement.shapes import Shape
+from vgpu_scheduler.plugins import fragmentation_aware
+from vgpu_scheduler.plugins.registry import REGISTRY
+from vgpu_scheduler.simulate.baselines import (
     bestfit,
     dotprod,
     fgd,
@@ -24,9 +26,7 @@ from scheduler.simulate.baselines import (
     gpu_packing,
     random_score,
 )
-from scheduler.simulate.gorand import GoRand
-from vgpu.config import Config, SchedulerConfig
-from vgpu.errors import ConfigError
+from vgpu_scheduler.simulate.gorand import GoRand
 
 #: The profile's plugins besides the policy's own; no allocation gate, since no node agent
 #: runs in a replay to report allocations.

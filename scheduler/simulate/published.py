@@ -5,7 +5,7 @@
 policy, the unallocated GPU share at arrived = 100 % for each seed, and the mean
 allocation curve over seeds. It is regenerated with
 
-    python -m scheduler.simulate.published analysis_allo_discrete.csv \
+    python -m vgpu_scheduler.simulate.published analysis_allo_discrete.csv \
         > scheduler/simulate/data/published.json
 """
 
@@ -95,7 +95,7 @@ def _parse(doc: Mapping[str, Any]) -> dict[str, dict[str, Published]]:
 
 def load() -> dict[str, dict[str, Published]]:
     """Published results by workload, then by policy."""
-    text = resources.files("scheduler.simulate").joinpath("data/published.json").read_text(
+    text = resources.files("vgpu_scheduler.simulate").joinpath("data/published.json").read_text(
         encoding="utf-8")
     return _parse(json.loads(text))
 
@@ -107,7 +107,7 @@ def dumps(doc: Mapping[str, Any]) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m scheduler.simulate.published analysis_allo_discrete.csv",
+        print("usage: python -m vgpu_scheduler.simulate.published analysis_allo_discrete.csv",
               file=sys.stderr)
         return 2
     sys.stdout.write(dumps(from_csv(Path(argv[0]))))

@@ -16,14 +16,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.host.scheduler import Decision, Scheduler
-from scheduler.placement.shapes import Shape, milli_of_percent
-from scheduler.simulate import mapping
-from scheduler.simulate.arrivals import arrival_order
-from scheduler.simulate.metrics import Sample, curve, unallocated_at
-from scheduler.simulate.policies import SimPolicy
-from scheduler.simulate.trace import TraceNode, TracePod, gpu_capacity_milli
 from vgpu.cluster.memory import MemoryCluster
+from vgpu_scheduler.host.scheduler import Decision, Scheduler
+from vgpu_scheduler.placement.shapes import Shape, milli_of_percent
+from vgpu_scheduler.simulate import mapping
+from vgpu_scheduler.simulate.arrivals import arrival_order
+from vgpu_scheduler.simulate.metrics import Sample, curve, unallocated_at
+from vgpu_scheduler.simulate.policies import SimPolicy
+from vgpu_scheduler.simulate.trace import TraceNode, TracePod, gpu_capacity_milli
 
 #: The replay's clock: fixed, so heartbeats never expire and runs are repeatable.
 EPOCH = 1_700_000_000.0
@@ -70,7 +70,7 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
            seed: int, inflate: float = 1.3, progress: Progress | None = None) -> RunResult:
     capacity = gpu_capacity_milli(nodes)
     if capacity <= 0:
-        from scheduler.simulate.trace import TraceError  # noqa: PLC0415
+        from vgpu_scheduler.simulate.trace import TraceError  # noqa: PLC0415
 
         raise TraceError("the node list has no GPUs; nothing to measure")
     started = time.perf_counter()

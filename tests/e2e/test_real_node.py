@@ -19,7 +19,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from nodeagent.podresources import PodResourcesClient, from_response
 from tests.controlplane.cluster import ControlPlane
 from tests.e2e.full_stack_support import assignment_of
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, bind_phase, wait_until
@@ -34,6 +33,7 @@ from tests.e2e.real_node_support import (
     real_pod,
 )
 from vgpu.annotations import PHASE_SUCCESS
+from vgpu_nodeagent.podresources import PodResourcesClient, from_response
 
 A100 = Gpu("NVIDIA A100-SXM4-40GB", 40960)
 NODE = NodeSpec("real", (A100, Gpu(A100.model, A100.memory_mib, numa=1)), real=True)

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.plugins.volumes.objects import BIND_COMPLETED, SELECTED_NODE
 from tests.e2e.scheduler_kube_support import (
     TEST_LABEL,
     bound,
@@ -32,6 +31,7 @@ from tests.support.fakeagent import FakeAgents
 from vgpu import builders
 from vgpu.cluster.port import Obj
 from vgpu.kube import adapter
+from vgpu_scheduler.plugins.volumes.objects import BIND_COMPLETED, SELECTED_NODE
 
 ZONE = vol.ZONE
 FAST = {"scheduler": {"volumeBindPollSeconds": 0.1, "podInitialBackoffSeconds": 0.1,

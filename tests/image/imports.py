@@ -20,7 +20,7 @@ import sys
 import tempfile
 from concurrent import futures
 
-PACKAGES = ("vgpu", "webhook", "scheduler", "nodeagent", "certs")
+PACKAGES = ("vgpu", "vgpu_webhook", "vgpu_scheduler", "vgpu_nodeagent", "vgpu_certs")
 #: Imported inside functions at run time: the node agent's NVML backend.
 LAZY = ("pynvml",)
 

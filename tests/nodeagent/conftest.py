@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from nodeagent.agent import NodeAgent, Options
-from nodeagent.discovery import Discovery
-from nodeagent.fake import FakeDiscovery
-from nodeagent.proto import api_pb2
 from tests.support.kubelet import KubeletStandIn, device_plugin_dir
 from vgpu.annotations import BIND_PHASE, BIND_REASON
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
+from vgpu_nodeagent.agent import NodeAgent, Options
+from vgpu_nodeagent.discovery import Discovery
+from vgpu_nodeagent.fake import FakeDiscovery
+from vgpu_nodeagent.proto import api_pb2
 
 NODE = "node-1"
 GPU0 = "GPU-00000000-0000-0000-0000-000000000000"

@@ -13,8 +13,6 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodeagent.nvml import NvmlDiscovery
-from nodeagent.proto import api_pb2
 from tests.nodeagent.conftest import (
     GPU0,
     GPU1,
@@ -31,6 +29,8 @@ from tests.support.pods import bind_assigned, container, pod, slices
 from vgpu import times
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
 from vgpu.codecs import decode_inventory
+from vgpu_nodeagent.nvml import NvmlDiscovery
+from vgpu_nodeagent.proto import api_pb2
 
 # -- registration ---------------------------------------------------------------------------
 

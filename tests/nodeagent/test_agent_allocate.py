@@ -17,8 +17,6 @@ from typing import Any
 import grpc
 import pytest
 
-from nodeagent.agent import NodeAgent, Options
-from nodeagent.fake import FakeDiscovery
 from tests.nodeagent.conftest import (
     GPU0,
     GPU1,
@@ -32,6 +30,8 @@ from tests.nodeagent.conftest import (
 )
 from tests.support.kubelet import KubeletStandIn, device_plugin_dir
 from tests.support.pods import bind_assigned, container, pod, slices
+from vgpu_nodeagent.agent import NodeAgent, Options
+from vgpu_nodeagent.fake import FakeDiscovery
 
 # -- Allocate -------------------------------------------------------------------------------
 

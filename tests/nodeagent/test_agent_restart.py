@@ -13,11 +13,11 @@ import json
 import os
 from typing import Any
 
-from nodeagent.agent import NodeAgent, Options
-from nodeagent.fake import FakeDiscovery
-from nodeagent.progress import ProgressFile
 from tests.nodeagent.conftest import GPU0, GPU1, GPU2, NODE, Env, envs, phase, wait_phase
 from tests.support.pods import bind_assigned, container, pod, slices
+from vgpu_nodeagent.agent import NodeAgent, Options
+from vgpu_nodeagent.fake import FakeDiscovery
+from vgpu_nodeagent.progress import ProgressFile
 
 
 def restart(env: Env, registrations: int) -> NodeAgent:

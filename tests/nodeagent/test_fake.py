@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from nodeagent.discovery import GpuFacts, GpuSample
-from nodeagent.fake import FakeDiscovery, parse
 from vgpu.errors import DiscoveryError
+from vgpu_nodeagent.discovery import GpuFacts, GpuSample
+from vgpu_nodeagent.fake import FakeDiscovery, parse
 
 YAML = """
 devices:

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from nodeagent.matching import (
+from tests.support.pods import container, pod, slices
+from vgpu.codecs import Assignment
+from vgpu.pods import container_names as container_order
+from vgpu_nodeagent.matching import (
     Candidate,
     MatchError,
     all_done,
@@ -10,9 +13,6 @@ from nodeagent.matching import (
     match_devices,
     match_requests,
 )
-from tests.support.pods import container, pod, slices
-from vgpu.codecs import Assignment
-from vgpu.pods import container_names as container_order
 
 A = slices(("GPU-a", 1, 0))
 AB = slices(("GPU-a", 1, 0), ("GPU-b", 1, 0))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodeagent.mps import FAILED, PROBE, RUNNING, STOPPED, MpsDaemon
 from tests.nodeagent.mps_support import commands, kill_daemon, mps_config
+from vgpu_nodeagent.mps import FAILED, PROBE, RUNNING, STOPPED, MpsDaemon
 
 
 class Clock:

@@ -7,9 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.discovery import GpuFacts, GpuSample
-from nodeagent.nvml import NvmlDiscovery, sysfs_pci_address
-from nodeagent.virtual import usable
 from tests.nodeagent.fake_pynvml import (
     NVML_DEVICE_MIG_ENABLE,
     NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -18,6 +15,9 @@ from tests.nodeagent.fake_pynvml import (
     Gpu,
 )
 from vgpu.errors import DiscoveryError
+from vgpu_nodeagent.discovery import GpuFacts, GpuSample
+from vgpu_nodeagent.nvml import NvmlDiscovery, sysfs_pci_address
+from vgpu_nodeagent.virtual import usable
 
 GIB = 1024**3
 

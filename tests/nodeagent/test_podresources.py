@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodeagent.podresources import (
+from tests.nodeagent.conftest import GPU0, GPU1, GPU2, NODE, small_config, wait_phase, wait_until
+from tests.support.kubelet import short_tempdir
+from tests.support.podresources import PodResourcesStandIn, response
+from tests.support.pods import bind_assigned, container, pod, slices
+from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_SUCCESS
+from vgpu.cluster.memory import MemoryCluster
+from vgpu.cluster.port import Obj
+from vgpu_nodeagent.podresources import (
     KubeletDevices,
     KubeletView,
     Mismatch,
@@ -21,13 +28,6 @@ from nodeagent.podresources import (
     from_response,
     mismatches,
 )
-from tests.nodeagent.conftest import GPU0, GPU1, GPU2, NODE, small_config, wait_phase, wait_until
-from tests.support.kubelet import short_tempdir
-from tests.support.podresources import PodResourcesStandIn, response
-from tests.support.pods import bind_assigned, container, pod, slices
-from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_SUCCESS
-from vgpu.cluster.memory import MemoryCluster
-from vgpu.cluster.port import Obj
 
 KNOWN = frozenset({GPU0, GPU1, GPU2})
 

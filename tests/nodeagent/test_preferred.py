@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.preferred import choose
-from nodeagent.virtual import physical_uuid
+from vgpu_nodeagent.preferred import choose
+from vgpu_nodeagent.virtual import physical_uuid
 
 GPUS = ("GPU-a", "GPU-b", "GPU-c")
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodeagent.discovery import GpuFacts
-from nodeagent.virtual import (
+from vgpu_nodeagent.discovery import GpuFacts
+from vgpu_nodeagent.virtual import (
     PluginDevice,
     inventory,
     physical_uuid,

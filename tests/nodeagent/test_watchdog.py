@@ -8,8 +8,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from nodeagent.agent import NodeAgent, Options
-from nodeagent.fake import FakeDiscovery
 from tests.nodeagent.conftest import (
     GPU0,
     GPU1,
@@ -24,6 +22,8 @@ from vgpu.annotations import BIND_PHASE, PHASE_SUCCESS
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, from_mapping
 from vgpu.errors import EvictionRefusedError
+from vgpu_nodeagent.agent import NodeAgent, Options
+from vgpu_nodeagent.fake import FakeDiscovery
 
 CID = "ab" * 32
 OTHER = "cd" * 32

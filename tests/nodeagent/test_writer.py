@@ -5,12 +5,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from nodeagent.writer import InventoryPublisher, PhaseUpdate, PhaseWriter
 from vgpu.annotations import BIND_PHASE, BIND_REASON, NODE_GPUS, NODE_HEARTBEAT
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import NodeInventory, decode_inventory
 from vgpu.devices import Device
 from vgpu.errors import ConflictError
+from vgpu_nodeagent.writer import InventoryPublisher, PhaseUpdate, PhaseWriter
 
 INV = NodeInventory(devices=(Device("GPU-a", 0, "A100", 40960),))
 INV2 = NodeInventory(devices=(Device("GPU-a", 0, "A100", 40960, healthy=False),))

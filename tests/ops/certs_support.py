@@ -6,8 +6,8 @@ import datetime as dt
 
 from cryptography import x509
 
-from certs import pki
-from certs.reconcile import Settings
+from vgpu_certs import pki
+from vgpu_certs.reconcile import Settings
 
 NOW = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)

@@ -101,7 +101,7 @@ def scraped_names(registry: CollectorRegistry) -> frozenset[str]:
 
 
 def _webhook() -> CollectorRegistry:
-    from webhook.metrics import Metrics
+    from vgpu_webhook.metrics import Metrics
 
     metrics = Metrics()
     registry: CollectorRegistry = metrics.registry
@@ -110,8 +110,8 @@ def _webhook() -> CollectorRegistry:
 
 def _nodeagent() -> CollectorRegistry:
     # One GPU with a sample and one running grant, so that every family has a series.
-    from nodeagent.discovery import GpuFacts, GpuSample
-    from nodeagent.metrics import Metrics, Sources
+    from vgpu_nodeagent.discovery import GpuFacts, GpuSample
+    from vgpu_nodeagent.metrics import Metrics, Sources
 
     facts = GpuFacts(uuid="GPU-0", index=0, model="m", memory_mib=1024, numa=0, mig=False,
                      healthy=True)
@@ -131,11 +131,11 @@ def _nodeagent() -> CollectorRegistry:
 
 def _scheduler() -> CollectorRegistry:
     # One GPU node, so that the per-node families have a series.
-    from scheduler.host.metrics import Metrics, State
-    from scheduler.host.scheduler import Scheduler
     from vgpu import builders
     from vgpu.cluster.memory import MemoryCluster
     from vgpu.config import Config
+    from vgpu_scheduler.host.metrics import Metrics, State
+    from vgpu_scheduler.host.scheduler import Scheduler
 
     cluster = MemoryCluster()
     cluster.create("nodes", builders.node("n", builders.devices("n", 1)))
@@ -147,9 +147,9 @@ def _scheduler() -> CollectorRegistry:
 
 # component -> (module whose presence means the component is merged, registry builder)
 LIVE: dict[str, tuple[str, Callable[[], CollectorRegistry]]] = {
-    "webhook": ("webhook.metrics", _webhook),
-    "nodeagent": ("nodeagent.metrics", _nodeagent),
-    "scheduler": ("scheduler.host.metrics", _scheduler),
+    "webhook": ("vgpu_webhook.metrics", _webhook),
+    "nodeagent": ("vgpu_nodeagent.metrics", _nodeagent),
+    "scheduler": ("vgpu_scheduler.host.metrics", _scheduler),
 }
 
 

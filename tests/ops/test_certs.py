@@ -14,12 +14,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from certs import pki
-from certs.reconcile import Settings, reconcile, reconcile_retrying
-from certs.store import DirStore, StoredSecret, WebhookBundle
 from tests.ops.certs_support import DAY, NAMES, NOW, SETTINGS, subject, subjects
 from vgpu import cli
 from vgpu.errors import ConflictError, NotFoundError
+from vgpu_certs import pki
+from vgpu_certs.reconcile import Settings, reconcile, reconcile_retrying
+from vgpu_certs.store import DirStore, StoredSecret, WebhookBundle
 
 
 class MemorySecrets:

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from certs import pki
-from certs.cluster import ClusterSecretStore, ClusterWebhookStore
-from certs.reconcile import reconcile, reconcile_retrying
 from tests.ops.certs_support import DAY, NAMES, NOW, SETTINGS, subject, subjects
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Kind
 from vgpu.errors import ConfigError, ConflictError
+from vgpu_certs import pki
+from vgpu_certs.cluster import ClusterSecretStore, ClusterWebhookStore
+from vgpu_certs.reconcile import reconcile, reconcile_retrying
 
 HOOKS = ("a.vgpu.io", "b.vgpu.io")
 

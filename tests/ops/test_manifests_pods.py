@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from certs import cli as certs_cli
 from tests.ops.manifest_sources import BASE, Obj, find, pod_specs
 from vgpu import config
+from vgpu_certs import cli as certs_cli
 
 
 @pytest.mark.parametrize(("where", "spec"), list(pod_specs(BASE)),

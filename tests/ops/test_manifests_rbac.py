@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from certs import cli as certs_cli
 from tests.ops.manifest_sources import BASE, Obj, find, pod_specs
+from vgpu_certs import cli as certs_cli
 
 
 def rules_of(sa: str, objs: list[Obj] = BASE) -> set[tuple[str, str, str, str]]:

@@ -7,18 +7,18 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle import ClusterEvent, CycleState
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.podinfo import PodInfo, parse
-from scheduler.framework.status import SUCCESS, Status, unschedulable
-from scheduler.host.cache import Cache
-from scheduler.host.scheduler import Scheduler
-from scheduler.plugins.registry import REGISTRY
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import EvictionRefusedError, NotFoundError
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo, parse
+from vgpu_scheduler.framework.status import SUCCESS, Status, unschedulable
+from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.scheduler import Scheduler
+from vgpu_scheduler.plugins.registry import REGISTRY
 
 NOW = 1_800_000_000.0
 
@@ -176,7 +176,7 @@ def test_framework_runs_prefilter_extensions_only_for_plugins_whose_prefilter_ra
             calls.append(f"remove {self.name}")
             return SUCCESS
 
-    from scheduler.framework.runtime import Framework
+    from vgpu_scheduler.framework.runtime import Framework
     fw = Framework([Ext("A"), Ext("B")])
     state = CycleState(NOW)
     state.skip_filter.add("B")
@@ -190,7 +190,7 @@ def test_framework_runs_prefilter_extensions_only_for_plugins_whose_prefilter_ra
 
 
 def _static() -> Any:
-    from scheduler.framework.nodeinfo import parse_node
+    from vgpu_scheduler.framework.nodeinfo import parse_node
     return parse_node(builders.node("x"))
 
 

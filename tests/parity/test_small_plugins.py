@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.normalize import default_normalize
-from scheduler.framework.objects import Requirement, SelectorTerm, Taint, Toleration
-from scheduler.host.scheduler import Scheduler
-from scheduler.plugins import node_name
-from scheduler.plugins.node_affinity import preferred_score
-from scheduler.plugins.taint_toleration import intolerable_preferences
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig
+from vgpu_scheduler.framework.normalize import default_normalize
+from vgpu_scheduler.framework.objects import Requirement, SelectorTerm, Taint, Toleration
+from vgpu_scheduler.host.scheduler import Scheduler
+from vgpu_scheduler.plugins import node_name
+from vgpu_scheduler.plugins.node_affinity import preferred_score
+from vgpu_scheduler.plugins.taint_toleration import intolerable_preferences
 
 SOFT = Taint("spot", "true", "PreferNoSchedule")
 

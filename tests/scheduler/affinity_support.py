@@ -12,15 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.framework.cycle import CycleState
-from scheduler.framework.nodeinfo import NodeInfo, NodePod, parse_node
-from scheduler.framework.podinfo import PodInfo, parse
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import Code, Status
 from tests.scheduler.helpers import FakeHandle, FakeLister
 from vgpu import builders
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
+from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod, parse_node
+from vgpu_scheduler.framework.podinfo import PodInfo, parse
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import Code, Status
 
 NOW = 1_800_000_000.0
 Selector = dict[str, Any]

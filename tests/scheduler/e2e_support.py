@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import vgpu.annotations as ann
-from scheduler.host.scheduler import Scheduler
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
+from vgpu_scheduler.host.scheduler import Scheduler
 
 
 def setup(nodes: list[Obj], config: Config | None = None,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler.framework.nodeinfo import NodeInfo
 from vgpu.cluster.port import ClusterPort, Kind, Obj, key_of
 from vgpu.codecs import Assignment
 from vgpu.config import Config
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
 
 
 class FakeClock:

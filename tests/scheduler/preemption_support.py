@@ -13,21 +13,21 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from scheduler.framework import podinfo
-from scheduler.framework.cycle import CycleState
-from scheduler.framework.diagnosis import Diagnosis
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import Code, Status
-from scheduler.host.scheduler import Scheduler
-from scheduler.plugins.preemption import DefaultPreemption
-from scheduler.plugins.preemption.candidates import Positions, pick_one
-from scheduler.plugins.preemption.victims import Candidate
-from scheduler.plugins.registry import REGISTRY
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.config import Config, SchedulerConfig
+from vgpu_scheduler.framework import podinfo
+from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.diagnosis import Diagnosis
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import Code, Status
+from vgpu_scheduler.host.scheduler import Scheduler
+from vgpu_scheduler.plugins.preemption import DefaultPreemption
+from vgpu_scheduler.plugins.preemption.candidates import Positions, pick_one
+from vgpu_scheduler.plugins.preemption.victims import Candidate
+from vgpu_scheduler.plugins.registry import REGISTRY
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 SMALL = ("100m", "100")

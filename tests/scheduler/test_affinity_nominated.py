@@ -4,9 +4,6 @@ plugin counts the pod against itself."""
 
 from __future__ import annotations
 
-from scheduler.framework.status import Code
-from scheduler.plugins.interpod_affinity import InterPodAffinity
-from scheduler.plugins.pod_topology_spread import PodTopologySpread
 from tests.scheduler.affinity_support import (
     affinity,
     handle,
@@ -20,6 +17,9 @@ from tests.scheduler.affinity_support import (
     term,
     weighted,
 )
+from vgpu_scheduler.framework.status import Code
+from vgpu_scheduler.plugins.interpod_affinity import InterPodAffinity
+from vgpu_scheduler.plugins.pod_topology_spread import PodTopologySpread
 
 NODES = [node_obj("n1", {"host": "n1", "kubernetes.io/hostname": "n1"}),
          node_obj("n2", {"host": "n2", "kubernetes.io/hostname": "n2"})]

@@ -8,9 +8,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.affinity import AffinityTerm, PodAffinity, WeightedTerm
-from scheduler.framework.podinfo import parse
-from scheduler.framework.spread import SpreadConstraint
 from tests.scheduler.affinity_support import (
     affinity,
     exists,
@@ -30,6 +27,9 @@ from vgpu.labels import (
     valid_key,
     valid_value,
 )
+from vgpu_scheduler.framework.affinity import AffinityTerm, PodAffinity, WeightedTerm
+from vgpu_scheduler.framework.podinfo import parse
+from vgpu_scheduler.framework.spread import SpreadConstraint
 
 
 def test_terms_default_to_the_pods_namespace_and_resolve_selectors() -> None:

@@ -17,15 +17,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework.affinity import AffinityTerm, matches_all
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import Code
-from scheduler.plugins.interpod_affinity import FILTER_KEY as IPA_KEY
-from scheduler.plugins.interpod_affinity import InterPodAffinity
-from scheduler.plugins.pod_topology_spread import FILTER_KEY as SPREAD_KEY
-from scheduler.plugins.pod_topology_spread import PodTopologySpread
-from scheduler.plugins.pod_topology_spread.filtering import FilterState as SpreadState
 from tests.scheduler.affinity_support import (
     affinity,
     handle,
@@ -40,6 +31,15 @@ from tests.scheduler.affinity_support import (
 from tests.scheduler.e2e_support import gpu_node, node_of, setup
 from vgpu import builders
 from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig
+from vgpu_scheduler.framework.affinity import AffinityTerm, matches_all
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import Code
+from vgpu_scheduler.plugins.interpod_affinity import FILTER_KEY as IPA_KEY
+from vgpu_scheduler.plugins.interpod_affinity import InterPodAffinity
+from vgpu_scheduler.plugins.pod_topology_spread import FILTER_KEY as SPREAD_KEY
+from vgpu_scheduler.plugins.pod_topology_spread import PodTopologySpread
+from vgpu_scheduler.plugins.pod_topology_spread.filtering import FilterState as SpreadState
 
 APPS, KEYS = ("a", "b", "c"), ("zone", "rack", "host")
 SETTINGS = settings(max_examples=60, deadline=None,

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import parse
-from scheduler.framework.snapshot import Snapshot
-from scheduler.host.cache import Cache
-from scheduler.host.records import same_record
-from scheduler.plugins.vgpu import ASSIGNMENT_KEY
 from vgpu import builders, codecs
 from vgpu.config import Config
 from vgpu.devices import Usage
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import parse
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.records import same_record
+from vgpu_scheduler.plugins.vgpu import ASSIGNMENT_KEY
 
 NOW = 1_800_000_000.0
 

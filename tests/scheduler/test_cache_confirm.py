@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.podinfo import parse
-from scheduler.host.records import PodRecord, bound_record, confirmed
-from scheduler.plugins.binder import binding_annotations
 from vgpu import builders, codecs
 from vgpu.config import Config
+from vgpu_scheduler.framework.podinfo import parse
+from vgpu_scheduler.host.records import PodRecord, bound_record, confirmed
+from vgpu_scheduler.plugins.binder import binding_annotations
 
 CLAIM = codecs.Assignment("n1", {"main": (codecs.GrantedDevice("GPU-n1-0", 4096, 25),)})
 

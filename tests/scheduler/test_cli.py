@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import cli
 from vgpu import cli as vgpu_cli
 from vgpu.errors import ConfigError
+from vgpu_scheduler import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

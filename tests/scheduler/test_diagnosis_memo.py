@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from scheduler.framework.cycle import CycleState
-from scheduler.framework.diagnosis import Diagnoser
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.status import SUCCESS, Code, Status, unschedulable
 from tests.scheduler.affinity_support import node_obj, pod, snapshot_of
+from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.diagnosis import Diagnoser
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.status import SUCCESS, Code, Status, unschedulable
 
 CALLS: Counter[str] = Counter()
 

@@ -13,12 +13,12 @@ import time
 import pytest
 
 import vgpu.annotations as ann
-from scheduler.host.scheduler import Scheduler
 from tests.scheduler.e2e_support import allocated, annotations, gpu_node, node_of, setup
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders, codecs, times
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
+from vgpu_scheduler.host.scheduler import Scheduler
 
 
 def test_pods_are_placed_with_decodable_assignments() -> None:

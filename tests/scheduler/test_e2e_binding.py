@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import vgpu.annotations as ann
-from scheduler.host.scheduler import Scheduler
 from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
 from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
 from vgpu.errors import ClusterError
+from vgpu_scheduler.host.scheduler import Scheduler
 
 
 def test_permit_gate_holds_a_nodes_second_gpu_pod_until_success() -> None:

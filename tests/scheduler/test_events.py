@@ -8,12 +8,12 @@ from typing import Literal
 
 import pytest
 
-from scheduler.host.events import EventLimiter, RecordingPort
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.errors import ClusterError
+from vgpu_scheduler.host.events import EventLimiter, RecordingPort
 
 F = "FailedScheduling"
 

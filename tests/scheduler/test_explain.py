@@ -10,18 +10,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vgpu.annotations as ann
-from scheduler.framework.cycle import CycleState
-from scheduler.framework.interfaces import Explainer
-from scheduler.framework.podinfo import parse
-from scheduler.framework.status import Code
-from scheduler.host.scheduler import Scheduler
-from scheduler.host.summary import summarize
-from scheduler.plugins.registry import REGISTRY
 from tests.scheduler.helpers import FakeClock, FakeHandle
 from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Device
 from vgpu.isolation import REQUIRE_ANNOTATION
+from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.interfaces import Explainer
+from vgpu_scheduler.framework.podinfo import parse
+from vgpu_scheduler.framework.status import Code
+from vgpu_scheduler.host.scheduler import Scheduler
+from vgpu_scheduler.host.summary import summarize
+from vgpu_scheduler.plugins.registry import REGISTRY
 
 NOW = FakeClock().now
 

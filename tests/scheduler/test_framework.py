@@ -7,13 +7,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.framework import profile
-from scheduler.framework.cycle import CycleState, PreFilterResult
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo, parse
-from scheduler.framework.runtime import Framework
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import (
+from tests.scheduler.helpers import FakeHandle
+from vgpu import builders
+from vgpu.config import Config, SchedulerConfig
+from vgpu.errors import ConfigError
+from vgpu_scheduler.framework import profile
+from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo, parse
+from vgpu_scheduler.framework.runtime import Framework
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import (
     SKIP,
     SUCCESS,
     WAIT,
@@ -21,13 +25,9 @@ from scheduler.framework.status import (
     Status,
     unschedulable,
 )
-from scheduler.host.cache import Cache
-from scheduler.host.summary import summarize
-from scheduler.plugins.registry import REGISTRY
-from tests.scheduler.helpers import FakeHandle
-from vgpu import builders
-from vgpu.config import Config, SchedulerConfig
-from vgpu.errors import ConfigError
+from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.summary import summarize
+from vgpu_scheduler.plugins.registry import REGISTRY
 
 NOW = 1_800_000_000.0
 

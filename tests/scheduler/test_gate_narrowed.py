@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.plugins.gate_state import Gate
 from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
 from vgpu import builders
 from vgpu.codecs import Assignment, GrantedDevice
 from vgpu.config import Config, SchedulerConfig
 from vgpu.inflight import confusable
+from vgpu_scheduler.plugins.gate_state import Gate
 
 
 def on(uuid: str, mem: int) -> Assignment:

@@ -8,17 +8,17 @@ from collections.abc import Sequence
 import pytest
 
 import vgpu.annotations as ann
-from scheduler.framework.candidate import Candidate
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.host.scheduler import Scheduler
-from scheduler.plugins.registry import REGISTRY
 from tests.scheduler.helpers import FakeClock
 from tests.scheduler.test_e2e import gpu_node
 from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConfigError
+from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.host.scheduler import Scheduler
+from vgpu_scheduler.plugins.registry import REGISTRY
 
 PROFILE = ("PrioritySort", "NodeResourcesFit", "Probe", "VGPU", "VGPUBinder")
 

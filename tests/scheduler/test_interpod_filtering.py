@@ -9,14 +9,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.podinfo import parse
-from scheduler.framework.status import Code
-from scheduler.plugins.interpod_affinity import InterPodAffinity
-from scheduler.plugins.interpod_affinity.filtering import (
-    AFFINITY,
-    ANTI_AFFINITY,
-    EXISTING_ANTI_AFFINITY,
-)
 from tests.scheduler.affinity_support import (
     affinity,
     exists,
@@ -31,6 +23,14 @@ from tests.scheduler.affinity_support import (
     term,
 )
 from vgpu.config import Config
+from vgpu_scheduler.framework.podinfo import parse
+from vgpu_scheduler.framework.status import Code
+from vgpu_scheduler.plugins.interpod_affinity import InterPodAffinity
+from vgpu_scheduler.plugins.interpod_affinity.filtering import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    EXISTING_ANTI_AFFINITY,
+)
 
 SCAN = {"service": "securityscan"}
 S1 = {"security": "S1"}

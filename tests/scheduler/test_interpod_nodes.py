@@ -8,15 +8,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle import ClusterEvent, CycleState
-from scheduler.framework.nodeinfo import NodePod
-from scheduler.framework.status import Code
-from scheduler.plugins.interpod_affinity import FILTER_KEY, InterPodAffinity
-from scheduler.plugins.interpod_affinity.filtering import (
-    AFFINITY,
-    ANTI_AFFINITY,
-    EXISTING_ANTI_AFFINITY,
-)
 from tests.scheduler.affinity_support import (
     affinity,
     exists,
@@ -28,6 +19,15 @@ from tests.scheduler.affinity_support import (
     run_filter,
     snapshot_of,
     term,
+)
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
+from vgpu_scheduler.framework.nodeinfo import NodePod
+from vgpu_scheduler.framework.status import Code
+from vgpu_scheduler.plugins.interpod_affinity import FILTER_KEY, InterPodAffinity
+from vgpu_scheduler.plugins.interpod_affinity.filtering import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    EXISTING_ANTI_AFFINITY,
 )
 
 CHINA, CHINA_AZ1, INDIA = {"region": "China"}, {"region": "China", "az": "az1"}, {

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.status import Code, Status
-from scheduler.plugins.interpod_affinity import InterPodAffinity
 from tests.scheduler.affinity_support import (
     affinity,
     exists,
@@ -24,6 +22,8 @@ from tests.scheduler.affinity_support import (
     weighted,
 )
 from vgpu.config import Config, InterPodAffinityArgs, SchedulerConfig
+from vgpu_scheduler.framework.status import Code, Status
+from vgpu_scheduler.plugins.interpod_affinity import InterPodAffinity
 
 CHINA, INDIA, AZ1, AZ2 = ({"region": "China"}, {"region": "India"}, {"az": "az1"},
                           {"az": "az2"})

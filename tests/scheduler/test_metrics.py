@@ -8,12 +8,12 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.host.metrics import Metrics, State, start_time
-from scheduler.host.scheduler import Decision, Scheduler
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
+from vgpu_scheduler.host.metrics import Metrics, State, start_time
+from vgpu_scheduler.host.scheduler import Decision, Scheduler
 
 CREATED = 1_800_000_000.0
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.framework.compute import pod_requests
-from scheduler.framework.interfaces import Diagnosis
-from scheduler.framework.objects import (
+from vgpu import builders, codecs, times
+from vgpu.errors import RequestError
+from vgpu_scheduler.framework.compute import pod_requests
+from vgpu_scheduler.framework.interfaces import Diagnosis
+from vgpu_scheduler.framework.objects import (
     Requirement,
     SelectorTerm,
     Taint,
@@ -19,12 +21,10 @@ from scheduler.framework.objects import (
     parse_required_terms,
     parse_tolerations,
 )
-from scheduler.framework.status import Status, unresolvable, unschedulable
-from scheduler.host.summary import summarize
-from scheduler.plugins import binder, node_affinity, node_resources_fit, node_unschedulable
-from scheduler.plugins import taint_toleration as tt
-from vgpu import builders, codecs, times
-from vgpu.errors import RequestError
+from vgpu_scheduler.framework.status import Status, unresolvable, unschedulable
+from vgpu_scheduler.host.summary import summarize
+from vgpu_scheduler.plugins import binder, node_affinity, node_resources_fit, node_unschedulable
+from vgpu_scheduler.plugins import taint_toleration as tt
 
 # --- NodeUnschedulable -------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ once they are gone."""
 from __future__ import annotations
 
 import vgpu.annotations as ann
-from scheduler.host.scheduler import Scheduler
 from tests.scheduler.e2e_support import allocated, gpu_node, node_of
 from tests.scheduler.helpers import FakeClock
 from tests.scheduler.test_preemption_gpu import on_gpu
@@ -13,6 +12,7 @@ from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.config import Config, SchedulerConfig
+from vgpu_scheduler.host.scheduler import Scheduler
 
 WHOLE = builders.container(percent=100)
 

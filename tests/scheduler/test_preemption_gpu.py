@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import vgpu.annotations as ann
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.plugins.vgpu import claim_on
 from tests.scheduler.helpers import FakeClock
 from tests.scheduler.preemption_support import World, budget
 from vgpu import builders, codecs
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, GrantedDevice
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.plugins.vgpu import claim_on
 
 T4 = 16384
 GPU_PROFILE = ("PrioritySort", "NodeResourcesFit", "VGPU", "DefaultPreemption",
@@ -85,7 +85,7 @@ def test_a_budget_protected_victim_sends_the_preemption_to_the_other_node() -> N
 
 
 def _unsched() -> Any:
-    from scheduler.framework.status import unschedulable
+    from vgpu_scheduler.framework.status import unschedulable
 
     return unschedulable("insufficient GPU memory")
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.status import Code, Status
 from tests.scheduler.preemption_support import (
     HIGH,
     LARGE,
@@ -30,6 +29,7 @@ from tests.scheduler.preemption_support import (
     pod,
     rejected,
 )
+from vgpu_scheduler.framework.status import Code, Status
 
 ONE_POD = ("0", "0")
 SMALL_NODE = ("200m", "400")

@@ -9,15 +9,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle import CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.podinfo import PodInfo, parse
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import SUCCESS, Code, Status, error
-from scheduler.plugins.preemption.budgets import parse_budgets, violations
-from scheduler.plugins.preemption.evict import terminating_by_preemption
-from scheduler.plugins.registry import REGISTRY
 from tests.scheduler.preemption_support import (
     HIGH,
     LARGE,
@@ -30,6 +21,15 @@ from tests.scheduler.preemption_support import (
 )
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
+from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo, parse
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Code, Status, error
+from vgpu_scheduler.plugins.preemption.budgets import parse_budgets, violations
+from vgpu_scheduler.plugins.preemption.evict import terminating_by_preemption
+from vgpu_scheduler.plugins.registry import REGISTRY
 
 # -- budgets -------------------------------------------------------------------------------
 

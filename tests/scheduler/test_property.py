@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import vgpu.annotations as ann
-from scheduler.framework.compute import node_allocatable, pod_requests
-from scheduler.host.scheduler import Scheduler
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu.devices import Device
+from vgpu_scheduler.framework.compute import node_allocatable, pod_requests
+from vgpu_scheduler.host.scheduler import Scheduler
 
 MODELS = ("Tesla T4", "NVIDIA A100-SXM4-40GB")
 SCALING = 1.5

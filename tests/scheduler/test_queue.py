@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.framework.cycle import ClusterEvent
-from scheduler.framework.podinfo import PodInfo, parse
-from scheduler.host.queue import SchedulingQueue
-from scheduler.plugins.priority_sort import sort_key
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders
 from vgpu.config import Config
+from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.framework.podinfo import PodInfo, parse
+from vgpu_scheduler.host.queue import SchedulingQueue
+from vgpu_scheduler.plugins.priority_sort import sort_key
 
 
 def info(name: str, priority: int = 0) -> PodInfo:

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 import vgpu.annotations as ann
-from scheduler.host.service import Options, Service
 from vgpu import builders
 from vgpu.cluster.leader import ElectionConfig
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConflictError, NotFoundError
+from vgpu_scheduler.host.service import Options, Service
 
 
 class Leases:

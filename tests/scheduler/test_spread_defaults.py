@@ -8,11 +8,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle import ClusterEvent
-from scheduler.framework.podinfo import parse
-from scheduler.framework.spread import SpreadConstraint
-from scheduler.framework.status import Code
-from scheduler.plugins.pod_topology_spread import PodTopologySpread
 from tests.scheduler.affinity_support import (
     exists,
     handle,
@@ -25,6 +20,11 @@ from tests.scheduler.affinity_support import (
 )
 from vgpu.config import Config, PodTopologySpreadArgs, SchedulerConfig
 from vgpu.labels import LabelRequirement, LabelSelector
+from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.framework.podinfo import parse
+from vgpu_scheduler.framework.spread import SpreadConstraint
+from vgpu_scheduler.framework.status import Code
+from vgpu_scheduler.plugins.pod_topology_spread import PodTopologySpread
 
 
 def svc(name: str, selector: dict[str, str] | None, ns: str = "default") -> dict[str, Any]:

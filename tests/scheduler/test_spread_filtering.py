@@ -11,9 +11,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.status import Code
-from scheduler.plugins.pod_topology_spread import PodTopologySpread
-from scheduler.plugins.pod_topology_spread.filtering import MISSING_LABEL, NOT_MATCH
 from tests.scheduler.affinity_support import (
     UNSCHEDULABLE_TAINT,
     exists,
@@ -24,6 +21,9 @@ from tests.scheduler.affinity_support import (
     snapshot_of,
     spread,
 )
+from vgpu_scheduler.framework.status import Code
+from vgpu_scheduler.plugins.pod_topology_spread import PodTopologySpread
+from vgpu_scheduler.plugins.pod_topology_spread.filtering import MISSING_LABEL, NOT_MATCH
 
 FOO, BAR = exists("foo"), exists("bar")
 HAS_FOO = {"foo": ""}

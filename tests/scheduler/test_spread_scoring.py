@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.status import Code, Status
-from scheduler.plugins.pod_topology_spread import PodTopologySpread
 from tests.scheduler.affinity_support import (
     UNSCHEDULABLE_TAINT,
     exists,
@@ -20,6 +18,8 @@ from tests.scheduler.affinity_support import (
     snapshot_of,
     spread,
 )
+from vgpu_scheduler.framework.status import Code, Status
+from vgpu_scheduler.plugins.pod_topology_spread import PodTopologySpread
 
 HOST = "kubernetes.io/hostname"
 FOO, BAR = exists("foo"), exists("bar")

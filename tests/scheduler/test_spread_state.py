@@ -8,10 +8,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.nodeinfo import NodePod
-from scheduler.framework.status import Code
-from scheduler.plugins.pod_topology_spread import FILTER_KEY, PodTopologySpread
-from scheduler.plugins.pod_topology_spread.filtering import FilterState
 from tests.scheduler.affinity_support import (
     UNSCHEDULABLE_TAINT,
     exists,
@@ -22,6 +18,10 @@ from tests.scheduler.affinity_support import (
     snapshot_of,
     spread,
 )
+from vgpu_scheduler.framework.nodeinfo import NodePod
+from vgpu_scheduler.framework.status import Code
+from vgpu_scheduler.plugins.pod_topology_spread import FILTER_KEY, PodTopologySpread
+from vgpu_scheduler.plugins.pod_topology_spread.filtering import FilterState
 
 FOO, BAR = exists("foo"), exists("bar")
 F, B, FB = {"foo": ""}, {"bar": ""}, {"foo": "", "bar": ""}

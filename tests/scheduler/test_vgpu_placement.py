@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.placement import place as placement
-from scheduler.placement import policies
-from scheduler.plugins.vgpu import NO_HEARTBEAT, STALE, heartbeat_reason
 from vgpu import builders
 from vgpu.annotations import GpuSelector, PodChoices
 from vgpu.devices import Device, Usage
 from vgpu.requests import ContainerRequest, PodRequest
+from vgpu_scheduler.placement import place as placement
+from vgpu_scheduler.placement import policies
+from vgpu_scheduler.plugins.vgpu import NO_HEARTBEAT, STALE, heartbeat_reason
 
 # --- vGPU: per-GPU fit and placement -----------------------------------------------------
 
@@ -178,7 +178,7 @@ def test_heartbeat(heartbeat: float | None, now: float, reason: str | None) -> N
 # --- node policies -----------------------------------------------------------------------
 
 def test_node_policies_rank_opposite_ways() -> None:
-    from scheduler.framework.nodeinfo import NodeInfo, parse_node
+    from vgpu_scheduler.framework.nodeinfo import NodeInfo, parse_node
     empty = NodeInfo(parse_node(builders.node("a", builders.devices("a", 2, memory_mib=1000))), 1.0)
     used = NodeInfo(parse_node(builders.node("b", builders.devices("b", 2, memory_mib=1000))), 1.0,
                     gpu_usage={"GPU-b-0": Usage(1000, 100, 1)})

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework import visit_order
-from scheduler.framework.visit_order import HEAD, best_first
+from vgpu_scheduler.framework import visit_order
+from vgpu_scheduler.framework.visit_order import HEAD, best_first
 
 # Few distinct values, so that ties straddle the head's boundary; NaN as a policy may
 # leave it where a node has no GPUs.

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle import ClusterEvent, CycleState
-from scheduler.framework.status import Code, Status
-from scheduler.plugins.volumes import find
-from scheduler.plugins.volumes.binding import VolumeBinding
-from scheduler.plugins.volumes.objects import SELECTED_NODE
 from tests.scheduler.volume_helpers import StorageHandle, node, pod, pre_filtered
 from tests.support import volumes as vol
 from vgpu.cluster.port import Obj
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
+from vgpu_scheduler.framework.status import Code, Status
+from vgpu_scheduler.plugins.volumes import find
+from vgpu_scheduler.plugins.volumes.binding import VolumeBinding
+from vgpu_scheduler.plugins.volumes.objects import SELECTED_NODE
 
 WAIT = vol.storage_class("wait")
 IMMEDIATE = vol.storage_class("immediate", mode="Immediate")

@@ -8,20 +8,20 @@ from typing import Any
 
 import pytest
 
-from scheduler.plugins.volumes.matching import (
+from tests.support import volumes as vol
+from vgpu_scheduler.plugins.volumes.matching import (
     affinity_matches,
     bind_volume_to_claim,
     find_matching_volume,
     topology_allows,
 )
-from scheduler.plugins.volumes.objects import (
+from vgpu_scheduler.plugins.volumes.objects import (
     BOUND_BY_CONTROLLER,
     parse_claim,
     parse_csinode,
     parse_storage_class,
     parse_volume,
 )
-from tests.support import volumes as vol
 
 NODE = {"kubernetes.io/hostname": "n1", "topology.kubernetes.io/zone": "a"}
 

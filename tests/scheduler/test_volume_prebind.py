@@ -9,22 +9,22 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import Code
-from scheduler.plugins.volumes import prebind
-from scheduler.plugins.volumes.binding import VolumeBinding
-from scheduler.plugins.volumes.matching import bind_volume_to_claim
-from scheduler.plugins.volumes.objects import (
-    BIND_COMPLETED,
-    SELECTED_NODE,
-    parse_claim,
-    parse_volume,
-)
 from tests.scheduler.volume_helpers import StorageHandle, node, pod, pre_filtered
 from tests.support import volumes as vol
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.errors import ClusterError
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import Code
+from vgpu_scheduler.plugins.volumes import prebind
+from vgpu_scheduler.plugins.volumes.binding import VolumeBinding
+from vgpu_scheduler.plugins.volumes.matching import bind_volume_to_claim
+from vgpu_scheduler.plugins.volumes.objects import (
+    BIND_COMPLETED,
+    SELECTED_NODE,
+    parse_claim,
+    parse_volume,
+)
 
 LABELS = {"kubernetes.io/hostname": "n1"}
 

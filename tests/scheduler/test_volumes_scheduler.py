@@ -9,13 +9,13 @@ import threading
 import time
 from typing import Any
 
-from scheduler.host.scheduler import Scheduler
-from scheduler.plugins.volumes.objects import SELECTED_NODE
 from tests.scheduler.e2e_support import gpu_node, node_of, setup
 from tests.support import volumes as vol
 from tests.support.fakeagent import FakeAgents
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
+from vgpu_scheduler.host.scheduler import Scheduler
+from vgpu_scheduler.plugins.volumes.objects import SELECTED_NODE
 
 ZONE = vol.ZONE
 

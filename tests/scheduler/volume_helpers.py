@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from scheduler.framework import podinfo
-from scheduler.framework.cycle import CycleState
-from scheduler.framework.nodeinfo import NodeInfo, NodePod, parse_node
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Snapshot
 from tests.scheduler.helpers import FakeHandle
 from vgpu import builders
 from vgpu.cluster.port import ClusterPort, Kind, Obj, key_of
 from vgpu.config import Config
+from vgpu_scheduler.framework import podinfo
+from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod, parse_node
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
 
 PLURAL: Mapping[str, Kind] = {
     "PersistentVolume": "persistentvolumes", "PersistentVolumeClaim": "persistentvolumeclaims",

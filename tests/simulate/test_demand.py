@@ -11,16 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework.nodeinfo import NodeInfo, parse_node
-from scheduler.framework.podinfo import parse
-from scheduler.framework.snapshot import Snapshot
-from scheduler.placement import demand, shares, stranding, stranding_tables
-from scheduler.placement.shapes import Shape
-from scheduler.plugins import fragmentation_aware
 from tests.scheduler.helpers import FakeHandle
 from tests.simulate.test_stranding import _reference, _valid, node_st, shape_st, share_st
 from vgpu import builders
 from vgpu.config import Config
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, parse_node
+from vgpu_scheduler.framework.podinfo import parse
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.placement import demand, shares, stranding, stranding_tables
+from vgpu_scheduler.placement.shapes import Shape
+from vgpu_scheduler.plugins import fragmentation_aware
 
 ANY = Shape(8000, 1000, 1)
 HALF = Shape(4000, 500, 1)

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.framework.nodeinfo import parse_node
-from scheduler.framework.podinfo import parse
-from scheduler.simulate import mapping
-from scheduler.simulate.trace import TraceNode, TracePod
 from vgpu.config import Config
+from vgpu_scheduler.framework.nodeinfo import parse_node
+from vgpu_scheduler.framework.podinfo import parse
+from vgpu_scheduler.simulate import mapping
+from vgpu_scheduler.simulate.trace import TraceNode, TracePod
 
 
 @pytest.mark.parametrize(("pod", "count", "cores", "percent"), [

@@ -7,19 +7,19 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from scheduler.framework.nodeinfo import NodeInfo, parse_node
-from scheduler.framework.podinfo import parse
-from scheduler.framework.snapshot import Snapshot
-from scheduler.placement import shares
-from scheduler.placement.place import Candidate
-from scheduler.placement.shapes import Shape
-from scheduler.plugins import fragmentation_aware
-from scheduler.simulate.baselines import bestfit, dotprod, fgd, gpu_clustering, gpu_packing
-from scheduler.simulate.baselines.fragmentation import FragModel, fgd_score_from_delta
 from tests.scheduler.helpers import FakeHandle
 from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Usage
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, parse_node
+from vgpu_scheduler.framework.podinfo import parse
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.placement import shares
+from vgpu_scheduler.placement.place import Candidate
+from vgpu_scheduler.placement.shapes import Shape
+from vgpu_scheduler.plugins import fragmentation_aware
+from vgpu_scheduler.simulate.baselines import bestfit, dotprod, fgd, gpu_clustering, gpu_packing
+from vgpu_scheduler.simulate.baselines.fragmentation import FragModel, fgd_score_from_delta
 
 
 @pytest.mark.parametrize(("free_cpu", "free_gpu", "cpu", "gpu", "expected"), [

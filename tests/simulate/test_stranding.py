@@ -11,20 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework.nodeinfo import NodeInfo, parse_node
-from scheduler.framework.podinfo import parse
-from scheduler.framework.snapshot import Snapshot
-from scheduler.placement import shares, stranding, stranding_tables
-from scheduler.placement.place import Candidate
-from scheduler.placement.shapes import Shape
-from scheduler.placement.stranding import Workload
-from scheduler.plugins import fragmentation_aware
-from scheduler.simulate.baselines import fgd
-from scheduler.simulate.baselines.fragmentation import fgd_score_from_delta
 from tests.scheduler.helpers import FakeHandle
 from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Usage
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, parse_node
+from vgpu_scheduler.framework.podinfo import parse
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.placement import shares, stranding, stranding_tables
+from vgpu_scheduler.placement.place import Candidate
+from vgpu_scheduler.placement.shapes import Shape
+from vgpu_scheduler.placement.stranding import Workload
+from vgpu_scheduler.plugins import fragmentation_aware
+from vgpu_scheduler.simulate.baselines import fgd
+from vgpu_scheduler.simulate.baselines.fragmentation import fgd_score_from_delta
 
 HALF = Shape(4000, 500, 1, memory_mib=8000)
 WHOLE = Shape(8000, 1000, 1, memory_mib=16000)

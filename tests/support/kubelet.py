@@ -27,7 +27,7 @@ from typing import Any
 
 import grpc
 
-from nodeagent.proto import api_pb2, api_pb2_grpc
+from vgpu_nodeagent.proto import api_pb2, api_pb2_grpc
 
 KUBELET_SOCKET = "kubelet.sock"
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from nodeagent.proto import podresources_pb2, podresources_pb2_grpc
+from vgpu_nodeagent.proto import podresources_pb2, podresources_pb2_grpc
 
 #: (namespace, pod) -> container -> device IDs of the resource.
 Listing = Mapping[tuple[str, str], Mapping[str, Sequence[str]]]

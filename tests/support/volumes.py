@@ -14,10 +14,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from scheduler.plugins.volumes.objects import BIND_COMPLETED, SELECTED_NODE
 from vgpu import builders
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.errors import ClusterError
+from vgpu_scheduler.plugins.volumes.objects import BIND_COMPLETED, SELECTED_NODE
 
 WFFC = "WaitForFirstConsumer"
 IMMEDIATE = "Immediate"

@@ -10,9 +10,9 @@ from tests.webhook.jsonpatch import apply
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
 from vgpu.devices import Device
-from webhook.gpus import ClusterGpus
-from webhook.mutate import decide
-from webhook.review import answer, parse
+from vgpu_webhook.gpus import ClusterGpus
+from vgpu_webhook.mutate import decide
+from vgpu_webhook.review import answer, parse
 
 A100 = "NVIDIA A100-SXM4-40GB"
 T4 = "Tesla T4"

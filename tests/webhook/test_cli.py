@@ -30,7 +30,7 @@ def vgpu(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]
 def keep_logging(monkeypatch: pytest.MonkeyPatch) -> None:
     # run() sets up logging on the stderr of the moment; under capsys that stream is closed
     # after the test, and every later log line of the session would fail.
-    monkeypatch.setattr("webhook.cli.logs.setup", lambda: None)
+    monkeypatch.setattr("vgpu_webhook.cli.logs.setup", lambda: None)
 
 
 def test_help_lists_the_flags(capsys: pytest.CaptureFixture[str]) -> None:

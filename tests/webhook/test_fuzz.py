@@ -26,11 +26,11 @@ from tests.webhook.pods import HOMOGENEOUS, MIXED, NO_GPUS, review
 from vgpu.config import Config, ResourceNames
 from vgpu.errors import VgpuError
 from vgpu.requests import names_gpu_resource, parse_pod
-from webhook.gpus import ClusterGpus, GpuView
-from webhook.mutate import decide
-from webhook.review import BadReview, answer, parse
-from webhook.server import WebhookServer
-from webhook.tls import CertReloader
+from vgpu_webhook.gpus import ClusterGpus, GpuView
+from vgpu_webhook.mutate import decide
+from vgpu_webhook.review import BadReview, answer, parse
+from vgpu_webhook.server import WebhookServer
+from vgpu_webhook.tls import CertReloader
 
 CONFIG = Config()
 NAMES = ResourceNames().all()

@@ -12,8 +12,8 @@ from tests.webhook.pods import A100, T4, node_inventory
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT, GpuSelector
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import encode_inventory
-from webhook.gpus import ClusterGpus, GpuView
-from webhook.watch import no_cluster, watch_nodes
+from vgpu_webhook.gpus import ClusterGpus, GpuView
+from vgpu_webhook.watch import no_cluster, watch_nodes
 
 
 def node(name: str, inventory: str | None, heartbeat: str = "2026-01-01T00:00:00Z"

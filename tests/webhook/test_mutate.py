@@ -15,7 +15,7 @@ from vgpu.annotations import GPUMEM_PERCENTAGE
 from vgpu.config import Config, ResourceNames
 from vgpu.records import ADMISSION, decode_admission
 from vgpu.requests import parse_pod
-from webhook.gpus import ClusterGpus
+from vgpu_webhook.gpus import ClusterGpus
 
 GPU, MEM, PCT, CORES, PRIO = ResourceNames().all()
 SCHED = "vgpu-scheduler"

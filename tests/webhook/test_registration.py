@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.webhook.pods import ctr, pod
 from vgpu.config import Config, ResourceNames
 from vgpu.requests import names_gpu_resource
-from webhook.registration import match_expression
+from vgpu_webhook.registration import match_expression
 
 MANIFEST = Path(__file__).parents[2] / "manifests" / "webhook" / "mutatingwebhookconfiguration.yaml"
 NAMES = ResourceNames()

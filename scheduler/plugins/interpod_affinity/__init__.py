@@ -7,7 +7,7 @@ matching pod in the domain), and existing pods' required anti-affinity against i
 Score: preferred terms both ways and existing pods' required affinity
 (``hardPodAffinityWeight``), normalized min-max. Both skip when neither the pod nor any
 existing pod has terms that concern it. The counting reads the shared pod index
-(:mod:`scheduler.plugins.pod_index`); the rules are in :mod:`.filtering` and
+(:mod:`vgpu_scheduler.plugins.pod_index`); the rules are in :mod:`.filtering` and
 :mod:`.scoring`.
 """
 
@@ -17,23 +17,23 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from scheduler.framework.affinity import (
+from vgpu import meta
+from vgpu.errors import RequestError
+from vgpu.pods import node_name
+from vgpu_scheduler.framework.affinity import (
     AffinityTerm,
     PodAffinity,
     WeightedTerm,
     parse_pod_affinity,
 )
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SKIP, SUCCESS, Status, error
-from scheduler.plugins import pod_index
-from scheduler.plugins.interpod_affinity import filtering, scoring
-from vgpu import meta
-from vgpu.errors import RequestError
-from vgpu.pods import node_name
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, error
+from vgpu_scheduler.plugins import pod_index
+from vgpu_scheduler.plugins.interpod_affinity import filtering, scoring
 
 FILTER_KEY = "InterPodAffinity/filter"
 SCORE_KEY = "InterPodAffinity/score"

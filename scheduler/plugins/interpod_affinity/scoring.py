@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.framework.affinity import WeightedTerm
-from scheduler.framework.podinfo import PodInfo
-from scheduler.plugins.pod_index import Counts, PodIndex
+from vgpu_scheduler.framework.affinity import WeightedTerm
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.plugins.pod_index import Counts, PodIndex
 
 MAX_NODE_SCORE = 100
 

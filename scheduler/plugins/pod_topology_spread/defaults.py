@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.framework.interfaces import Lister
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.spread import SpreadConstraint
 from vgpu.cluster.port import Obj
 from vgpu.config import DefaultConstraint
 from vgpu.errors import RequestError
 from vgpu.labels import LabelRequirement, LabelSelector, from_labels, parse_selector
+from vgpu_scheduler.framework.interfaces import Lister
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.spread import SpreadConstraint
 
 #: (apiVersion, kind) of the controllers whose selector counts.
 _RC = ("v1", "ReplicationController")

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.spread import HONOR, SpreadConstraint
-from scheduler.plugins.node_affinity import matches
-from scheduler.plugins.pod_index import PodIndex
-from scheduler.plugins.taint_toleration import untolerated
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.spread import HONOR, SpreadConstraint
+from vgpu_scheduler.plugins.node_affinity import matches
+from vgpu_scheduler.plugins.pod_index import PodIndex
+from vgpu_scheduler.plugins.taint_toleration import untolerated
 
 Mask = npt.NDArray[np.bool_]
 _KEEP = 64

@@ -18,11 +18,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.spread import HONOR, SpreadConstraint
-from scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
-from scheduler.plugins.pod_index import PodIndex
-from scheduler.plugins.pod_topology_spread.eligibility import Eligibility
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.spread import HONOR, SpreadConstraint
+from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
+from vgpu_scheduler.plugins.pod_index import PodIndex
+from vgpu_scheduler.plugins.pod_topology_spread.eligibility import Eligibility
 
 NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = NOT_MATCH + " (missing required label)"

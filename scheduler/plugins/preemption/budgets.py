@@ -13,10 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.framework.podinfo import PodInfo
 from vgpu.cluster.port import Obj
 from vgpu.errors import RequestError
 from vgpu.labels import LabelSelector, parse_selector
+from vgpu_scheduler.framework.podinfo import PodInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.diagnosis import Diagnosis, summarize
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import Code, Status, unresolvable
-from scheduler.plugins.preemption.victims import NO_VICTIMS, Candidate, earliest_start
+from vgpu_scheduler.framework.diagnosis import Diagnosis, summarize
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import Code, Status, unresolvable
+from vgpu_scheduler.plugins.preemption.victims import NO_VICTIMS, Candidate, earliest_start
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import SUCCESS, Status, error
-from scheduler.plugins.preemption.victims import Candidate, Victim
 from vgpu import logs
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ClusterError, EvictionRefusedError, NotFoundError
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import SUCCESS, Status, error
+from vgpu_scheduler.plugins.preemption.victims import Candidate, Victim
 
 _log = logs.get("vgpu.scheduler.preemption")
 

@@ -25,23 +25,23 @@ from operator import attrgetter
 
 import numpy as np
 
-from scheduler.framework.cycle import CycleState
-from scheduler.framework.diagnosis import Diagnosis
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.podinfo import NEVER, PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
-from scheduler.plugins.preemption import candidates as cand
-from scheduler.plugins.preemption.budgets import parse_budgets
-from scheduler.plugins.preemption.evict import (
+from vgpu.cluster.port import Obj
+from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.diagnosis import Diagnosis
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import NEVER, PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
+from vgpu_scheduler.plugins.preemption import candidates as cand
+from vgpu_scheduler.plugins.preemption.budgets import parse_budgets
+from vgpu_scheduler.plugins.preemption.evict import (
     evict_victims,
     set_nominated_node,
     terminating_by_preemption,
 )
-from scheduler.plugins.preemption.victims import NO_VICTIMS, Candidate, select_victims
-from scheduler.plugins.vgpu import claim_on
-from vgpu.cluster.port import Obj
+from vgpu_scheduler.plugins.preemption.victims import NO_VICTIMS, Candidate, select_victims
+from vgpu_scheduler.plugins.vgpu import claim_on
 
 MIN_PRIORITY = "preemption.min_priority"
 #: The column's value for a node without pods: above any pod priority (int32).

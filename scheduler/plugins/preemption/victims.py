@@ -22,15 +22,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scheduler.framework.cycle import CycleState
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import Status, error, unresolvable
-from scheduler.plugins.preemption.budgets import Budget, violations
 from vgpu import meta, times, usage
 from vgpu.cluster.port import Obj
 from vgpu.pods import node_name
+from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import Status, error, unresolvable
+from vgpu_scheduler.plugins.preemption.budgets import Budget, violations
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 

@@ -22,18 +22,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import SKIP, SUCCESS, Status, error
-from scheduler.plugins.volumes import claims as cl
-from scheduler.plugins.volumes import prebind
-from scheduler.plugins.volumes.find import Plan, PodClaims, find_pod_volumes, pod_claims
-from scheduler.plugins.volumes.matching import bind_volume_to_claim
-from scheduler.plugins.volumes.objects import SELECTED_NODE, parse_claim, parse_volume
-from scheduler.plugins.volumes.store import CLASSES, PVCS, PVS, Storage
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, error
+from vgpu_scheduler.plugins.volumes import claims as cl
+from vgpu_scheduler.plugins.volumes import prebind
+from vgpu_scheduler.plugins.volumes.find import Plan, PodClaims, find_pod_volumes, pod_claims
+from vgpu_scheduler.plugins.volumes.matching import bind_volume_to_claim
+from vgpu_scheduler.plugins.volumes.objects import SELECTED_NODE, parse_claim, parse_volume
+from vgpu_scheduler.plugins.volumes.store import CLASSES, PVCS, PVS, Storage
 
 NAME = "VolumeBinding"
 _KEY = "VolumeBinding"

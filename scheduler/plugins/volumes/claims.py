@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.framework.cycle import ClusterEvent
-from scheduler.framework.podinfo import PodInfo
-from scheduler.plugins.volumes.objects import Claim
 from vgpu.cluster.port import Obj
+from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.plugins.volumes.objects import Claim
 
 
 @dataclass(frozen=True, slots=True)

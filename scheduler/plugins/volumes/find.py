@@ -8,23 +8,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.status import Status, error, unresolvable
-from scheduler.plugins.volumes import claims as cl
-from scheduler.plugins.volumes.matching import (
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import Status, error, unresolvable
+from vgpu_scheduler.plugins.volumes import claims as cl
+from vgpu_scheduler.plugins.volumes.matching import (
     affinity_matches,
     by_request,
     can_provision,
     find_matching_volume,
     topology_allows,
 )
-from scheduler.plugins.volumes.objects import (
+from vgpu_scheduler.plugins.volumes.objects import (
     CLAIM_LOST,
     WAIT_FOR_FIRST_CONSUMER,
     Claim,
     Volume,
 )
-from scheduler.plugins.volumes.store import Storage
+from vgpu_scheduler.plugins.volumes.store import Storage
 
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 NODE_CONFLICT = "node(s) had volume node affinity conflict"

@@ -20,17 +20,24 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping
 
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import SKIP, SUCCESS, Status, error, unresolvable, unschedulable
-from scheduler.plugins.volumes import claims as cl
-from scheduler.plugins.volumes.objects import Claim, CSINode
-from scheduler.plugins.volumes.store import CLASSES, CSINODES, PVCS, PVS, Storage
 from vgpu.errors import QuantityError
 from vgpu.quantity import parse_quantity
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import (
+    SKIP,
+    SUCCESS,
+    Status,
+    error,
+    unresolvable,
+    unschedulable,
+)
+from vgpu_scheduler.plugins.volumes import claims as cl
+from vgpu_scheduler.plugins.volumes.objects import Claim, CSINode
+from vgpu_scheduler.plugins.volumes.store import CLASSES, CSINODES, PVCS, PVS, Storage
 
 REASON = "node(s) exceed max volume count"
 ATTACHABLE = "attachable-volumes-"

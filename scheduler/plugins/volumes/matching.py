@@ -8,8 +8,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 
-from scheduler.plugins.node_affinity import term_matches
-from scheduler.plugins.volumes.objects import (
+from vgpu.cluster.port import Obj
+from vgpu_scheduler.plugins.node_affinity import term_matches
+from vgpu_scheduler.plugins.volumes.objects import (
     BOUND_BY_CONTROLLER,
     NO_PROVISIONER,
     VOLUME_AVAILABLE,
@@ -17,7 +18,6 @@ from scheduler.plugins.volumes.objects import (
     StorageClass,
     Volume,
 )
-from vgpu.cluster.port import Obj
 
 
 def affinity_matches(volume: Volume, labels: Mapping[str, str]) -> bool:

@@ -21,18 +21,18 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from scheduler.framework.podinfo import PodInfo
-from scheduler.plugins.volumes.matching import affinity_matches
-from scheduler.plugins.volumes.objects import (
+from vgpu import logs
+from vgpu.cluster.port import ClusterPort
+from vgpu.errors import ClusterError, NotFoundError
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.plugins.volumes.matching import affinity_matches
+from vgpu_scheduler.plugins.volumes.objects import (
     SELECTED_NODE,
     Claim,
     Volume,
     parse_claim,
     parse_volume,
 )
-from vgpu import logs
-from vgpu.cluster.port import ClusterPort
-from vgpu.errors import ClusterError, NotFoundError
 
 _log = logs.get("vgpu.scheduler.volumes")
 

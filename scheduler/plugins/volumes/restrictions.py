@@ -13,16 +13,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo, NodePod
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
-from scheduler.plugins.volumes import claims as cl
-from scheduler.plugins.volumes.objects import READ_WRITE_ONCE_POD
-from scheduler.plugins.volumes.store import PVCS, Storage
 from vgpu.cluster.port import Obj
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
+from vgpu_scheduler.plugins.volumes import claims as cl
+from vgpu_scheduler.plugins.volumes.objects import READ_WRITE_ONCE_POD
+from vgpu_scheduler.plugins.volumes.store import PVCS, Storage
 
 DISK_CONFLICT = "node(s) had no available disk"
 RWOP_CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and "

@@ -14,8 +14,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from scheduler.framework.interfaces import Handle, Lister
-from scheduler.plugins.volumes.objects import (
+from vgpu.cluster.port import Kind, Obj, key_of, resource_version
+from vgpu_scheduler.framework.interfaces import Handle, Lister
+from vgpu_scheduler.plugins.volumes.objects import (
     Claim,
     CSINode,
     StorageClass,
@@ -25,7 +26,6 @@ from scheduler.plugins.volumes.objects import (
     parse_storage_class,
     parse_volume,
 )
-from vgpu.cluster.port import Kind, Obj, key_of, resource_version
 
 T = TypeVar("T")
 

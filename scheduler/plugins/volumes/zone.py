@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable
-from scheduler.plugins.volumes import claims as cl
-from scheduler.plugins.volumes.objects import WAIT_FOR_FIRST_CONSUMER, Volume
-from scheduler.plugins.volumes.store import CLASSES, PVCS, PVS, Storage
+from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable
+from vgpu_scheduler.plugins.volumes import claims as cl
+from vgpu_scheduler.plugins.volumes.objects import WAIT_FOR_FIRST_CONSUMER, Volume
+from vgpu_scheduler.plugins.volumes.store import CLASSES, PVCS, PVS, Storage
 
 REASON = "node(s) had no available volume zone"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"

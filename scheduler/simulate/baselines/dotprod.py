@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.interfaces import Handle
-from scheduler.simulate.baselines.free_resources import (
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.simulate.baselines.free_resources import (
     MAX_SPEC_CPU,
     MAX_SPEC_GPU,
     FreeResourcesScore,

@@ -25,16 +25,16 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.candidate import Candidate
-from scheduler.framework.cycle import CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SUCCESS, Status
-from scheduler.placement import shares
-from scheduler.placement.shapes import MILLI, Shape, milli_of_percent
-from scheduler.simulate.baselines.fragmentation import (
+from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Status
+from vgpu_scheduler.placement import shares
+from vgpu_scheduler.placement.shapes import MILLI, Shape, milli_of_percent
+from vgpu_scheduler.simulate.baselines.fragmentation import (
     FragModel,
     fgd_score_from_delta,
     memory_free,

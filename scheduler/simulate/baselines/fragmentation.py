@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scheduler.placement.shapes import MILLI, Shape, take_gpus
+from vgpu_scheduler.placement.shapes import MILLI, Shape, take_gpus
 
 #: The FGD artifact's settings for the paper runs: shapes covering 95 % of tasks, CPU-only
 #: tasks included, every task weighted 1.

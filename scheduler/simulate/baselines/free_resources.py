@@ -14,13 +14,13 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.cycle import CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SUCCESS, Status
-from scheduler.placement import shares
+from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Status
+from vgpu_scheduler.placement import shares
 
 MAX_SPEC_CPU = 128_000.0  # the largest node the paper normalises by, milli-CPU
 MAX_SPEC_GPU = 8_000.0  # eight GPUs, milli-GPU

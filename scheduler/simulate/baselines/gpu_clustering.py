@@ -21,16 +21,16 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.cycle import CycleState, PreFilterResult
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.podinfo import PodInfo, parse
-from scheduler.framework.snapshot import Column, Snapshot
-from scheduler.framework.status import SUCCESS, Status
-from scheduler.placement import shares
-from scheduler.placement.shapes import MILLI, Shape
 from vgpu.cluster.port import Obj
 from vgpu.pods import node_name, pod_key
+from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
+from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo, parse
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SUCCESS, Status
+from vgpu_scheduler.placement import shares
+from vgpu_scheduler.placement.shapes import MILLI, Shape
 
 QUARTER = 25  # framework.MaxNodeScore / 4
 MAX_SPEC_MILLI = 8000  # the artifact's MaxSpecGpu: an 8-GPU node
