@@ -11,7 +11,7 @@ import pytest
 
 from tests import cycles
 
-PACKAGES = ("vgpu", "vgpu_webhook", "vgpu_certs")
+PACKAGES = ("vgpu", "vgpu_kubectl", "vgpu_webhook", "vgpu_certs")
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -1,8 +1,9 @@
 """``vgpu why POD``: one readable answer to "why is my pod pending", and where it went.
 
 A pure function from what the cluster holds (the pod, its events, the nodes and the other
-pods, as plain API dicts) to a :class:`Report`, plus its renderings (:mod:`vgpu.why_render`).
-Its sources, each written by the component that knew the fact, at no extra API call:
+pods, as plain API dicts) to a :class:`Report`, plus its renderings
+(:mod:`vgpu_kubectl.why_render`). Its sources, each written by the component that knew
+the fact, at no extra API call:
 
 - ``vgpu.io/admission`` (the webhook's patch), or a ``FailedAdmission`` event on a pod
   the webhook denied, which therefore does not exist;
@@ -10,7 +11,7 @@ Its sources, each written by the component that knew the fact, at no extra API c
   attempt's per-node summary); ``vgpu.io/assignment``, ``bind-phase``, ``bind-time``;
 - ``vgpu.io/allocation`` (the node agent's success patch): the Allocate answer's time,
   its delay after the binding, the isolation given;
-- for a pending pod, the nodes closest to holding it now (:mod:`vgpu.closest`).
+- for a pending pod, the nodes closest to holding it now (:mod:`vgpu_kubectl.closest`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Any
 
 from vgpu import heartbeat, meta, times
 from vgpu.annotations import BIND_PHASE, BIND_REASON, BIND_TIME, NODE_GPUS, NODE_HEARTBEAT
-from vgpu.closest import NodeFit, closest_nodes
 from vgpu.codecs import assignment_of, decode_inventory
 from vgpu.config import Config
 from vgpu.errors import CodecError, RequestError
@@ -30,6 +30,7 @@ from vgpu.pods import node_name, pod_key
 from vgpu.records import ADMISSION, ALLOCATION, Allocation, decode_admission, decode_allocation
 from vgpu.requests import parse_pod
 from vgpu.usage import claimed, tally
+from vgpu_kubectl.closest import NodeFit, closest_nodes
 
 Obj = Mapping[str, Any]
 DENIED_REASON = "FailedAdmission"

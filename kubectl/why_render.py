@@ -1,4 +1,4 @@
-"""The two renderings of a :class:`vgpu.why.Report`: text for people, JSON for scripts."""
+"""The two renderings of a :class:`vgpu_kubectl.why.Report`: text for people, JSON for scripts."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from vgpu.why import Report
+from vgpu_kubectl.why import Report
 
 _W = 13
 
