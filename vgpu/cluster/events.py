@@ -12,12 +12,27 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from dataclasses import dataclass
 from typing import Literal
 
 from vgpu.cluster.port import Obj
 
 #: The API server refuses longer messages.
 MAX_MESSAGE = 1024
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """A Kubernetes Event as the in-memory cluster keeps it."""
+
+    kind: str
+    namespace: str
+    name: str
+    type: str
+    reason: str
+    message: str
+    component: str
+    count: int = 1
 
 
 def event_object(obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
