@@ -26,8 +26,8 @@ from vgpu.annotations import BIND_PHASE, BIND_REASON, BIND_TIME, NODE_GPUS, NODE
 from vgpu.codecs import assignment_of, decode_inventory
 from vgpu.config import Config
 from vgpu.errors import CodecError, RequestError
+from vgpu.pod_history import ADMISSION, ALLOCATION, Allocation, decode_admission, decode_allocation
 from vgpu.pods import node_name, pod_key
-from vgpu.records import ADMISSION, ALLOCATION, Allocation, decode_admission, decode_allocation
 from vgpu.requests import parse_pod
 from vgpu.usage import claimed, tally
 from vgpu_kubectl.closest import NodeFit, closest_nodes

@@ -18,7 +18,7 @@ from vgpu import builders, codecs
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, BIND_REASON, BIND_TIME
 from vgpu.cluster.events import event_object
 from vgpu.config import Config
-from vgpu.records import (
+from vgpu.pod_history import (
     ADMISSION,
     ALLOCATION,
     Allocation,
