@@ -83,7 +83,7 @@ class Report:
 
 def event_line(event: Obj) -> EventLine:
     when = event.get("lastTimestamp") or event.get("eventTime") or event.get(
-        "firstTimestamp") or (event.get("metadata") or {}).get("creationTimestamp") or ""
+        "firstTimestamp") or meta.of(event).get("creationTimestamp") or ""
     source = event.get("source") or {}
     return EventLine(str(when), str(event.get("type", "")), str(event.get("reason", "")),
                      str(event.get("message", "")), int(event.get("count") or 1),
@@ -111,7 +111,7 @@ def _placement(pod: Obj, nodes: Sequence[Obj]) -> tuple[tuple[GpuLine, ...], lis
         return (), []
     devices = {}
     for n in nodes:
-        if (n.get("metadata") or {}).get("name") == assignment.node:
+        if meta.name(n) == assignment.node:
             try:
                 devices = {d.uuid: d for d in decode_inventory(
                     meta.annotations_of(n).get(NODE_GPUS)).devices}
@@ -169,7 +169,7 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
     expiry = config.node_heartbeat_expiry_seconds
     for n in nodes:
         ann = meta.annotations_of(n)
-        name = str((n.get("metadata") or {}).get("name", ""))
+        name = meta.name(n)
         if NODE_GPUS not in ann:
             continue
         try:

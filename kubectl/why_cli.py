@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 import sys
 
-from vgpu import config
+from vgpu import config, meta
 from vgpu.cluster.port import ClusterPort, Selector
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError, NotFoundError
@@ -56,7 +56,7 @@ def collect(cluster: ClusterPort, cfg: config.Config, namespace: str, name: str,
     except NotFoundError:
         pod = None
     events = cluster.list("events", Selector(namespace=namespace, involved_name=name)).items
-    uid = (pod or {}).get("metadata", {}).get("uid")
+    uid = meta.uid(pod) if pod is not None else ""
     if uid:
         # Events of an earlier pod of the same name are not this pod's story.
         events = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (uid, None)]

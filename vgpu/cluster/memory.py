@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from vgpu import meta
+from vgpu import meta, times
 from vgpu.cluster import budgets
 from vgpu.cluster.events import RecordedEvent
 from vgpu.cluster.history import History
@@ -75,7 +75,7 @@ class MemoryCluster:
 
     @staticmethod
     def _now() -> str:
-        return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return times.format_time(dt.datetime.now(dt.UTC))
 
     @staticmethod
     def _stale(res: Resource, obj: Obj, wanted: str) -> ConflictError:

@@ -23,6 +23,7 @@ from urllib.parse import quote
 import orjson
 import urllib3
 
+from vgpu import meta
 from vgpu.cluster.events import event_object
 from vgpu.cluster.port import ALL, Kind, ListResult, Obj, Selector, WatchEvent
 from vgpu.cluster.resources import DEFAULT_NAMESPACE, Resource, check_selector, resource
@@ -111,10 +112,11 @@ class KubeCluster:
             page = self.request_json("GET", paths.path(res, namespace=selector.namespace),
                                      f"list {kind}", query=[*query, *paging])
             items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            cont = meta.get("continue") or ""
+            listed = meta.of(page)
+            cont = listed.get("continue") or ""
             if not cont:
-                return ListResult(items=items, resource_version=str(meta.get("resourceVersion")))
+                return ListResult(items=items,
+                                  resource_version=str(listed.get("resourceVersion")))
 
     def watch(self, kind: Kind, resource_version: str, selector: Selector = ALL,
               timeout_seconds: float = 30.0) -> Iterator[WatchEvent]:
@@ -165,8 +167,7 @@ class KubeCluster:
 
     def create(self, kind: Kind, obj: Obj) -> Obj:
         res = self._resource(kind)
-        namespace = (obj.get("metadata") or {}).get("namespace") or (
-            DEFAULT_NAMESPACE if res.namespaced else None)
+        namespace = meta.namespace(obj) or (DEFAULT_NAMESPACE if res.namespaced else None)
         return self.request_json("POST", paths.path(res, namespace=namespace),
                                  f"create {res.singular}", body=paths.typed(res, obj))
 
@@ -177,12 +178,11 @@ class KubeCluster:
 
     def replace(self, kind: Kind, obj: Obj) -> Obj:
         res = self._resource(kind)
-        meta = obj.get("metadata") or {}
-        name = meta.get("name")
+        name = meta.name(obj)
         if not name:
             # Without a name the path would be the collection's, and a PUT there a 405.
             raise InvalidError(f"replace {res.singular}: the object has no metadata.name")
-        return self.request_json("PUT", paths.path(res, name, meta.get("namespace")),
+        return self.request_json("PUT", paths.path(res, name, meta.namespace(obj) or None),
                                  f"replace {res.singular} {name}", body=paths.typed(res, obj))
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
