@@ -4,7 +4,8 @@ This package is the shared core that the components (the webhook, the scheduler,
 agent, certs and the kubectl plugin) import, and that imports none of them: configuration,
 the parsed GPU request of a pod, the device model and fit arithmetic, the annotation
 codecs, the cluster port with its adapters, and the ``vgpu`` command's dispatcher. Only
-:mod:`vgpu.kube` does network I/O.
+:mod:`vgpu.kube` talks to an API server (and :mod:`vgpu.probes` serves the components'
+``/metrics`` and probes).
 """
 
 from __future__ import annotations
