@@ -23,8 +23,8 @@ from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, assignment_of, bind_time
 from vgpu.config import Config
 from vgpu.errors import CodecError, VgpuError
+from vgpu.pod_history import ALLOCATION, Allocation, encode_allocation
 from vgpu.pods import container_names, pod_key
-from vgpu.records import ALLOCATION, Allocation, encode_allocation
 from vgpu_nodeagent import backends, grants, matching, preferred
 from vgpu_nodeagent.backend import Backend, Live
 from vgpu_nodeagent.pods import InFlight, is_allocating, uid_of

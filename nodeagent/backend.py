@@ -24,7 +24,7 @@ from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
 from vgpu.config.isolation import check_split
 from vgpu.errors import ClusterError
-from vgpu.records import Isolation
+from vgpu.pod_history import Isolation
 from vgpu_nodeagent.grants import PRELOAD_IN_CONTAINER
 from vgpu_nodeagent.mps import MpsDaemon
 

@@ -17,23 +17,21 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # vgpu.config imports this module's modes, and codecs imports config
-    from vgpu.codecs import Assignment, GrantedDevice
+from vgpu import policy
+from vgpu.codecs import Assignment, GrantedDevice
 
-#: The gate's modes (``scheduler.permitGate``): hold only confusable pods, or every GPU
-#: pod behind the node's in-flight one (the behaviour before device-ID matching).
-AMBIGUOUS = "ambiguous"
-NODE = "node"
-GATE_MODES = (AMBIGUOUS, NODE)
+#: The gate's mode that holds every GPU pod behind the node's in-flight one; the modes are
+#: declared with the other policy names (:data:`vgpu.policy.PERMIT_GATES`), which the
+#: configuration offers without importing this module.
+NODE = policy.PERMIT_NODE
 
 #: Whether two assignments may not be in flight on one node together.
-Conflicts = Callable[["Assignment | None", "Assignment | None"], bool]
+Conflicts = Callable[[Assignment | None, Assignment | None], bool]
 
 _PLACEHOLDER = operator.methodcaller("startswith", "?")
 
-_Grant = tuple[tuple["GrantedDevice", ...], "int | None"]
+_Grant = tuple[tuple[GrantedDevice, ...], int | None]
 
 
 def _grants(assignment: Assignment) -> list[_Grant]:
@@ -80,7 +78,7 @@ def gpus_at_stake(node: str, inflight: Iterable[Assignment | None]) -> frozenset
 
 
 #: Per GPU, the (memory MiB, cores, priority) of each one-GPU container in flight on it.
-OneGpuGrants = dict[str, set[tuple[int, int, "int | None"]]]
+OneGpuGrants = dict[str, set[tuple[int, int, int | None]]]
 
 
 def one_gpu_grants(node: str, inflight: Iterable[Assignment | None]) -> OneGpuGrants | None:

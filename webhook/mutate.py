@@ -27,8 +27,8 @@ from vgpu.annotations import GPUMEM_PERCENTAGE
 from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
 from vgpu.errors import RequestError
+from vgpu.pod_history import ADMISSION, encode_admission
 from vgpu.pods import containers
-from vgpu.records import ADMISSION, encode_admission
 from vgpu.requests import (
     ContainerRequest,
     PodRequest,

@@ -11,8 +11,8 @@ from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
 from vgpu.errors import CodecError
+from vgpu.pod_history import ALLOCATION
 from vgpu.pods import is_terminated, node_name
-from vgpu.records import ALLOCATION
 from vgpu_scheduler.framework import podinfo
 from vgpu_scheduler.framework.nodeinfo import NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo

@@ -5,7 +5,8 @@ Every knob of DESIGN §2 plus the per-component settings, as frozen dataclasses.
 environment variable ``VGPU_<SNAKE_CASE>`` overrides a top-level key and
 ``VGPU_<SECTION>__<SNAKE_CASE>`` a key of a section (``VGPU_SCHEDULER__PERMIT_TIMEOUT_SECONDS``).
 Every wrong key or value is rejected with a message naming the key, the value and what is
-allowed; nothing is silently ignored.
+allowed; nothing is silently ignored. A file starts with its format's ``version: v1``
+(:mod:`~vgpu.config.version`; a file without it is read as v1).
 
 :mod:`~vgpu.config.sections` declares the settings, :mod:`~vgpu.config.loading` reads them
 from files and the environment, and :mod:`~vgpu.config.cli` is ``vgpu config`` and the

@@ -14,7 +14,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from vgpu.cluster.port import Kind, Obj, key_of, resource_version
+from vgpu.cluster.port import Kind, Obj, key_of
+from vgpu.meta import resource_version
 from vgpu_scheduler.framework.interfaces import Handle, Lister
 from vgpu_scheduler.plugins.volumes.objects import (
     Claim,

@@ -6,11 +6,12 @@ import argparse
 import datetime as dt
 import sys
 
-from vgpu import config, inspect
+from vgpu import config
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube import adapter
+from vgpu_kubectl import inspect
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.

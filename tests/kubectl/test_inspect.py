@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.ops.cluster_fixture import A0, A1, B0, NODES, NOW, PODS, gpu, node, pod
-from vgpu import cli, config, inspect, inspect_cli
+from vgpu import cli, config
 from vgpu.cluster.memory import MemoryCluster
+from vgpu_kubectl import inspect, inspect_cli
 
 
 def report(nodes: list[dict[str, Any]] = NODES, pods: list[dict[str, Any]] = PODS,

@@ -1,4 +1,5 @@
-"""What the webhook and the node agent record on a pod for ``vgpu why``: two annotations.
+"""A GPU pod's history as the components record it on the pod, for ``vgpu why``: what the
+webhook and the node agent did to it, in two annotations.
 
 Both ride on a write the component makes anyway, so recording costs no API call:
 
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu import times
-from vgpu.codecs import encode_heartbeat
 from vgpu.errors import CodecError
 
 ADMISSION = "vgpu.io/admission"
@@ -76,7 +76,7 @@ def decode_admission(raw: str) -> tuple[str, ...]:
 
 def encode_allocation(record: Allocation) -> str:
     body: dict[str, Any] = {
-        "version": VERSION, "time": encode_heartbeat(record.time), "node": record.node,
+        "version": VERSION, "time": times.format_micro(record.time), "node": record.node,
         "containers": list(record.containers),
         "isolation": {"mode": record.isolation.mode, "enforced": record.isolation.enforced,
                       "detail": record.isolation.detail}}

@@ -1,4 +1,4 @@
-"""``vgpu why``'s report, built from API objects alone (vgpu/why.py, vgpu/closest.py).
+"""``vgpu why``'s report, built from API objects alone (kubectl/why.py, kubectl/closest.py).
 
 Table-driven over the states a pod can be in, plus the README's example, which is this
 file's output: the test fails when the README's block and the rendering part ways.
@@ -18,7 +18,7 @@ from vgpu import builders, codecs
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, BIND_REASON, BIND_TIME
 from vgpu.cluster.events import event_object
 from vgpu.config import Config
-from vgpu.records import (
+from vgpu.pod_history import (
     ADMISSION,
     ALLOCATION,
     Allocation,
@@ -26,8 +26,8 @@ from vgpu.records import (
     encode_admission,
     encode_allocation,
 )
-from vgpu.why import Cluster, build
-from vgpu.why_render import render_json, render_text
+from vgpu_kubectl.why import Cluster, build
+from vgpu_kubectl.why_render import render_json, render_text
 
 NOW = dt.datetime(2026, 11, 23, 10, 0, 0, tzinfo=dt.UTC)
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -6,11 +6,12 @@ import argparse
 import datetime as dt
 import sys
 
-from vgpu import config, why, why_render
+from vgpu import config, meta
 from vgpu.cluster.port import ClusterPort, Selector
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError, NotFoundError
 from vgpu.kube import adapter
+from vgpu_kubectl import why, why_render
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
@@ -55,7 +56,7 @@ def collect(cluster: ClusterPort, cfg: config.Config, namespace: str, name: str,
     except NotFoundError:
         pod = None
     events = cluster.list("events", Selector(namespace=namespace, involved_name=name)).items
-    uid = (pod or {}).get("metadata", {}).get("uid")
+    uid = meta.uid(pod) if pod is not None else ""
     if uid:
         # Events of an earlier pod of the same name are not this pod's story.
         events = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (uid, None)]

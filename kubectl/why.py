@@ -1,8 +1,9 @@
 """``vgpu why POD``: one readable answer to "why is my pod pending", and where it went.
 
 A pure function from what the cluster holds (the pod, its events, the nodes and the other
-pods, as plain API dicts) to a :class:`Report`, plus its renderings (:mod:`vgpu.why_render`).
-Its sources, each written by the component that knew the fact, at no extra API call:
+pods, as plain API dicts) to a :class:`Report`, plus its renderings
+(:mod:`vgpu_kubectl.why_render`). Its sources, each written by the component that knew
+the fact, at no extra API call:
 
 - ``vgpu.io/admission`` (the webhook's patch), or a ``FailedAdmission`` event on a pod
   the webhook denied, which therefore does not exist;
@@ -10,7 +11,7 @@ Its sources, each written by the component that knew the fact, at no extra API c
   attempt's per-node summary); ``vgpu.io/assignment``, ``bind-phase``, ``bind-time``;
 - ``vgpu.io/allocation`` (the node agent's success patch): the Allocate answer's time,
   its delay after the binding, the isolation given;
-- for a pending pod, the nodes closest to holding it now (:mod:`vgpu.closest`).
+- for a pending pod, the nodes closest to holding it now (:mod:`vgpu_kubectl.closest`).
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ from typing import Any
 
 from vgpu import heartbeat, meta, times
 from vgpu.annotations import BIND_PHASE, BIND_REASON, BIND_TIME, NODE_GPUS, NODE_HEARTBEAT
-from vgpu.closest import NodeFit, closest_nodes
 from vgpu.codecs import assignment_of, decode_inventory
 from vgpu.config import Config
 from vgpu.errors import CodecError, RequestError
+from vgpu.pod_history import ADMISSION, ALLOCATION, Allocation, decode_admission, decode_allocation
 from vgpu.pods import node_name, pod_key
-from vgpu.records import ADMISSION, ALLOCATION, Allocation, decode_admission, decode_allocation
 from vgpu.requests import parse_pod
 from vgpu.usage import claimed, tally
+from vgpu_kubectl.closest import NodeFit, closest_nodes
 
 Obj = Mapping[str, Any]
 DENIED_REASON = "FailedAdmission"
@@ -82,7 +83,7 @@ class Report:
 
 def event_line(event: Obj) -> EventLine:
     when = event.get("lastTimestamp") or event.get("eventTime") or event.get(
-        "firstTimestamp") or (event.get("metadata") or {}).get("creationTimestamp") or ""
+        "firstTimestamp") or meta.of(event).get("creationTimestamp") or ""
     source = event.get("source") or {}
     return EventLine(str(when), str(event.get("type", "")), str(event.get("reason", "")),
                      str(event.get("message", "")), int(event.get("count") or 1),
@@ -110,7 +111,7 @@ def _placement(pod: Obj, nodes: Sequence[Obj]) -> tuple[tuple[GpuLine, ...], lis
         return (), []
     devices = {}
     for n in nodes:
-        if (n.get("metadata") or {}).get("name") == assignment.node:
+        if meta.name(n) == assignment.node:
             try:
                 devices = {d.uuid: d for d in decode_inventory(
                     meta.annotations_of(n).get(NODE_GPUS)).devices}
@@ -168,7 +169,7 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
     expiry = config.node_heartbeat_expiry_seconds
     for n in nodes:
         ann = meta.annotations_of(n)
-        name = str((n.get("metadata") or {}).get("name", ""))
+        name = meta.name(n)
         if NODE_GPUS not in ann:
             continue
         try:

@@ -84,11 +84,6 @@ class Report:
     warnings: tuple[ReportWarning, ...] = field(default=())
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
 @dataclass
 class _Pods:
     """The pods' side of the report: assignments and slices by node, pending count."""
@@ -130,7 +125,7 @@ def _node_row(obj: Mapping[str, Any], pods: _Pods, *, now: dt.datetime, expiry: 
               scaling: float, warnings: list[ReportWarning]) -> NodeRow | None:
     """The node's row; None for a node without an inventory (no agent publishes there)
     or with an unreadable one (a warning says which)."""
-    name = str(_meta(obj).get("name") or "?")
+    name = meta.name(obj) or "?"
     ann = meta.annotations_of(obj)
     if NODE_GPUS not in ann:
         return None

@@ -1,4 +1,4 @@
-"""The two renderings of a :class:`vgpu.why.Report`: text for people, JSON for scripts."""
+"""The two renderings of a :class:`vgpu_kubectl.why.Report`: text for people, JSON for scripts."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import datetime as dt
 import json
 from typing import Any
 
-from vgpu.why import Report
+from vgpu import times
+from vgpu_kubectl.why import Report
 
 _W = 13
 
@@ -64,7 +65,7 @@ def render_text(report: Report) -> str:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, dt.datetime):
-        return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return times.format_micro(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
