@@ -20,22 +20,25 @@ from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
-from vgpu_nodeagent import environment, events, isolation_metrics, progress, virtual
-from vgpu_nodeagent.allocator import Allocator
-from vgpu_nodeagent.backend import Backend, node_label
-from vgpu_nodeagent.discovery import Discovery, GpuFacts
-from vgpu_nodeagent.health import HealthTracker
-from vgpu_nodeagent.metrics import Metrics, MetricsServer, Sources
-from vgpu_nodeagent.plugin import DeviceList, DevicePluginService
-from vgpu_nodeagent.podresources import (
+from vgpu_nodeagent import environment, events
+from vgpu_nodeagent.allocation import progress
+from vgpu_nodeagent.allocation.allocator import Allocator
+from vgpu_nodeagent.allocation.inflight import InFlight
+from vgpu_nodeagent.devices import virtual
+from vgpu_nodeagent.devices.discovery import Discovery, GpuFacts
+from vgpu_nodeagent.devices.health import HealthTracker
+from vgpu_nodeagent.isolation import metrics as isolation_metrics
+from vgpu_nodeagent.isolation.mode import Backend, node_label
+from vgpu_nodeagent.isolation.watchdog import Watchdog
+from vgpu_nodeagent.kubelet.plugin import DeviceList, DevicePluginService
+from vgpu_nodeagent.kubelet.podresources import (
     KubeletView,
     Mismatch,
     PodResourcesClient,
     PodResourcesWatch,
 )
-from vgpu_nodeagent.pods import InFlight
-from vgpu_nodeagent.server import PluginServer
-from vgpu_nodeagent.watchdog import Watchdog
+from vgpu_nodeagent.kubelet.server import PluginServer
+from vgpu_nodeagent.metrics import Metrics, MetricsServer, Sources
 from vgpu_nodeagent.writer import InventoryPublisher, PhaseWriter
 
 _log = logs.get("vgpu.nodeagent")

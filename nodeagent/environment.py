@@ -7,7 +7,7 @@ import os
 
 from vgpu.config import Config
 from vgpu.errors import ConfigError
-from vgpu_nodeagent import grants
+from vgpu_nodeagent.isolation import grants
 
 
 def check(config: Config) -> None:

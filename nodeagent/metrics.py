@@ -20,8 +20,8 @@ from vgpu.errors import CodecError
 from vgpu.pods import pod_key
 from vgpu.probes import Check, ProbeServer
 from vgpu.usage import claimed
-from vgpu_nodeagent.discovery import GpuFacts, GpuSample
-from vgpu_nodeagent.podresources import KubeletView
+from vgpu_nodeagent.devices.discovery import GpuFacts, GpuSample
+from vgpu_nodeagent.kubelet.podresources import KubeletView
 
 _log = logs.get("vgpu.nodeagent.metrics")
 

@@ -23,7 +23,7 @@ from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, from_mapping
 from vgpu.errors import EvictionRefusedError
 from vgpu_nodeagent.agent import NodeAgent, Options
-from vgpu_nodeagent.fake import FakeDiscovery
+from vgpu_nodeagent.devices.fake import FakeDiscovery
 
 CID = "ab" * 32
 OTHER = "cd" * 32

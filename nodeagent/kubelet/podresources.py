@@ -34,7 +34,7 @@ from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
 from vgpu.pods import bind_phase, pod_key
 from vgpu.usage import claimed
-from vgpu_nodeagent import virtual
+from vgpu_nodeagent.devices import virtual
 from vgpu_nodeagent.proto import podresources_pb2, podresources_pb2_grpc
 
 _log = logs.get("vgpu.nodeagent.podresources")

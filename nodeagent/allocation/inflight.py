@@ -3,7 +3,7 @@
 Allocate must not cost an API round trip, so the agent keeps an :class:`Informer` over the
 pods bound to its node and indexes those in ``vgpu.io/bind-phase: allocating`` as events
 arrive. It also remembers which containers of such a pod were already allocated (on disk
-too, :mod:`vgpu_nodeagent.progress`, so a restarted agent carries on), and which pods it
+too, :mod:`vgpu_nodeagent.allocation.progress`, so a restarted agent carries on), and which pods it
 finished but whose phase patch the watch has not shown yet.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Collection
 from vgpu.annotations import PHASE_ALLOCATING
 from vgpu.cluster.port import Obj
 from vgpu.pods import bind_phase, is_terminated, pod_key
-from vgpu_nodeagent.progress import ProgressFile
+from vgpu_nodeagent.allocation.progress import ProgressFile
 
 
 def uid_of(pod: Obj) -> str:

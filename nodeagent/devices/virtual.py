@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from vgpu.codecs import NodeInventory
 from vgpu.devices import FULL_CORES, Device
 from vgpu.isolation import UNKNOWN
-from vgpu_nodeagent.discovery import NUMA_UNKNOWN, GpuFacts
+from vgpu_nodeagent.devices.discovery import NUMA_UNKNOWN, GpuFacts
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"

@@ -25,8 +25,8 @@ from vgpu.config import Config
 from vgpu.config.isolation import check_split
 from vgpu.errors import ClusterError
 from vgpu.records import Isolation
-from vgpu_nodeagent.grants import PRELOAD_IN_CONTAINER
-from vgpu_nodeagent.mps import MpsDaemon
+from vgpu_nodeagent.isolation.grants import PRELOAD_IN_CONTAINER
+from vgpu_nodeagent.isolation.mps import MpsDaemon
 
 _log = logs.get("vgpu.nodeagent.isolation")
 
