@@ -24,7 +24,8 @@ from vgpu_nodeagent import environment, events
 from vgpu_nodeagent.allocation import progress
 from vgpu_nodeagent.allocation.allocator import Allocator
 from vgpu_nodeagent.allocation.inflight import InFlight
-from vgpu_nodeagent.devices import virtual
+from vgpu_nodeagent.allocation.phases import PhaseWriter
+from vgpu_nodeagent.devices import inventory, virtual
 from vgpu_nodeagent.devices.discovery import Discovery, GpuFacts
 from vgpu_nodeagent.devices.health import HealthTracker
 from vgpu_nodeagent.isolation import metrics as isolation_metrics
@@ -39,7 +40,6 @@ from vgpu_nodeagent.kubelet.podresources import (
 )
 from vgpu_nodeagent.kubelet.server import PluginServer
 from vgpu_nodeagent.metrics import Metrics, MetricsServer, Sources
-from vgpu_nodeagent.writer import InventoryPublisher, PhaseWriter
 
 _log = logs.get("vgpu.nodeagent")
 
@@ -96,8 +96,8 @@ class NodeAgent:
                                      Selector(node_name=self.node),
                                      watch_timeout=options.watch_timeout)
             self.phases = PhaseWriter(port)
-        self.publisher = InventoryPublisher(port, self.node,
-                                            config.nodeagent.heartbeat_seconds)
+        self.publisher = inventory.InventoryPublisher(port, self.node,
+                                                      config.nodeagent.heartbeat_seconds)
         self.pod_resources: PodResourcesWatch | None = None
         if port is not None and config.nodeagent.pod_resources_socket:
             self.pod_resources = PodResourcesWatch(
@@ -170,7 +170,7 @@ class NodeAgent:
     def inventory(self) -> NodeInventory:
         mode = self.backend.current().mode
         with self._lock:
-            return virtual.inventory(self._facts, self._unhealthy, self.split, mode)
+            return inventory.inventory(self._facts, self._unhealthy, self.split, mode)
 
     def healthz(self) -> tuple[bool, str]:
         stalled = time.monotonic() - self._last_tick > 10 * max(self.options.poll_seconds, 0.5)

@@ -27,10 +27,10 @@ from vgpu.pods import container_names, pod_key
 from vgpu.records import ALLOCATION, Allocation, encode_allocation
 from vgpu_nodeagent.allocation import matching, preferred
 from vgpu_nodeagent.allocation.inflight import InFlight, is_allocating, uid_of
+from vgpu_nodeagent.allocation.phases import PhaseUpdate, PhaseWriter
 from vgpu_nodeagent.devices.virtual import physical_uuid
 from vgpu_nodeagent.isolation import answers, grants
 from vgpu_nodeagent.isolation.mode import Backend, Live
-from vgpu_nodeagent.writer import PhaseUpdate, PhaseWriter
 
 _log = logs.get("vgpu.nodeagent.allocate")
 
