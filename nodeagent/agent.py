@@ -8,10 +8,10 @@ inventory publisher, the fault watch (NVML XID events), and the metrics server.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from prometheus_client.core import Metric
 
@@ -20,7 +20,8 @@ from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
-from vgpu_nodeagent import environment, events
+from vgpu.errors import ConfigError
+from vgpu_nodeagent import events
 from vgpu_nodeagent.allocation import progress
 from vgpu_nodeagent.allocation.allocator import Allocator
 from vgpu_nodeagent.allocation.inflight import InFlight
@@ -28,6 +29,7 @@ from vgpu_nodeagent.allocation.phases import PhaseWriter
 from vgpu_nodeagent.devices import inventory, virtual
 from vgpu_nodeagent.devices.discovery import Discovery, GpuFacts
 from vgpu_nodeagent.devices.health import HealthTracker
+from vgpu_nodeagent.isolation import grants
 from vgpu_nodeagent.isolation import metrics as isolation_metrics
 from vgpu_nodeagent.isolation.mode import Backend, node_label
 from vgpu_nodeagent.isolation.watchdog import Watchdog
@@ -40,29 +42,13 @@ from vgpu_nodeagent.kubelet.podresources import (
 )
 from vgpu_nodeagent.kubelet.server import PluginServer
 from vgpu_nodeagent.metrics import Metrics, MetricsServer, Sources
+from vgpu_nodeagent.options import Options
 
 _log = logs.get("vgpu.nodeagent")
 
-ENDPOINT = "vgpu.sock"
 #: How long after a GetPreferredAllocation or Allocate call the kubelet's pod resources
 #: are not read (a kubelet may admit the next container of the pod at once).
 ADMISSION_QUIET_SECONDS = 2.0
-
-
-@dataclass(frozen=True)
-class Options:
-    """Run-time settings that are not cluster configuration."""
-
-    node_name: str
-    #: None: no metrics server; 0: any free port (tests).
-    metrics_port: int | None = None
-    metrics_host: str = "0.0.0.0"
-    endpoint: str = ENDPOINT
-    poll_seconds: float = 0.1
-    #: How long the informer's watch calls last before they are renewed.
-    watch_timeout: float = 30.0
-    #: Where the watchdog reads processes' cgroups (the host's /proc, with hostPID).
-    proc_root: str = "/proc"
 
 
 class NodeAgent:
@@ -184,6 +170,29 @@ class NodeAgent:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def _check_environment(self) -> None:
+        """What the node must provide before the agent serves: the kubelet's device-plugin
+        folder, and HAMi-core's library and preload list when ``nodeagent.hamiCorePath``
+        is set."""
+        folder = self.config.nodeagent.device_plugin_dir
+        if not os.path.isdir(folder):
+            raise ConfigError(f"device-plugin folder {folder} does not exist: mount the "
+                              "kubelet's /var/lib/kubelet/device-plugins into the agent or "
+                              "pass --device-plugin-dir")
+        library = self.config.nodeagent.hami_core_path
+        if not library:
+            return
+        if not os.path.isfile(library):
+            raise ConfigError(f"nodeagent.hamiCorePath: {library} is not a file; mount the "
+                              "host folder holding libvgpu.so at the same path in the agent")
+        preload = grants.preload_host_path(self.config)
+        try:
+            os.makedirs(os.path.dirname(preload), exist_ok=True)
+            with open(preload, "w", encoding="ascii") as handle:
+                handle.write(grants.preload_content())
+        except OSError as exc:
+            raise ConfigError(f"cannot write {preload} for HAMi-core: {exc.strerror}") from None
+
     def _configure_isolation(self) -> None:
         """The node's mode from its ``vgpu.io/isolation`` label, read once at start."""
         choice = self.backend.configure(node_label(self.port, self.node))
@@ -201,7 +210,7 @@ class NodeAgent:
 
     def start(self) -> None:
         """Serve, register and start every loop; returns once serving."""
-        environment.check(self.config)
+        self._check_environment()
         self._configure_isolation()
         self._update_devices()
         if self.informer is not None:

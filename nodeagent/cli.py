@@ -13,8 +13,9 @@ from vgpu import logs
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
-from vgpu_nodeagent.agent import NodeAgent, Options
+from vgpu_nodeagent.agent import NodeAgent
 from vgpu_nodeagent.devices.discovery import Discovery
+from vgpu_nodeagent.options import Options
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
