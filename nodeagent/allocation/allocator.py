@@ -142,8 +142,8 @@ class Allocator:
                 extra: Mapping[str, str] | None = None) -> None:
         """Queue the pod's ``bind-phase`` patch (none without a cluster)."""
         if self._phases is not None:
-            namespace, name = pod_key(pod).split("/", 1)
-            self._phases.submit(PhaseUpdate(namespace, name, phase, reason, extra or {}))
+            self._phases.submit(PhaseUpdate(meta.namespace(pod, "default"), meta.name(pod),
+                                            phase, reason, extra or {}))
 
     def _complete(self, pod: Obj, containers: Collection[str]) -> None:
         """Mark the pod allocated, with the record ``vgpu why`` reads, in one patch."""

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Collection
 
+from vgpu import meta
 from vgpu.annotations import PHASE_ALLOCATING
 from vgpu.cluster.port import Obj
 from vgpu.pods import bind_phase, is_terminated, pod_key
@@ -20,13 +21,13 @@ from vgpu_nodeagent.allocation.progress import ProgressFile
 
 
 def uid_of(pod: Obj) -> str:
-    return str((pod.get("metadata") or {}).get("uid") or pod_key(pod))
+    return meta.uid(pod) or pod_key(pod)
 
 
 def is_allocating(pod: Obj) -> bool:
     return (bind_phase(pod) == PHASE_ALLOCATING
             and not is_terminated(pod)
-            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
+            and not meta.deleting(pod))
 
 
 class InFlight:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from vgpu import isolation, logs
+from vgpu import isolation, logs, meta
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
 from vgpu.config.isolation import check_split
@@ -109,10 +109,9 @@ def node_label(port: ClusterPort | None, node: str) -> str | None:
     if port is None:
         return None
     try:
-        labels = port.get("nodes", node).get("metadata", {}).get("labels")
+        labels = meta.labels_of(port.get("nodes", node))
     except ClusterError as exc:
         _log.warning("cannot read this node's labels; using the cluster's isolation mode",
                      error=str(exc))
         return None
-    value = (labels or {}).get(isolation.NODE_LABEL)
-    return None if value is None else str(value)
+    return labels.get(isolation.NODE_LABEL)

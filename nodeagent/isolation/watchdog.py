@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from vgpu import logs
+from vgpu import logs, meta
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config.isolation import WatchdogConfig
 from vgpu.errors import ClusterError, CodecError
@@ -41,7 +41,7 @@ def owners_of(pids: Sequence[int], pods: Sequence[Obj],
     """The container of each PID (None: not a pod's process), with its vgpu grants."""
     by_uid: dict[str, tuple[str, dict[str, str], dict[str, dict[str, int]]]] = {}
     for pod in pods:
-        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        uid = meta.uid(pod)
         try:
             assignment = claimed(pod)
         except CodecError:
