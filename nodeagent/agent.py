@@ -138,7 +138,7 @@ class NodeAgent:
         return self.server.registered.is_set()
 
     def _admission_quiet(self) -> bool:
-        """No pod of ours in allocation and no admission call lately (podresources.py:
+        """No pod of ours in allocation and no admission call lately (kubelet/podresources.py:
         a pod-resources read during an admission can crash a kubelet)."""
         recent = time.monotonic() - self.service.last_admission < ADMISSION_QUIET_SECONDS
         return not recent and not (self.inflight is not None and self.inflight.current())
