@@ -103,7 +103,6 @@ class Backend:
                     f"percentage) through the daemon at {mps.pipe_dir}", choice.error)
 
 
-
 def node_label(port: ClusterPort | None, node: str) -> str | None:
     """The node's ``vgpu.io/isolation`` label; None without one, a cluster, or an answer."""
     if port is None:
