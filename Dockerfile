@@ -15,13 +15,13 @@ ARG BUILD_BASE=${BASE}
 FROM ${BUILD_BASE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+# Each component folder goes in under its import name (the checkout links those names to
+# the folders; pyproject.toml says why).
 COPY vgpu vgpu
-COPY webhook webhook
-COPY scheduler scheduler
-COPY nodeagent nodeagent
-COPY certs certs
-# The components' import names: links to the folders above (pyproject.toml says why).
-COPY vgpu_webhook vgpu_scheduler vgpu_nodeagent vgpu_certs ./
+COPY webhook vgpu_webhook
+COPY scheduler vgpu_scheduler
+COPY nodeagent vgpu_nodeagent
+COPY certs vgpu_certs
 COPY tests/image/slim.py tests/image/slim.py
 # Everything goes into one virtual environment that the final stage copies whole: no pip,
 # no build tools and no wheel files in the image, and no install step there that a

@@ -40,12 +40,13 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tests.controlplane.binaries import ensure_node_binaries
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.real_node import RealNode
 from tests.e2e.harness_nodes import Gpu, NodeSpec, SimNode
@@ -62,7 +63,7 @@ from tests.e2e.harness_processes import (
 )
 from tests.support.kubelet_node import NodeKubelet
 from vgpu import config as vgpu_config
-from vgpu import times
+from vgpu import meta, times
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
 from vgpu.codecs import decode_inventory
 from vgpu.errors import ClusterError
@@ -76,7 +77,7 @@ RESOURCE = "nvidia.com/gpu"
 
 #: What tests import from here (the pieces live in the harness_* modules).
 __all__ = ["FullStack", "Gpu", "NodeSpec", "SimNode", "StackPods", "allocated", "bind_phase",
-           "free_port", "full_stack", "wait_until"]
+           "free_port", "wait_until"]
 
 
 class FullStack(StackPods):
@@ -92,6 +93,10 @@ class FullStack(StackPods):
         self.webhook_name = f"vgpu-e2e-{self.tag}"
         self._config_overrides = dict(config or {})
         self._startup_timeout = startup_timeout
+        # Built (or found in the cache) before start() times anything: a cold build takes
+        # minutes and would eat the first real node's start-up budget.
+        self._node_binaries = ensure_node_binaries() if any(
+            n.real for n in self.node_specs) else None
         self.workdir = Path(tempfile.mkdtemp(prefix="vgpu-stack-"))
         self.procs = Processes(self.workdir)
         self.cluster: KubeCluster = _connect(control_plane)
@@ -179,14 +184,14 @@ class FullStack(StackPods):
                                   {}).node_heartbeat_expiry_seconds
         foreign = []
         for node in self.cluster.list("nodes").items:
-            notes = (node.get("metadata") or {}).get("annotations") or {}
+            notes = meta.annotations_of(node)
             if NODE_GPUS not in notes:
                 continue
             with contextlib.suppress(Exception):
                 beat = times.parse(notes.get(NODE_HEARTBEAT))
                 if (now - beat).total_seconds() < expiry and \
                         decode_inventory(notes[NODE_GPUS]).devices:
-                    foreign.append(node["metadata"]["name"])
+                    foreign.append(meta.name(node))
         if foreign:
             raise AssertionError(f"GPU nodes with a live heartbeat already exist: {foreign}; "
                                  f"a test that leaves such nodes must delete them")
@@ -200,7 +205,8 @@ class FullStack(StackPods):
     def _start_node(self, spec: NodeSpec, kubeconfig: str, config: str) -> None:
         kubelet: NodeKubelet | RealNode
         if spec.real:
-            kubelet = RealNode(self.cp, spec.name, labels=spec.labels)
+            kubelet = RealNode(self.cp, spec.name, labels=spec.labels,
+                               binaries=self._node_binaries)
             pod_resources = kubelet.pod_resources_socket
         else:
             kubelet = NodeKubelet(_connect(self.cp), spec.name, labels=spec.labels)
@@ -224,12 +230,10 @@ class FullStack(StackPods):
         def ready() -> bool:
             self.procs.check_alive()
             obj = self.cluster.get("nodes", node.name)
-            notes = obj["metadata"].get("annotations") or {}
+            notes = meta.annotations_of(obj)
             allocatable = (obj.get("status") or {}).get("allocatable") or {}
-            return (NODE_GPUS in notes
-                    and len(decode_inventory(notes[NODE_GPUS]).devices) == len(
-                        node.spec.gpus)
-                    and allocatable.get(RESOURCE) == str(want))
+            return (NODE_GPUS in notes and allocatable.get(RESOURCE) == str(want)
+                    and len(decode_inventory(notes[NODE_GPUS]).devices) == len(node.spec.gpus))
 
         wait_until(f"node {node.name} ready", ready, timeout, interval=0.2,
                    context=self.logs)
@@ -291,10 +295,3 @@ def _connect(cp: ControlPlane) -> KubeCluster:
     cluster = connect(str(cp.kubeconfig))
     assert cluster is not None
     return cluster
-
-
-@contextlib.contextmanager
-def full_stack(control_plane: ControlPlane, nodes: Sequence[NodeSpec],
-               **kwargs: Any) -> Iterator[FullStack]:
-    with FullStack(control_plane, nodes, **kwargs) as stack:
-        yield stack
