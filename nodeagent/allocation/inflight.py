@@ -3,8 +3,8 @@
 Allocate must not cost an API round trip, so the agent keeps an :class:`Informer` over the
 pods bound to its node and indexes those in ``vgpu.io/bind-phase: allocating`` as events
 arrive. It also remembers which containers of such a pod were already allocated (on disk
-too, :mod:`vgpu_nodeagent.allocation.progress`, so a restarted agent carries on), and which pods it
-finished but whose phase patch the watch has not shown yet.
+too, :mod:`vgpu_nodeagent.allocation.progress`, so a restarted agent carries on), and
+which pods it finished but whose phase patch the watch has not shown yet.
 """
 
 from __future__ import annotations
