@@ -2,12 +2,13 @@
 
 NVML lists each GPU's running compute processes with their memory (host PIDs: the agent
 runs with ``hostPID``); each PID's ``/proc/<pid>/cgroup`` names its pod and container
-(:mod:`vgpu_nodeagent.cgroups`); the pods in the local watch give the grants. The rules are in
-:mod:`vgpu_nodeagent.usage_rules`. A container above its grant gets one ``GPUMemoryOverGrant``
-Warning event (and a counter), and with ``isolation.watchdog.action: evict`` an eviction
-through the Eviction API, so PodDisruptionBudgets hold. Processes that belong to no vgpu
-grant are logged once per PID and counted per GPU. This works whatever the backend: it is
-how a HAMi-core that loaded but does not enforce gets noticed.
+(:mod:`vgpu_nodeagent.isolation.cgroups`); the pods in the local watch give the grants. The
+rules are in :mod:`vgpu_nodeagent.isolation.usage_rules`. A container above its grant gets
+one ``GPUMemoryOverGrant`` Warning event (and a counter), and with
+``isolation.watchdog.action: evict`` an eviction through the Eviction API, so
+PodDisruptionBudgets hold. Processes that belong to no vgpu grant are logged once per PID
+and counted per GPU. This works whatever the backend: it is how a HAMi-core that loaded
+but does not enforce gets noticed.
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from vgpu import logs
+from vgpu import logs, meta
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config.isolation import WatchdogConfig
 from vgpu.errors import ClusterError, CodecError
 from vgpu.pods import pod_key
 from vgpu.usage import claimed
-from vgpu_nodeagent import cgroups, events
-from vgpu_nodeagent.discovery import Discovery
-from vgpu_nodeagent.usage_rules import Owner, Tally, Use, tally
+from vgpu_nodeagent import events
+from vgpu_nodeagent.devices.discovery import Discovery
+from vgpu_nodeagent.isolation import cgroups
+from vgpu_nodeagent.isolation.usage_rules import Owner, Tally, Use, tally
 
 _log = logs.get("vgpu.nodeagent.watchdog")
 
@@ -39,7 +41,7 @@ def owners_of(pids: Sequence[int], pods: Sequence[Obj],
     """The container of each PID (None: not a pod's process), with its vgpu grants."""
     by_uid: dict[str, tuple[str, dict[str, str], dict[str, dict[str, int]]]] = {}
     for pod in pods:
-        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        uid = meta.uid(pod)
         try:
             assignment = claimed(pod)
         except CodecError:

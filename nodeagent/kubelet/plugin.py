@@ -10,10 +10,10 @@ from typing import Any
 import grpc
 
 from vgpu import logs
-from vgpu_nodeagent.allocator import AllocateError, Allocator
-from vgpu_nodeagent.grants import ContainerGrant
+from vgpu_nodeagent.allocation.allocator import AllocateError, Allocator
+from vgpu_nodeagent.devices.virtual import PluginDevice
+from vgpu_nodeagent.isolation.grants import ContainerGrant
 from vgpu_nodeagent.proto import api_pb2, api_pb2_grpc
-from vgpu_nodeagent.virtual import PluginDevice
 
 _log = logs.get("vgpu.nodeagent.plugin")
 

@@ -2,11 +2,11 @@
 
 Allocate finds the node's in-flight pods in the local pod cache, matches each container
 request to a container of one of them (by the GPUs its device IDs name, else by device
-count on the oldest; :mod:`vgpu_nodeagent.matching`), and answers that container's grant from
-the pod's assignment. When every GPU container of the pod is allocated, the pod's
-``bind-phase`` becomes ``success``; when the pod cannot be served (bad assignment, a
-count no container has), ``failed`` with a reason, so the scheduler's gate for the node
-opens instead of waiting for its timeout.
+count on the oldest; :mod:`vgpu_nodeagent.allocation.matching`), and answers that
+container's grant from the pod's assignment. When every GPU container of the pod is
+allocated, the pod's ``bind-phase`` becomes ``success``; when the pod cannot be served (bad
+assignment, a count no container has), ``failed`` with a reason, so the scheduler's gate
+for the node opens instead of waiting for its timeout.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from vgpu.config import Config
 from vgpu.errors import CodecError, VgpuError
 from vgpu.pod_history import ALLOCATION, Allocation, encode_allocation
 from vgpu.pods import container_names, pod_key
-from vgpu_nodeagent import backends, grants, matching, preferred
-from vgpu_nodeagent.backend import Backend, Live
-from vgpu_nodeagent.pods import InFlight, is_allocating, uid_of
-from vgpu_nodeagent.virtual import physical_uuid
-from vgpu_nodeagent.writer import PhaseUpdate, PhaseWriter
+from vgpu_nodeagent.allocation import matching, preferred
+from vgpu_nodeagent.allocation.inflight import InFlight, is_allocating, uid_of
+from vgpu_nodeagent.allocation.phases import PhaseUpdate, PhaseWriter
+from vgpu_nodeagent.devices.virtual import physical_uuid
+from vgpu_nodeagent.isolation import answers, grants
+from vgpu_nodeagent.isolation.mode import Backend, Live
 
 _log = logs.get("vgpu.nodeagent.allocate")
 
@@ -141,8 +142,8 @@ class Allocator:
                 extra: Mapping[str, str] | None = None) -> None:
         """Queue the pod's ``bind-phase`` patch (none without a cluster)."""
         if self._phases is not None:
-            namespace, name = pod_key(pod).split("/", 1)
-            self._phases.submit(PhaseUpdate(namespace, name, phase, reason, extra or {}))
+            self._phases.submit(PhaseUpdate(meta.namespace(pod, "default"), meta.name(pod),
+                                            phase, reason, extra or {}))
 
     def _complete(self, pod: Obj, containers: Collection[str]) -> None:
         """Mark the pod allocated, with the record ``vgpu why`` reads, in one patch."""
@@ -216,7 +217,7 @@ class Allocator:
                     # kubelet's slot IDs only count slots.
                     _log.info("kubelet picked slots on other GPUs than assigned",
                               pod=pod_key(pod), container=name, ids=list(ids))
-                result.append(backends.answer(
+                result.append(answers.answer(
                     live.backend, granted, pod_uid=uid, container=name,
                     priority=assignment.priorities.get(name), totals=totals,
                     config=self._config))

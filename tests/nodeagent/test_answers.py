@@ -11,8 +11,8 @@ import pytest
 from tests.support.pods import slices
 from vgpu.codecs import GrantedDevice
 from vgpu.config import Config, from_mapping
-from vgpu_nodeagent.backends import answer
-from vgpu_nodeagent.grants import MountSpec
+from vgpu_nodeagent.isolation.answers import answer
+from vgpu_nodeagent.isolation.grants import MountSpec
 
 TOTALS = {"GPU-a": 81559, "GPU-b": 81559, "GPU-c": 40960}
 PIPE = "/run/vgpu/mps/pipe"

@@ -10,10 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from vgpu.codecs import NodeInventory
-from vgpu.devices import FULL_CORES, Device
-from vgpu.isolation import UNKNOWN
-from vgpu_nodeagent.discovery import NUMA_UNKNOWN, GpuFacts
+from vgpu_nodeagent.devices.discovery import NUMA_UNKNOWN, GpuFacts
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
@@ -61,14 +58,3 @@ def plugin_devices(facts: Iterable[GpuFacts], unhealthy: Collection[str],
         PluginDevice(virtual_id(f.uuid, slot), is_healthy(f, unhealthy), f.numa)
         for f in facts for slot in range(split)
     )
-
-
-def inventory(facts: Iterable[GpuFacts], unhealthy: Collection[str],
-              split: int, mode: str = UNKNOWN) -> NodeInventory:
-    """The node inventory annotation's content (DESIGN §5)."""
-    return NodeInventory(devices=tuple(
-        Device(uuid=f.uuid, index=f.index, model=f.model, memory_mib=f.memory_mib,
-               cores=FULL_CORES, split=split, numa=f.numa, healthy=is_healthy(f, unhealthy),
-               isolation=mode)
-        for f in facts
-    ))

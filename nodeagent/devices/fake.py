@@ -20,7 +20,13 @@ import yaml
 
 from vgpu import logs
 from vgpu.errors import DiscoveryError
-from vgpu_nodeagent.discovery import NUMA_UNKNOWN, FaultHandler, GpuFacts, GpuProcess, GpuSample
+from vgpu_nodeagent.devices.discovery import (
+    NUMA_UNKNOWN,
+    FaultHandler,
+    GpuFacts,
+    GpuProcess,
+    GpuSample,
+)
 
 _log = logs.get("vgpu.nodeagent.fake")
 

@@ -1,7 +1,7 @@
 """The usage watchdog's rules: who uses how much of which GPU, against what they were given.
 
-Pure. The watchdog (:mod:`vgpu_nodeagent.watchdog`) reads NVML's running compute processes and
-each process's cgroup; here they are summed per container and GPU and judged:
+Pure. The watchdog (:mod:`vgpu_nodeagent.isolation.watchdog`) reads NVML's running compute
+processes and each process's cgroup; here they are summed per container and GPU and judged:
 
 - a *breach*: a container uses more of a GPU than its grant plus ``slack`` MiB;
 - a *foreign* process: one on a GPU that no vgpu grant of its container covers: a process
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vgpu_nodeagent.discovery import GpuProcess
+from vgpu_nodeagent.devices.discovery import GpuProcess
 
 
 @dataclass(frozen=True)

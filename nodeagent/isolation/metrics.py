@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from vgpu import isolation
-from vgpu_nodeagent.backend import Live
-from vgpu_nodeagent.mps import DaemonStatus
+from vgpu_nodeagent.isolation.mode import Live
+from vgpu_nodeagent.isolation.mps import DaemonStatus
 
 
 def families(live: Live, configured: str, daemon: DaemonStatus | None) -> Iterator[Metric]:

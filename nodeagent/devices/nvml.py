@@ -14,8 +14,14 @@ from typing import Any
 
 from vgpu import logs
 from vgpu.errors import DiscoveryError
-from vgpu_nodeagent.discovery import NUMA_UNKNOWN, FaultHandler, GpuFacts, GpuProcess, GpuSample
-from vgpu_nodeagent.xid import is_device_fault
+from vgpu_nodeagent.devices.discovery import (
+    NUMA_UNKNOWN,
+    FaultHandler,
+    GpuFacts,
+    GpuProcess,
+    GpuSample,
+)
+from vgpu_nodeagent.devices.xid import is_device_fault
 
 _log = logs.get("vgpu.nodeagent.nvml")
 

@@ -5,7 +5,7 @@ import time
 from typing import Any
 
 from vgpu.annotations import BIND_PHASE, BIND_TIME
-from vgpu_nodeagent.pods import InFlight, is_allocating
+from vgpu_nodeagent.allocation.inflight import InFlight, is_allocating
 
 
 def p(name: str, phase: str | None = "allocating", bound: str = "2026-01-01T00:00:00Z",

@@ -32,9 +32,9 @@ from vgpu import logs, meta
 from vgpu.annotations import PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
-from vgpu.pods import bind_phase, pod_key
+from vgpu.pods import bind_phase
 from vgpu.usage import claimed
-from vgpu_nodeagent import virtual
+from vgpu_nodeagent.devices import virtual
 from vgpu_nodeagent.proto import podresources_pb2, podresources_pb2_grpc
 
 _log = logs.get("vgpu.nodeagent.podresources")
@@ -97,7 +97,7 @@ def mismatches(view: Sequence[KubeletDevices], pods: Sequence[Obj],
     by_container = {(d.namespace, d.pod, d.container): d for d in view}
     out = []
     for pod in pods:
-        namespace, name = pod_key(pod).split("/", 1)
+        namespace, name = meta.namespace(pod, "default"), meta.name(pod)
         if (namespace, name) not in listed or bind_phase(pod) != PHASE_SUCCESS \
                 or meta.deleting(pod):
             continue

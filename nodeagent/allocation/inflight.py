@@ -3,8 +3,8 @@
 Allocate must not cost an API round trip, so the agent keeps an :class:`Informer` over the
 pods bound to its node and indexes those in ``vgpu.io/bind-phase: allocating`` as events
 arrive. It also remembers which containers of such a pod were already allocated (on disk
-too, :mod:`vgpu_nodeagent.progress`, so a restarted agent carries on), and which pods it
-finished but whose phase patch the watch has not shown yet.
+too, :mod:`vgpu_nodeagent.allocation.progress`, so a restarted agent carries on), and
+which pods it finished but whose phase patch the watch has not shown yet.
 """
 
 from __future__ import annotations
@@ -13,20 +13,21 @@ import threading
 import time
 from collections.abc import Collection
 
+from vgpu import meta
 from vgpu.annotations import PHASE_ALLOCATING
 from vgpu.cluster.port import Obj
 from vgpu.pods import bind_phase, is_terminated, pod_key
-from vgpu_nodeagent.progress import ProgressFile
+from vgpu_nodeagent.allocation.progress import ProgressFile
 
 
 def uid_of(pod: Obj) -> str:
-    return str((pod.get("metadata") or {}).get("uid") or pod_key(pod))
+    return meta.uid(pod) or pod_key(pod)
 
 
 def is_allocating(pod: Obj) -> bool:
     return (bind_phase(pod) == PHASE_ALLOCATING
             and not is_terminated(pod)
-            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
+            and not meta.deleting(pod))
 
 
 class InFlight:

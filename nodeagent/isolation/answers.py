@@ -1,11 +1,13 @@
 """The Allocate answer per isolation backend (DESIGN §5), and the record of what it gives.
 
 Pure: the granted slices, the GPUs' sizes and the configuration in, a
-:class:`~vgpu_nodeagent.grants.ContainerGrant` out. Which backend answers is decided live by
-:mod:`vgpu_nodeagent.backend` (a node configured for MPS falls back while its daemon is down).
+:class:`~vgpu_nodeagent.isolation.grants.ContainerGrant` out. Which backend answers is
+decided live by :mod:`vgpu_nodeagent.isolation.mode` (a node configured for MPS falls back
+while its daemon is down).
 
 - ``none``: the GPUs only; nothing is limited.
-- ``hami-core``: HAMi-core's environment (:mod:`vgpu_nodeagent.grants`), today's contract.
+- ``hami-core``: HAMi-core's environment (:mod:`vgpu_nodeagent.isolation.grants`), today's
+  contract.
 - ``mps``: the MPS pipe folder mounted, the per-GPU pinned memory limit
   ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=<i>=<MiB>M,...`` (``i`` = the GPU's index inside the
   container, i.e. its place in ``NVIDIA_VISIBLE_DEVICES``) and
@@ -21,8 +23,8 @@ from vgpu import isolation
 from vgpu.codecs import GrantedDevice
 from vgpu.config import Config
 from vgpu.devices import FULL_CORES
-from vgpu_nodeagent import grants
-from vgpu_nodeagent.grants import ContainerGrant, MountSpec
+from vgpu_nodeagent.isolation import grants
+from vgpu_nodeagent.isolation.grants import ContainerGrant, MountSpec
 
 PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
 MEMORY_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"

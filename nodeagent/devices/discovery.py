@@ -1,8 +1,9 @@
 """What a discovery backend tells the agent about the node's GPUs.
 
-Two backends implement :class:`Discovery`: NVML (:mod:`vgpu_nodeagent.nvml`) on a GPU node and a
-file (:mod:`vgpu_nodeagent.fake`) for tests, demos and GPU-less clusters. The rest of the agent
-sees only these values, so everything above discovery runs the same on both.
+Two backends implement :class:`Discovery`: NVML (:mod:`vgpu_nodeagent.devices.nvml`) on a
+GPU node and a file (:mod:`vgpu_nodeagent.devices.fake`) for tests, demos and GPU-less
+clusters. The rest of the agent sees only these values, so everything above discovery runs
+the same on both.
 """
 
 from __future__ import annotations

@@ -19,14 +19,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from vgpu import isolation, logs
+from vgpu import isolation, logs, meta
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
 from vgpu.config.isolation import check_split
 from vgpu.errors import ClusterError
 from vgpu.pod_history import Isolation
-from vgpu_nodeagent.grants import PRELOAD_IN_CONTAINER
-from vgpu_nodeagent.mps import MpsDaemon
+from vgpu_nodeagent.isolation.grants import PRELOAD_IN_CONTAINER
+from vgpu_nodeagent.isolation.mps import MpsDaemon
 
 _log = logs.get("vgpu.nodeagent.isolation")
 
@@ -103,16 +103,14 @@ class Backend:
                     f"percentage) through the daemon at {mps.pipe_dir}", choice.error)
 
 
-
 def node_label(port: ClusterPort | None, node: str) -> str | None:
     """The node's ``vgpu.io/isolation`` label; None without one, a cluster, or an answer."""
     if port is None:
         return None
     try:
-        labels = port.get("nodes", node).get("metadata", {}).get("labels")
+        labels = meta.labels_of(port.get("nodes", node))
     except ClusterError as exc:
         _log.warning("cannot read this node's labels; using the cluster's isolation mode",
                      error=str(exc))
         return None
-    value = (labels or {}).get(isolation.NODE_LABEL)
-    return None if value is None else str(value)
+    return labels.get(isolation.NODE_LABEL)
