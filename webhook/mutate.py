@@ -10,7 +10,7 @@ About ``nvidia.com/priority``: the webhook validates it (0 or 1, through the cor
 parser), makes sure the container gets a vGPU to carry it (``nvidia.com/gpu: 1`` when no
 count is given) and keeps the resource on the container. It adds nothing else, on
 purpose: the node agent's Allocate answers ``CUDA_TASK_PRIORITY`` (the variable
-HAMi-core's limiter reads) from that same resource (DESIGN §5). An env entry written here
+HAMi-core's limiter reads) from that same resource (docs/contracts.md#allocate-answer). An env entry written here
 as well would be a second copy of one fact; and the kubelet merges device-plugin envs
 and the container's own envs in an order the runtime decides, so two writers could
 disagree about which value the limiter sees.

@@ -31,7 +31,7 @@ def _utcnow() -> dt.datetime:
 
 def inventory(facts: Iterable[GpuFacts], unhealthy: Collection[str],
               split: int, mode: str = UNKNOWN) -> NodeInventory:
-    """The node inventory annotation's content (DESIGN §5)."""
+    """The node inventory annotation's content (docs/contracts.md#node-inventory)."""
     return NodeInventory(devices=tuple(
         Device(uuid=f.uuid, index=f.index, model=f.model, memory_mib=f.memory_mib,
                cores=FULL_CORES, split=split, numa=f.numa, healthy=is_healthy(f, unhealthy),

@@ -1,7 +1,7 @@
 """What Allocate hands a container: the environment HAMi-core reads, and its mounts.
 
 HAMi-core's ``libvgpu.so``, preloaded into every process of the container, enforces the
-limits these variables carry (DESIGN §5). Without the library the variables are harmless,
+limits these variables carry (docs/contracts.md#allocate-answer). Without the library the variables are harmless,
 and an image that ships HAMi-core itself still honours them.
 """
 

@@ -1,6 +1,6 @@
 """The one typed configuration of vgpu.
 
-Every knob of DESIGN §2 plus the per-component settings, as frozen dataclasses. A file
+Every knob of docs/contracts.md#config-file plus the per-component settings, as frozen dataclasses. A file
 (YAML or JSON) uses camelCase keys as HAMi's config does (``deviceSplitCount``); an
 environment variable ``VGPU_<SNAKE_CASE>`` overrides a top-level key and
 ``VGPU_<SECTION>__<SNAKE_CASE>`` a key of a section (``VGPU_SCHEDULER__PERMIT_TIMEOUT_SECONDS``).
