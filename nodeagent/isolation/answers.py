@@ -1,4 +1,5 @@
-"""The Allocate answer per isolation backend (docs/contracts.md#allocate-answer), and the record of what it gives.
+"""The Allocate answer per isolation backend (docs/contracts.md#allocate-answer), and the
+record of what it gives.
 
 Pure: the granted slices, the GPUs' sizes and the configuration in, a
 :class:`~vgpu_nodeagent.isolation.grants.ContainerGrant` out. Which backend answers is

@@ -1,8 +1,8 @@
 """What Allocate hands a container: the environment HAMi-core reads, and its mounts.
 
 HAMi-core's ``libvgpu.so``, preloaded into every process of the container, enforces the
-limits these variables carry (docs/contracts.md#allocate-answer). Without the library the variables are harmless,
-and an image that ships HAMi-core itself still honours them.
+limits these variables carry (docs/contracts.md#allocate-answer). Without the library the
+variables are harmless, and an image that ships HAMi-core itself still honours them.
 """
 
 from __future__ import annotations
