@@ -18,8 +18,8 @@ from vgpu.codecs import Assignment
 from vgpu.devices import EMPTY, Device, Usage, largest_percent, memory_capacity, takes_tasks
 from vgpu.errors import CodecError, RequestError
 from vgpu_scheduler.framework import compute, objects
+from vgpu_scheduler.framework.host_ports import HostPort
 from vgpu_scheduler.framework.podinfo import PodInfo
-from vgpu_scheduler.framework.ports import HostPort
 
 
 @dataclass(frozen=True, slots=True)

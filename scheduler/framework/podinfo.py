@@ -21,7 +21,7 @@ from vgpu.pods import pod_key
 from vgpu.requests import PodRequest, parse_pod
 from vgpu_scheduler.framework import compute, objects
 from vgpu_scheduler.framework.affinity import PodAffinity, parse_pod_affinity
-from vgpu_scheduler.framework.ports import HostPort, parse_host_ports
+from vgpu_scheduler.framework.host_ports import HostPort, parse_host_ports
 from vgpu_scheduler.framework.spread import SpreadConstraint, parse_constraints
 
 #: ``spec.preemptionPolicy`` of a pod that must never evict others to make room.

@@ -12,7 +12,7 @@ from vgpu.cluster.port import Obj
 from vgpu.config import DefaultConstraint
 from vgpu.errors import RequestError
 from vgpu.labels import LabelRequirement, LabelSelector, from_labels, parse_selector
-from vgpu_scheduler.framework.interfaces import Lister
+from vgpu_scheduler.framework.handle import Lister
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.spread import SpreadConstraint
 
