@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from vgpu import logs, usage
+from vgpu import logs, meta, usage
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, BIND_REASON, BIND_TIME
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
@@ -89,11 +89,11 @@ def bound_record(pod: Obj, config: Config) -> PodRecord | None:
 def _same_but(old: Obj, new: Obj, annotations: frozenset[str]) -> bool:
     """The metadata a record is made of is the same, annotations other than ``annotations``
     included."""
-    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    om, nm = meta.of(old), meta.of(new)
     for key in ("labels", "deletionTimestamp", "creationTimestamp", "uid"):
         if om.get(key) != nm.get(key):
             return False
-    before, after = om.get("annotations") or {}, nm.get("annotations") or {}
+    before, after = meta.annotations_of(old), meta.annotations_of(new)
     if before == after:
         return True
     return all(before.get(k) == after.get(k)

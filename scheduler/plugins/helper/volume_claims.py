@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu import meta
 from vgpu.cluster.port import Obj
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.podinfo import PodInfo
@@ -27,11 +28,10 @@ def claim_uses(pod: Obj) -> tuple[ClaimUse, ...]:
     """The pod's claims in ``spec.volumes`` order (malformed entries are skipped: the
     scheduler refuses such a pod before any plugin sees it)."""
     spec = pod.get("spec")
-    meta = pod.get("metadata")
     volumes = spec.get("volumes") if isinstance(spec, Mapping) else None
     if not isinstance(volumes, list):
         return ()
-    pod_name = meta.get("name", "") if isinstance(meta, Mapping) else ""
+    pod_name = meta.name(pod)
     out: list[ClaimUse] = []
     for volume in volumes:
         if not isinstance(volume, Mapping):
@@ -71,5 +71,5 @@ def names_pod_claim(pod: PodInfo, event: ClusterEvent) -> bool:
     object may be: yes)."""
     if event.obj is None:
         return True
-    meta = event.obj.get("metadata") or {}
-    return meta.get("namespace") == pod.namespace and meta.get("name") in pod.claims
+    obj = event.obj
+    return meta.namespace(obj) == pod.namespace and meta.name(obj) in pod.claims

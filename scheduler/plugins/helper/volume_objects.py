@@ -123,10 +123,7 @@ class CSINode:
 
 def _ident(obj: Obj) -> tuple[str, str]:
     """(namespace, name), whatever shape the rest of the object has."""
-    md = obj.get("metadata")
-    if not isinstance(md, Mapping):
-        return "", ""
-    return str(md.get("namespace") or ""), str(md.get("name") or "")
+    return meta.namespace(obj), meta.name(obj)
 
 
 def _meta(obj: Obj) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
@@ -164,16 +161,15 @@ def parse_claim(obj: Obj) -> Claim:
         cls = annotations.get(BETA_STORAGE_CLASS, spec.get("storageClassName") or "")
         resources = as_map(spec.get("resources"), "spec.resources")
         return Claim(
-            namespace=namespace, name=name, uid=str(md.get("uid", "")),
-            resource_version=str(md.get("resourceVersion", "")), storage_class=str(cls),
+            namespace=namespace, name=name, uid=meta.uid(obj),
+            resource_version=meta.resource_version(obj), storage_class=str(cls),
             volume_name=str(spec.get("volumeName") or ""),
             access_modes=_strings(spec.get("accessModes"), "spec.accessModes"),
             volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
             request=_storage(resources.get("requests"), "spec.resources.requests"),
             selector=parse_selector(spec.get("selector"), "spec.selector"),
             annotations=annotations, phase=str(status.get("phase") or ""),
-            deleting=md.get("deletionTimestamp") is not None,
-            controller_uid=_controller_uid(md), raw=obj)
+            deleting=meta.deleting(obj), controller_uid=_controller_uid(md), raw=obj)
     except RequestError as exc:
         return Claim(namespace=namespace, name=name, raw=obj, error=str(exc))
 
@@ -206,13 +202,13 @@ def parse_volume(obj: Obj) -> Volume:
         md, spec, status = _meta(obj)
         cls = _annotations(md).get(BETA_STORAGE_CLASS, spec.get("storageClassName") or "")
         return Volume(
-            name=name, resource_version=str(md.get("resourceVersion", "")),
+            name=name, resource_version=meta.resource_version(obj),
             storage_class=str(cls), capacity=_storage(spec.get("capacity"), "spec.capacity"),
             access_modes=_strings(spec.get("accessModes"), "spec.accessModes"),
             volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
             claim_ref=_claim_ref(spec.get("claimRef")), phase=str(status.get("phase") or ""),
             labels=meta.labels_of(obj), affinity=_affinity(spec),
-            deleting=md.get("deletionTimestamp") is not None, csi=_csi(spec), raw=obj)
+            deleting=meta.deleting(obj), csi=_csi(spec), raw=obj)
     except RequestError as exc:
         return Volume(name=name, raw=obj, error=str(exc))
 

@@ -86,7 +86,7 @@ class InterPodAffinity:
         if not any(t.namespace_selector is not None and not t.namespace_selector.empty
                    for t in terms):
             return terms
-        namespaces = [(str((o.get("metadata") or {}).get("name", "")), meta.labels_of(o))
+        namespaces = [(meta.name(o), meta.labels_of(o))
                       for o in self._namespaces.items()]
         return tuple(t.resolve(namespaces) for t in terms)
 
@@ -203,8 +203,7 @@ def _pod_event_helps(pod: PodInfo, event: ClusterEvent) -> bool:
     obj = event.obj or {}
     if event.action == "update":
         return True
-    md = obj.get("metadata") or {}
-    namespace = str(md.get("namespace") or "default")
+    namespace = meta.namespace(obj, "default")
     labels = meta.labels_of(obj)
     aff = pod.pod_affinity
     if event.action == "add":

@@ -145,7 +145,7 @@ class PodTopologySpread:
         if event.resource != "pod" or event.obj is None:
             return False
         obj = event.obj
-        namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
+        namespace = meta.namespace(obj, "default")
         if namespace != pod.namespace or (event.action == "add" and node_name(obj) is None):
             return False
         if event.action == "update":

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu import meta
 from vgpu.cluster.port import Obj
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
@@ -171,6 +172,5 @@ class VolumeRestrictions:
         mine = _volumes(pod.pod)
         if any(disk_conflict(v, _volumes(gone)) for v in mine):
             return True
-        meta = gone.get("metadata") or {}
-        return meta.get("namespace") == pod.namespace and any(
+        return meta.namespace(gone) == pod.namespace and any(
             use.name in pod.claims for use in cl.claim_uses(gone))
