@@ -14,7 +14,7 @@ goes on for others.
 from __future__ import annotations
 
 import vgpu.annotations as ann
-from vgpu import codecs, inflight, meta
+from vgpu import codecs, inflight, meta, policy
 from vgpu.annotations import GpuSelector
 from vgpu.cluster.port import Obj
 from vgpu.devices import fit, fit_request, resolve_memory, selectable
@@ -33,7 +33,7 @@ __all__ = ["AllocationGate", "Gate"]
 
 
 def _conflicts(mode: str) -> inflight.Conflicts:
-    if mode == inflight.NODE:
+    if mode == policy.PERMIT_NODE:
         return lambda a, b: True
     return inflight.confusable
 
@@ -119,7 +119,7 @@ class AllocationGate:
     def _would_wait(self, info: NodeInfo, want: ContainerRequest, selector: GpuSelector,
                     in_flight: list[codecs.Assignment | None],
                     held: inflight.OneGpuGrants | None) -> bool:
-        node_mode = self._mode == inflight.NODE
+        node_mode = self._mode == policy.PERMIT_NODE
         if want.count == 1 and not node_mode and held is not None:
             return _one_gpu_waits(info, want, selector, self._scaling, held)
         # Only GPUs the pods in flight hold can clash.
