@@ -1,4 +1,8 @@
-"""Table-driven admission decisions: each case's patch is applied and the pod checked."""
+"""Table-driven admission decisions: each case's patch is applied and the pod checked.
+
+The cases run with the derived quota requests off (``PLAIN``), so that each shows the one
+rule it is about; tests/webhook/test_quota.py has the derived requests' own table.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import pytest
 
 from tests.webhook.pods import A100, HOMOGENEOUS, MIXED, NO_GPUS, admit, ctr, node_inventory, pod
 from vgpu.annotations import GPUMEM_PERCENTAGE
-from vgpu.config import Config, ResourceNames
+from vgpu.config import Config, QuotaConfig, ResourceNames
 from vgpu.pod_history import ADMISSION, decode_admission
 from vgpu.requests import parse_pod
 from vgpu_webhook.gpus import ClusterGpus
@@ -21,6 +25,7 @@ GPU, MEM, PCT, CORES, PRIO = ResourceNames().all()
 SCHED = "vgpu-scheduler"
 
 Edit = Callable[[dict[str, Any]], None]
+PLAIN = Config(quota=QuotaConfig(derived_requests=False))
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,7 @@ class Case:
     denied: str | None = None  # a fragment the denial message must contain
     code: int = 400
     gpus: ClusterGpus = NO_GPUS
-    config: Config = field(default_factory=Config)
+    config: Config = PLAIN
     review: dict[str, Any] = field(default_factory=dict)
 
 
@@ -69,8 +74,9 @@ def note(values: dict[str, int]) -> Edit:
 CUSTOM = Config(resource_names=ResourceNames(gpu="example.com/v~gpu", gpumem="example.com/mem",
                                              gpumem_percentage="example.com/mem-pct",
                                              gpucores="example.com/cores",
-                                             priority="example.com/prio"))
-SCALED = Config(device_memory_scaling=2.0)
+                                             priority="example.com/prio"),
+                quota=PLAIN.quota)
+SCALED = Config(device_memory_scaling=2.0, quota=PLAIN.quota)
 
 CASES = [
     # --- pods the webhook leaves alone ---------------------------------------------------
