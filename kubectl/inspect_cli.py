@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import sys
 
 from vgpu import config
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import cli as config_cli
-from vgpu.errors import ConfigError
+from vgpu.errors import ClusterError, ConfigError
 from vgpu.kube import adapter
-from vgpu_kubectl import inspect
+from vgpu_kubectl import inspect, quota
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
-HELP = "show GPU allocation per node and GPU"
+HELP = "show GPU allocation per node and GPU, and the namespaces' GPU quotas"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser, "vgpu config file, for the scheduler name, memory scaling and heartbeat "
         "expiry (default: $VGPU_CONFIG, else the defaults)")
     parser.add_argument("-d", "--details", action="store_true",
-                        help="list the pods on each GPU")
+                        help="list the pods on each GPU and those charged to each quota")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
                         help="output format (json always lists the pods)")
 
@@ -36,10 +37,17 @@ def run(args: argparse.Namespace) -> int:
     if cluster is None:
         raise ConfigError("no cluster configuration")
     report = collect(cluster, cfg, dt.datetime.now(dt.UTC))
+    quotas, warnings = collect_quotas(cluster)
     if args.output == "json":
-        print(inspect.render_json(report))
+        body = inspect.to_json(report)
+        body["quotas"] = quota.to_json(quotas)
+        body["warnings"] += [{"object": "resourcequotas", "message": w} for w in warnings]
+        print(json.dumps(body, indent=2))
     else:
         print(inspect.render_table(report, details=args.details))
+        lines = quota.render_lines(quotas, details=args.details)
+        if lines or warnings:
+            print("\n".join(["", "GPU quotas:", *lines, *(f"WARNING {w}" for w in warnings)]))
     sys.stdout.flush()
     return 0
 
@@ -52,3 +60,13 @@ def collect(cluster: ClusterPort, cfg: config.Config, now: dt.datetime) -> inspe
                          heartbeat_expiry_seconds=cfg.node_heartbeat_expiry_seconds,
                          scheduler_name=cfg.scheduler_name,
                          memory_scaling=cfg.device_memory_scaling)
+
+
+def collect_quotas(cluster: ClusterPort) -> tuple[tuple[quota.QuotaRow, ...], tuple[str, ...]]:
+    """Every namespace's ResourceQuotas that name a derived resource, with the pods charged
+    to them. A user who may not list ResourceQuotas still gets the GPU report."""
+    try:
+        quotas = cluster.list("resourcequotas").items
+    except ClusterError as exc:
+        return (), (f"cannot list ResourceQuotas: {exc}",)
+    return quota.build(quotas, cluster.list("pods").items)

@@ -24,6 +24,8 @@ def _more(text: str) -> str:
 def render_text(report: Report) -> str:
     lines = [f"Pod {report.namespace}/{report.name}: {report.state}",
              _row("Summary", report.summary)]
+    for line in report.quota:
+        lines.append(_row("Quota", line))
     if report.admission is not None:
         lines.append(_row("Admission", "mutated by the vgpu webhook:"))
         lines += [_more(change) for change in report.admission]

@@ -27,9 +27,10 @@ from vgpu import quota
 from vgpu.annotations import GPUMEM_PERCENTAGE
 from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
-from vgpu.errors import RequestError
+from vgpu.errors import QuantityError, RequestError
 from vgpu.pod_history import ADMISSION, encode_admission
 from vgpu.pods import containers
+from vgpu.quantity import parse_whole
 from vgpu.quota import Charge
 from vgpu.requests import (
     ContainerRequest,
@@ -193,12 +194,15 @@ def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRe
     else:
         want_limits, want_requests = dict(limits), dict(requests)
     if config.quota.derived_requests:
-        derived = charge.resources() if charge is not None else {}
+        derived = charge.by_name() if charge is not None else {}
         for want in (want_limits, want_requests):
             for name in quota.NAMES:
-                want.pop(name, None)
-            # Requests and limits equal, as Kubernetes requires of extended resources.
-            want.update(derived)
+                # Requests and limits equal, as Kubernetes requires of extended resources;
+                # a value the API server stored in its canonical form ("3k") stays.
+                if name not in derived:
+                    want.pop(name, None)
+                elif not _same(want.get(name), derived[name]):
+                    want[name] = str(derived[name])
     if not isinstance(container.get("resources"), Mapping):
         sections = {part: want for part, want in (("limits", want_limits),
                                                    ("requests", want_requests)) if want}
@@ -254,6 +258,13 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
         desired.update(records)
         ops.extend(update_mapping("/metadata/annotations", annotations, desired))
     return ops
+
+
+def _same(written: Any, value: int) -> bool:
+    try:
+        return written is not None and parse_whole(written) == value
+    except QuantityError:
+        return False
 
 
 def _names_derived(container: Mapping[str, Any]) -> bool:

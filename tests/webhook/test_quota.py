@@ -258,6 +258,15 @@ def test_switched_off_nothing_is_derived_and_the_pods_values_stay() -> None:
     assert response["allowed"] is True
 
 
+def test_values_in_the_api_servers_canonical_form_are_kept() -> None:
+    # The API server stores 3000 as "3k"; a reinvocation must not rewrite it.
+    derived = {VG: "1", MB: "3k", CO: "0"}
+    stored = pod(ctr("c", {GPU: "1", MEM: "3000", **derived}, dict(derived)),
+                 scheduler="vgpu-scheduler")
+    response, _ = admit(stored, HOMOGENEOUS)
+    assert response["allowed"] is True and "patch" not in response
+
+
 def test_the_record_lists_the_derived_requests() -> None:
     _, patched = admit(pod(ctr("c", {GPU: "1", MEM: "3000"})), HOMOGENEOUS)
     changes = decode_admission(patched["metadata"]["annotations"][ADMISSION])
