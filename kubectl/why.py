@@ -100,7 +100,9 @@ def _missing(namespace: str, name: str, events: list[EventLine],
     refusals = why_quota.find(name, namespace_events)
     if refusals and not (denials and denials[-1].time > refusals[-1].time):
         refused = refusals[-1]
-        return Report(namespace, name, "quota-refused", why_quota.summary(refused, namespace),
+        summary = why_quota.summary(refused, namespace,
+                                    why_quota.attempts(refusals, refused.owner))
+        return Report(namespace, name, "quota-refused", summary,
                       quota=why_quota.explain(refused), events=tuple(events[-5:]))
     if denials:
         last = denials[-1]

@@ -129,9 +129,10 @@ def explain_item(item: Item) -> str:
             f"use, {left}{unit} left ({item.resource})")
 
 
-def summary(refusal: Refusal, namespace: str) -> str:
+def summary(refusal: Refusal, namespace: str, attempts: int = 1) -> str:
+    """``attempts``: how often the owner was refused (its events' counts, summed)."""
     who = refusal.owner or "its creator"
-    times = f", {refusal.count} times" if refusal.count > 1 else ""
+    times = f" ({attempts} refused attempts so far)" if attempts > 1 else ""
     if refusal.unknown:
         return (f"does not exist: {who} could not create it{times}: ResourceQuota "
                 f"{refusal.quota} in {namespace} has not been counted yet (is the "
@@ -141,6 +142,12 @@ def summary(refusal: Refusal, namespace: str) -> str:
             f"ResourceQuota {refusal.quota} in {namespace}. The owner retries by itself; "
             f"it gets in once pods charged to the quota end (`kubectl vgpu inspect -d` "
             f"lists them), or when the pod asks for less or the quota is raised")
+
+
+def attempts(refusals: Sequence[Refusal], owner: str) -> int:
+    """How often ``owner`` was refused: Kubernetes keeps one event per message (each names
+    another generated pod) and counts repeats in it."""
+    return sum(r.count for r in refusals if r.owner == owner)
 
 
 def explain(refusal: Refusal) -> tuple[str, ...]:

@@ -165,6 +165,11 @@ def test_a_deployments_replicaset_reports_the_refusal(stack: FullStack, ns: str)
                in event["message"]
         pods = stack.pods(ns)
         assert len(pods) == 2 and all(pod_charge(p) == Charge(1, 2000, 0) for p in pods)
+        (rs,) = stack.cluster.list("replicasets", Selector(namespace=ns)).items
+        (failure,) = [c for c in rs["status"].get("conditions") or []
+                      if c["type"] == "ReplicaFailure"]
+        assert failure["reason"] == "FailedCreate" and "exceeded quota: gpu" in \
+            failure["message"]
 
         # `kubectl vgpu why web`: by the Deployment's name, in plain words.
         report = why_cli.collect(stack.cluster, Config(), ns, "web", dt.datetime.now(dt.UTC))

@@ -108,10 +108,14 @@ def test_plain_words() -> None:
 
 
 def test_why_reports_a_quota_refusal() -> None:
-    seen = Cluster(None, [], namespace_events=[event(REFUSED, "web-7d9f")])
+    # Kubernetes keeps one event per message (each names another generated pod).
+    again = event(REFUSED.replace("x2k4q", "p9z2m"), "web-7d9f", when="2026-11-23T09:58:00Z",
+                  count=2)
+    seen = Cluster(None, [], namespace_events=[event(REFUSED, "web-7d9f"), again])
     report = build("team-a", "web-7d9f-x2k4q", seen, config=Config(), now=NOW)
     assert report.state == "quota-refused"
-    assert "ReplicaSet web-7d9f could not create it, 3 times" in report.summary
+    assert "ReplicaSet web-7d9f could not create it (5 refused attempts so far)" in \
+        report.summary
     assert "exceed ResourceQuota gpu in team-a" in report.summary
     text = render_text(report)
     assert "Quota:" in text and "2000 MiB left" in text

@@ -5,9 +5,10 @@ The one place to update when a dashboard or an exporter changes:
 - ``DASHBOARD_METRICS``: per dashboard file, every series name its panels and variables
   read (as scraped: a counter's ``_total``, a histogram's ``_bucket``).
 - ``EXPORTED``: per component, the series names its ``/metrics`` shows, as read from
-  its metrics module (and kube-state-metrics' ``kube_resourcequota``, the quota row's). Where that module is importable, ``live_exported`` scrapes a real
-  registry instead and a test checks the copy here still matches it; where it is not yet
-  merged into this tree, the copy stands in for it.
+  its metrics module (and kube-state-metrics' ``kube_resourcequota``, the quota row's).
+  Where that module is importable, ``live_exported`` scrapes a real registry instead and
+  a test checks the copy here still matches it; where it is not yet merged into this
+  tree, the copy stands in for it.
 
 The scheduler's metrics (issue 5) were named after what the dashboards expected (attempts
 by result, scheduling and created→bound latency, queue lengths, per-GPU allocation
