@@ -101,7 +101,7 @@ def _missing(namespace: str, name: str, events: list[EventLine],
     if refusals and not (denials and denials[-1].time > refusals[-1].time):
         refused = refusals[-1]
         summary = why_quota.summary(refused, namespace,
-                                    why_quota.attempts(refusals, refused.owner))
+                                    why_quota.attempts(refused, namespace_events))
         return Report(namespace, name, "quota-refused", summary,
                       quota=why_quota.explain(refused), events=tuple(events[-5:]))
     if denials:

@@ -58,6 +58,8 @@ class Refusal:
     count: int = 1
     #: True for "status unknown for quota": the quota controller has not counted it yet.
     unknown: bool = False
+    #: The owner's name alone (``web-7d9f``).
+    owner_name: str = ""
 
 
 def _pairs(text: str) -> dict[str, str]:
@@ -104,7 +106,7 @@ def find(name: str, events: Sequence[Mapping[str, Any]]) -> list[Refusal]:
         when = str(event.get("lastTimestamp") or event.get("eventTime") or "")
         found.append(Refusal(refusal.quota, refusal.pod, refusal.items,
                              f"{involved.get('kind') or 'owner'} {owner}", when,
-                             int(event.get("count") or 1), refusal.unknown))
+                             int(event.get("count") or 1), refusal.unknown, owner))
     found.sort(key=lambda r: r.time)
     return found
 
@@ -144,10 +146,12 @@ def summary(refusal: Refusal, namespace: str, attempts: int = 1) -> str:
             f"lists them), or when the pod asks for less or the quota is raised")
 
 
-def attempts(refusals: Sequence[Refusal], owner: str) -> int:
-    """How often ``owner`` was refused: Kubernetes keeps one event per message (each names
-    another generated pod) and counts repeats in it."""
-    return sum(r.count for r in refusals if r.owner == owner)
+def attempts(refusal: Refusal, events: Sequence[Mapping[str, Any]]) -> int:
+    """How often the refusal's owner was refused: Kubernetes keeps one event per message
+    (each names another generated pod) and counts repeats in it."""
+    if not refusal.owner_name:
+        return refusal.count
+    return sum(r.count for r in find(refusal.owner_name, events) if r.owner == refusal.owner)
 
 
 def explain(refusal: Refusal) -> tuple[str, ...]:
