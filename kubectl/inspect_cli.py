@@ -8,7 +8,7 @@ import json
 import sys
 
 from vgpu import config
-from vgpu.cluster.port import ClusterPort
+from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config import cli as config_cli
 from vgpu.errors import ClusterError, ConfigError
 from vgpu.kube import adapter
@@ -36,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
     cluster = adapter.connect(args.kubeconfig)
     if cluster is None:
         raise ConfigError("no cluster configuration")
-    report = collect(cluster, cfg, dt.datetime.now(dt.UTC))
-    quotas, warnings = collect_quotas(cluster)
+    pods = cluster.list("pods").items  # once, for both parts of the report
+    report = collect(cluster, cfg, dt.datetime.now(dt.UTC), pods)
+    quotas, warnings = collect_quotas(cluster, pods)
     if args.output == "json":
         body = inspect.to_json(report)
         body["quotas"] = quota.to_json(quotas)
@@ -52,21 +53,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def collect(cluster: ClusterPort, cfg: config.Config, now: dt.datetime) -> inspect.Report:
-    """Read every node and pod through the port and build the report."""
+def collect(cluster: ClusterPort, cfg: config.Config, now: dt.datetime,
+            pods: list[Obj] | None = None) -> inspect.Report:
+    """Read every node and pod (unless ``pods`` is given) through the port and build the
+    report."""
     nodes = cluster.list("nodes").items
-    pods = cluster.list("pods").items
+    pods = cluster.list("pods").items if pods is None else pods
     return inspect.build(nodes, pods, now=now,
                          heartbeat_expiry_seconds=cfg.node_heartbeat_expiry_seconds,
                          scheduler_name=cfg.scheduler_name,
                          memory_scaling=cfg.device_memory_scaling)
 
 
-def collect_quotas(cluster: ClusterPort) -> tuple[tuple[quota.QuotaRow, ...], tuple[str, ...]]:
+def collect_quotas(cluster: ClusterPort, pods: list[Obj] | None = None
+                   ) -> tuple[tuple[quota.QuotaRow, ...], tuple[str, ...]]:
     """Every namespace's ResourceQuotas that name a derived resource, with the pods charged
-    to them. A user who may not list ResourceQuotas still gets the GPU report."""
+    to them (``pods``: every pod, when already listed). A user who may not list
+    ResourceQuotas still gets the GPU report."""
     try:
         quotas = cluster.list("resourcequotas").items
     except ClusterError as exc:
         return (), (f"cannot list ResourceQuotas: {exc}",)
-    return quota.build(quotas, cluster.list("pods").items)
+    return quota.build(quotas, cluster.list("pods").items if pods is None else pods)

@@ -216,3 +216,22 @@ def test_inspect_shows_the_quotas(monkeypatch: pytest.MonkeyPatch,
     assert "GPU quotas:" in out and "team-a/a  vgpus=1  memory=4000MiB" in out
     assert cli.main(["inspect", "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["quotas"][0]["name"] == "gpu"
+
+
+def test_a_user_who_may_not_list_quotas_still_gets_the_gpu_report(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from vgpu.errors import ClusterError
+    from vgpu.kube import adapter
+
+    class NoQuotas(MemoryCluster):
+        def list(self, kind: Any, selector: Any = None) -> Any:
+            if kind == "resourcequotas":
+                raise ClusterError("list resourcequotas: forbidden (HTTP 403)")
+            return super().list(kind) if selector is None else super().list(kind, selector)
+
+    cluster = NoQuotas()
+    monkeypatch.setattr(adapter, "connect", lambda *_, **__: cluster)
+    assert cli.main(["inspect"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("NODE") and "WARNING cannot list ResourceQuotas: list " \
+        "resourcequotas: forbidden" in out
