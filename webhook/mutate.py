@@ -219,7 +219,6 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
         ops.append(add("/spec/schedulerName", config.scheduler_name))
 
     by_name = parsed.by_name()
-    percentage = config.resource_names.gpumem_percentage
     resolved: dict[str, int] = {}
     for ref in containers(pod):
         request = by_name.get(ref.name) if ref.name is not None else None
@@ -229,14 +228,9 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
         if request is None and not (config.quota.derived_requests
                                     and (charge is not None or _names_derived(ref.container))):
             continue
-        mib = None
-        if request is not None:
-            limits, requests = _sections(ref.container)
-            explicit = percentage in (limits or {}) or percentage in (requests or {})
-            if explicit and request.memory_percent is not None:
-                mib = resolve_percentage(request.memory_percent, parsed, config, gpus)
-                if mib is not None:
-                    resolved[request.name] = request.memory_percent
+        mib = _resolved(ref.container, request, parsed, config, gpus)
+        if mib is not None and request is not None and request.memory_percent is not None:
+            resolved[request.name] = request.memory_percent
         # key and position need no escaping; resource names are escaped in the ops.
         ops.extend(_container_ops(f"/spec/{ref.key}/{ref.position}/resources", ref.container,
                                   request, mib, charge, config=config))
@@ -258,6 +252,18 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
         desired.update(records)
         ops.extend(update_mapping("/metadata/annotations", annotations, desired))
     return ops
+
+
+def _resolved(container: Mapping[str, Any], request: ContainerRequest | None,
+              parsed: PodRequest, config: Config, gpus: ClusterGpus) -> int | None:
+    """MiB an explicit ``gpumem-percentage`` of the container becomes, when it can."""
+    if request is None or request.memory_percent is None:
+        return None
+    percentage = config.resource_names.gpumem_percentage
+    limits, requests = _sections(container)
+    if percentage not in (limits or {}) and percentage not in (requests or {}):
+        return None
+    return resolve_percentage(request.memory_percent, parsed, config, gpus)
 
 
 def _same(written: Any, value: int) -> bool:

@@ -10,33 +10,27 @@ support in the API server.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from tests.webhook.pods import (
-    A100,
     HOMOGENEOUS,
     MIXED,
     NO_GPUS,
-    T4,
     admit,
     ctr,
     node_inventory,
     pod,
 )
+from tests.webhook.quota_support import THREE, derived_of, true_total, without_sidecars
 from vgpu import quota
 from vgpu.config import Config, QuotaConfig, ResourceNames
 from vgpu.pod_history import ADMISSION, decode_admission
 from vgpu.pods import containers
 from vgpu.quota import Charge, pod_charge
-from vgpu.requests import parse_pod
 from vgpu_webhook.gpus import ClusterGpus
-from vgpu_webhook.quota import container_charge, memory_per_vgpu
 
 GPU, MEM, PCT, CORES, PRIO = ResourceNames().all()
 VG, MB, CO = quota.NAMES
@@ -47,10 +41,6 @@ CUSTOM = Config(resource_names=ResourceNames(gpu="example.com/vgpu", gpumem="exa
                                              gpumem_percentage="example.com/mem-pct",
                                              gpucores="example.com/cores",
                                              priority="example.com/prio"))
-#: An H100 node beside MIXED's A100 40 GB and T4 16 GB nodes: three sizes.
-THREE = ClusterGpus.from_inventories([
-    node_inventory(A100, 40960, 4, "a0"), node_inventory(T4, 15360, 2, "t0"),
-    node_inventory("NVIDIA H100 80GB HBM3", 81559, 8, "h0")])
 
 
 def sidecar(name: str, limits: dict[str, Any]) -> dict[str, Any]:
@@ -185,32 +175,6 @@ CASES = [
 ]
 
 
-def derived_of(container: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    resources = container.get("resources") or {}
-    limits = resources.get("limits") or {}
-    requests = resources.get("requests") or {}
-    return ({n: v for n, v in limits.items() if n in quota.NAMES},
-            {n: v for n, v in requests.items() if n in quota.NAMES})
-
-
-def without_sidecars(obj: dict[str, Any]) -> dict[str, Any]:
-    """The pod as an API server without sidecar support stores it (the field dropped)."""
-    out = copy.deepcopy(obj)
-    for c in out["spec"].get("initContainers") or []:
-        c.pop("restartPolicy", None)
-    return out
-
-
-def true_total(obj: dict[str, Any], config: Config, gpus: ClusterGpus) -> Charge:
-    """What vgpu holds for the pod: every GPU container's vGPUs, MiB and cores, summed,
-    from the pod after admission (gpumem resolved where the webhook resolved it)."""
-    parsed = parse_pod(obj, config)
-    total = quota.NONE
-    for request in parsed.containers:
-        total += container_charge(request, memory_per_vgpu(request, parsed, config, gpus))
-    return total
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_derived_requests(case: Case) -> None:
     response, patched = admit(case.pod, case.gpus, case.config)
@@ -272,39 +236,3 @@ def test_the_record_lists_the_derived_requests() -> None:
     changes = decode_admission(patched["metadata"]["annotations"][ADMISSION])
     assert any(line.startswith("containers[c].resources.limits[vgpu.io/memory-mib]: \"3000\"")
                for line in changes), changes
-
-
-# --- the invariant, on generated pods ------------------------------------------------
-
-_gpu_limits = st.fixed_dictionaries(
-    {GPU: st.integers(1, 4).map(str)},
-    optional={MEM: st.integers(1, 40960).map(str), PCT: st.integers(1, 100).map(str),
-              CORES: st.integers(0, 100).map(str)},
-).filter(lambda d: not (MEM in d and PCT in d))
-_limits = st.one_of(st.none(), st.just({"cpu": "1"}), _gpu_limits)
-
-
-@st.composite
-def _pods(draw: st.DrawFn) -> dict[str, Any]:
-    apps = draw(st.lists(_limits, min_size=1, max_size=3))
-    inits = draw(st.lists(st.tuples(_limits, st.booleans()), max_size=3))
-    # Copies: a drawn dict may be the same object in several containers, and an
-    # aliased limits map would take one container's patch into another.
-    app_containers = [ctr(f"a{i}", copy.deepcopy(limits)) for i, limits in enumerate(apps)]
-    init_containers = tuple({**ctr(f"i{i}", copy.deepcopy(limits)),
-                             **({"restartPolicy": "Always"} if side else {})}
-                            for i, (limits, side) in enumerate(inits))
-    return pod(*app_containers, init=init_containers)
-
-
-@settings(max_examples=200, deadline=None)
-@given(_pods(), st.sampled_from([HOMOGENEOUS, MIXED, THREE]))
-def test_kubernetes_charges_what_vgpu_holds(obj: dict[str, Any], gpus: ClusterGpus) -> None:
-    response, patched = admit(obj, gpus)
-    assert response["allowed"] is True
-    total = true_total(patched, Config(), gpus)
-    assert pod_charge(patched) == total
-    assert pod_charge(without_sidecars(patched)) == total
-    for ref in containers(patched):
-        if ref.init:
-            assert derived_of(ref.container) == ({}, {})
