@@ -2,21 +2,33 @@
 
     python bench/isolation.py [--gpumem 4096] [--gpucores 30] [--seconds 5]
                               [--hami-lib /path/to/libvgpu.so]
+                              [--checks mps,pair,fault,restart,watchdog,hami-core]
 
-For each backend (``mps``; ``hami-core`` too with ``--hami-lib``) it runs the real node
-agent on NVML with an in-memory cluster and the kubelet stand-in (tests/support), which
-starts that backend for real (the MPS control daemon on a temporary pipe folder), binds a
-pod asking for ``gpumem``/``gpucores`` on GPU 0 as the scheduler would, and takes the
-Allocate answer through the normal path (GetPreferredAllocation, Allocate). A child
-process then runs a CUDA workload (torch, else cupy) with exactly that environment, plus
-what a container runtime would do on a bare host (CUDA_VISIBLE_DEVICES from
-NVIDIA_VISIBLE_DEVICES; LD_PRELOAD for HAMi-core's ld.so.preload). A baseline child runs
-with no limits. The last line is one JSON object: per backend the memory CUDA reports,
-whether allocating past the grant was refused, and fp16 matmul TFLOP/s against the
-baseline. Targets (issue 13): refused; throughput at gpucores 30 within 25-45 % of
-unlimited.
+Every check runs the real node agent on NVML with an in-memory cluster and the kubelet
+stand-in (bench/_isolation_node.py), which starts the backend for real (the MPS control
+daemon on a temporary pipe folder, through ``isolation.mps.controlCommand``), binds pods as
+the scheduler would and takes each Allocate answer through the kubelet's path. Child
+processes then run CUDA workloads (torch, else cupy) with exactly those environments, plus
+what a container runtime does on a bare host (CUDA_VISIBLE_DEVICES from
+NVIDIA_VISIBLE_DEVICES; LD_PRELOAD and CUDA_REDIRECT for HAMi-core's mounted library).
 
-Without a GPU, the NVIDIA driver, MPS or a CUDA library it says so and exits 2.
+- ``unlimited`` (always): a child with no limit, the baseline.
+- ``mps``: one client at ``gpumem``/``gpucores``: memory seen, past-the-grant refused,
+  TFLOP/s against the baseline (target: 25-45 % at 30 cores).
+- ``pair``: two pods' answers at once (50 cores each; 4096 and 8192 MiB) running
+  together: each cap holds, the split is even.
+- ``fault``: two clients, one writes through an invalid address: what the other sees, and
+  whether the daemon and a new client still work afterwards.
+- ``restart``: the agent replaced while a client runs: the new agent adopts the daemon
+  (no new start) and the client finishes.
+- ``watchdog``: two processes, one above its grant and one within, attributed to pods
+  (their cgroup files written as the kubelet's would read): the watchdog on real NVML
+  reports the breach, and only it, within one interval.
+- ``hami-core`` (with ``--hami-lib``): memory seen, past-the-grant refused, TFLOP/s at
+  ``gpucores`` with the default core policy and with ``GPU_CORE_UTILIZATION_POLICY=force``.
+
+The last line is one JSON object. Without a GPU, the NVIDIA driver, MPS or a CUDA library
+it says so and exits 2.
 """
 
 from __future__ import annotations
@@ -24,22 +36,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
-import subprocess
 import sys
-import tempfile
+import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_isolation_child.py")
+import _isolation_checks as checks
+
+CHECKS = ("mps", "pair", "fault", "restart", "watchdog", "hami-core")
 
 
 class Unavailable(Exception):
     """What this machine lacks for the check."""
 
 
-def preflight(hami_lib: str | None) -> Any:
+def preflight(args: argparse.Namespace) -> Any:
     from vgpu.errors import DiscoveryError  # noqa: PLC0415
     from vgpu_nodeagent.devices.nvml import NvmlDiscovery  # noqa: PLC0415
 
@@ -47,128 +62,104 @@ def preflight(hami_lib: str | None) -> Any:
         discovery = NvmlDiscovery()
     except DiscoveryError as exc:
         raise Unavailable(f"no NVIDIA GPU to check: {exc}") from None
-    if not discovery.devices():
+    try:
+        if not discovery.devices():
+            raise Unavailable("NVML lists no GPU on this machine")
+        control = shlex.split(args.mps_control)
+        wants_mps = any(c in args.checks for c in ("mps", "pair", "fault", "restart"))
+        if wants_mps and (not control or shutil.which(control[0]) is None):
+            raise Unavailable(f"{args.mps_control!r} is not on PATH (the NVIDIA driver's MPS "
+                              "utilities; or leave the MPS checks out with --checks)")
+        for name in ("torch", "cupy"):
+            try:
+                __import__(name)
+                break
+            except ImportError:
+                continue
+        else:
+            raise Unavailable("neither torch nor cupy is installed: pip install torch (or "
+                              "cupy)")
+        if args.hami_lib is not None and not os.path.isfile(args.hami_lib):
+            raise Unavailable(f"--hami-lib {args.hami_lib}: not a file")
+    except Unavailable:
         discovery.close()
-        raise Unavailable("NVML lists no GPU on this machine")
-    if shutil.which("nvidia-cuda-mps-control") is None:
-        discovery.close()
-        raise Unavailable("nvidia-cuda-mps-control is not on PATH (the NVIDIA driver's MPS "
-                          "utilities)")
-    found = False
-    for name in ("torch", "cupy"):
-        try:
-            __import__(name)
-            found = True
-            break
-        except ImportError:
-            continue
-    if not found:
-        discovery.close()
-        raise Unavailable("neither torch nor cupy is installed: pip install torch (or cupy)")
-    if hami_lib is not None and not os.path.isfile(hami_lib):
-        discovery.close()
-        raise Unavailable(f"--hami-lib {hami_lib}: not a file")
+        raise
     return discovery
 
 
-def child(envs: dict[str, str], gpumem: int, seconds: float, preload: str | None) -> Any:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_MPS", "CUDA_DEV"))}
-    env.update(envs)
-    env["CUDA_VISIBLE_DEVICES"] = envs["NVIDIA_VISIBLE_DEVICES"]
-    if preload:
-        env["LD_PRELOAD"] = preload
-    done = subprocess.run([sys.executable, CHILD, str(gpumem), str(seconds)], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    lines = done.stdout.strip().splitlines()
+def versions(nvml: Any) -> dict[str, Any]:
+    """The driver and the CUDA version it supports, as NVML says."""
+    out: dict[str, Any] = {}
     try:
-        return json.loads(lines[-1])
-    except (IndexError, ValueError):
-        return {"error": f"exit {done.returncode}: {done.stderr.strip()[-400:]}"}
+        driver = nvml.nvmlSystemGetDriverVersion()
+        out["driver"] = driver.decode() if isinstance(driver, bytes) else str(driver)
+        cuda = int(nvml.nvmlSystemGetCudaDriverVersion())
+        out["cuda_driver"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
+    except Exception as exc:  # versions are a label, not a result
+        out["versions_error"] = str(exc)
+    return out
 
 
-def allocate(mode: str, uuid: str, args: argparse.Namespace, root: str) -> tuple[Any, Any]:
-    """Start the agent in ``mode``; the Allocate answer for one pod, and the agent."""
-    from tests.support.kubelet import KubeletStandIn  # noqa: PLC0415
-    from tests.support.pods import bind_assigned, container, pod, slices  # noqa: PLC0415
-    from vgpu.cluster.memory import MemoryCluster  # noqa: PLC0415
-    from vgpu.config import from_mapping  # noqa: PLC0415
-    from vgpu_nodeagent.agent import NodeAgent  # noqa: PLC0415
-    from vgpu_nodeagent.devices.nvml import NvmlDiscovery  # noqa: PLC0415
-    from vgpu_nodeagent.options import Options  # noqa: PLC0415
-
-    folder = tempfile.mkdtemp(prefix="vi", dir="/tmp")  # a short path for unix sockets
-    config = from_mapping({
-        "isolation": {"mode": mode, "watchdog": {"intervalSeconds": 0},
-                      "mps": {"pipeDir": os.path.join(root, "pipe"),
-                              "logDir": os.path.join(root, "log")}},
-        "nodeagent": {"devicePluginDir": folder, "podResourcesSocket": "",
-                      "hamiCorePath": args.hami_lib if mode == "hami-core" else "",
-                      "sharedCacheDir": os.path.join(root, "cache")}})
-    cluster = MemoryCluster()
-    cluster.create("nodes", {"metadata": {"name": "bench"}})
-    kubelet = KubeletStandIn(folder)
-    kubelet.start()
-    agent = NodeAgent(config, NvmlDiscovery(), cluster, Options(node_name="bench"))
-    agent.start()
-    kubelet.wait_registration()
-    kubelet.devices().wait_for(lambda d: len(d) > 0)
-    bind_assigned(cluster, pod("bench", [container("main", 1, mem=args.gpumem,
-                                                   cores=args.gpucores)]),
-                  "bench", {"main": slices((uuid, args.gpumem, args.gpucores))})
-    (response,) = kubelet.admit_pod([1])
-    kubelet.stop()
-    return response, agent
-
-
-def run_backend(mode: str, uuid: str, args: argparse.Namespace, baseline: float) -> Any:
-    root = tempfile.mkdtemp(prefix=f"vgpu-isolation-{mode}-")
-    response, agent = allocate(mode, uuid, args, root)
-    try:
-        live = agent.backend.current()
-        envs = dict(response.envs)
-        preload = args.hami_lib if mode == "hami-core" else None
-        result = child(envs, args.gpumem, args.seconds, preload)
-        result.update({"mode": live.mode, "enforced_by_agent": live.enforced,
-                       "problem": live.problem, "env": envs})
-        if isinstance(result.get("tflops"), float) and baseline:
-            result["ratio_vs_unlimited"] = round(result["tflops"] / baseline, 3)
-        return result
-    finally:
-        if agent.backend.daemon is not None:
-            agent.backend.daemon.command("quit")  # this check started it
-        agent.stop()
-
-
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gpumem", type=int, default=4096)
     parser.add_argument("--gpucores", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--hami-lib", metavar="PATH")
-    args = parser.parse_args()
+    parser.add_argument("--mps-control", default="nvidia-cuda-mps-control",
+                        help="the MPS control command (isolation.mps.controlCommand)")
+    parser.add_argument("--settle", type=float, default=15.0,
+                        help="seconds given to concurrent clients' CUDA start-up before "
+                             "their common timed window opens")
+    parser.add_argument("--checks", default="mps",
+                        help=f"comma-separated, of {','.join(CHECKS)} (default: mps; "
+                             "hami-core is added by --hami-lib)")
+    args = parser.parse_args(argv)
+    chosen = [c.strip() for c in args.checks.split(",") if c.strip()]
+    unknown = [c for c in chosen if c not in CHECKS]
+    if unknown:
+        parser.error(f"--checks: unknown {', '.join(unknown)}; known: {', '.join(CHECKS)}")
+    if args.hami_lib and "hami-core" not in chosen:
+        chosen.append("hami-core")
+    if "hami-core" in chosen and not args.hami_lib:
+        parser.error("--checks hami-core needs --hami-lib PATH")
+    args.checks = chosen
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     from vgpu import logs  # noqa: PLC0415
 
     logs.setup()
     try:
-        discovery = preflight(args.hami_lib)
+        discovery = preflight(args)
     except Unavailable as exc:
         print(f"bench/isolation.py: {exc}", file=sys.stderr)
         print(json.dumps({"error": str(exc)}))
         return 2
     gpu = discovery.devices()[0]
-    discovery.close()
-    base = child({"NVIDIA_VISIBLE_DEVICES": gpu.uuid}, args.gpumem, args.seconds, None)
+    import pynvml  # noqa: PLC0415  (NvmlDiscovery loaded it)
+
     out: dict[str, Any] = {"gpu": gpu.model, "gpu_memory_mib": gpu.memory_mib,
-                           "gpumem": args.gpumem, "gpucores": args.gpucores,
-                           "unlimited": base}
-    baseline = base.get("tflops") if isinstance(base.get("tflops"), float) else 0.0
-    out["mps"] = mps = run_backend("mps", gpu.uuid, args, baseline)
-    ratio = mps.get("ratio_vs_unlimited")
-    out["targets"] = {"past_limit_refused": mps.get("past_limit_refused") is True,
-                      "throughput_25_to_45_percent": isinstance(ratio, float)
-                      and 0.25 <= ratio <= 0.45}
-    if args.hami_lib:
-        out["hami-core"] = run_backend("hami-core", gpu.uuid, args, baseline)
+                           **versions(pynvml), "gpumem": args.gpumem,
+                           "gpucores": args.gpucores, "seconds": args.seconds}
+    discovery.close()
+    started = time.monotonic()
+    out["unlimited"] = base = checks.unlimited(gpu.uuid, args)
+    tflops = base.get("tflops")
+    baseline = tflops if isinstance(tflops, float) else 0.0
+    for name in args.checks:
+        began = time.monotonic()
+        try:
+            out[name] = checks.RUN[name](gpu.uuid, args, baseline)
+        except Exception as exc:  # one failed check must not hide the others' figures
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        out[name]["check_seconds"] = round(time.monotonic() - began, 1)
+        print(f"bench/isolation.py: {name}: {json.dumps(out[name])}", file=sys.stderr,
+              flush=True)
+    out["targets"] = checks.targets(out)
+    out["total_seconds"] = round(time.monotonic() - started, 1)
     print(json.dumps(out))
     return 0
 

@@ -1,0 +1,180 @@
+"""One node for ``bench/isolation.py``: the real node agent on NVML with an in-memory cluster
+and the kubelet stand-in (tests/support), and the CUDA children that run with the Allocate
+answers it gives.
+
+A grant goes the normal way: a pod asking for ``gpumem``/``gpucores`` is bound with an
+assignment on GPU 0 as the scheduler would bind it, the kubelet stand-in asks
+GetPreferredAllocation and Allocate, and the answer's environment is what the child gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid as uuids
+from typing import Any
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_isolation_child.py")
+
+
+class Node:
+    """The agent in ``mode`` on GPU ``gpu_uuid``; grants through the kubelet's path."""
+
+    def __init__(self, mode: str, gpu_uuid: str, *, hami_lib: str | None = None,
+                 mps_control: str = "nvidia-cuda-mps-control") -> None:
+        from tests.support.kubelet import KubeletStandIn  # noqa: PLC0415
+        from vgpu.cluster.memory import MemoryCluster  # noqa: PLC0415
+        from vgpu.config import from_mapping  # noqa: PLC0415
+
+        self.mode, self.gpu = mode, gpu_uuid
+        self.root = tempfile.mkdtemp(prefix=f"vgpu-isolation-{mode}-")
+        self.folder = tempfile.mkdtemp(prefix="vi", dir="/tmp")  # short: unix sockets
+        self.cache_dir = os.path.join(self.root, "cache")
+        self.config = from_mapping({
+            "isolation": {"mode": mode, "watchdog": {"intervalSeconds": 0},
+                          "mps": {"pipeDir": os.path.join(self.root, "pipe"),
+                                  "logDir": os.path.join(self.root, "log"),
+                                  "controlCommand": mps_control}},
+            "nodeagent": {"devicePluginDir": self.folder, "podResourcesSocket": "",
+                          "hamiCorePath": hami_lib or "", "sharedCacheDir": self.cache_dir}})
+        self.cluster = MemoryCluster()
+        self.cluster.create("nodes", {"metadata": {"name": "bench"}})
+        self.kubelet = KubeletStandIn(self.folder)
+        self.kubelet.start()
+        self.registrations = 0
+        self.agent = self._start_agent()
+
+    def _start_agent(self) -> Any:
+        from vgpu_nodeagent.agent import NodeAgent  # noqa: PLC0415
+        from vgpu_nodeagent.devices.nvml import NvmlDiscovery  # noqa: PLC0415
+        from vgpu_nodeagent.options import Options  # noqa: PLC0415
+
+        agent = NodeAgent(self.config, NvmlDiscovery(), self.cluster,
+                          Options(node_name="bench"))
+        agent.start()
+        self.registrations += 1
+        self.kubelet.wait_registration(self.registrations, timeout=30)
+        self.kubelet.devices().wait_for(lambda d: len(d) > 0)
+        return agent
+
+    def grant(self, name: str, gpumem: int, gpucores: int) -> dict[str, str]:
+        """Bind a pod asking for one vGPU of ``gpumem``/``gpucores``; its Allocate envs."""
+        from tests.support.pods import bind_assigned, container, pod, slices  # noqa: PLC0415
+
+        bind_assigned(self.cluster, pod(name, [container("main", 1, mem=gpumem,
+                                                         cores=gpucores)]),
+                      "bench", {"main": slices((self.gpu, gpumem, gpucores))})
+        (response,) = self.kubelet.admit_pod([1])
+        envs = dict(response.envs)
+        cache = envs.get("CUDA_DEVICE_MEMORY_SHARED_CACHE")
+        if cache:  # the container's mount makes this folder; on a bare host, we do
+            os.makedirs(os.path.dirname(cache), exist_ok=True)
+        return envs
+
+    def live(self) -> dict[str, Any]:
+        live = self.agent.backend.current()
+        out: dict[str, Any] = {"mode": live.mode, "enforced_by_agent": live.enforced,
+                               "problem": live.problem}
+        daemon = self.agent.backend.daemon
+        if daemon is not None:
+            status = daemon.status()
+            out["daemon"] = {"state": status.state, "starts": status.starts,
+                             "restarts": status.restarts, "error": status.error}
+        return out
+
+    def restart_agent(self) -> float:
+        """Stop the agent and start a new one on the same folders, as a pod replacement
+        does; seconds until the new one registered."""
+        began = time.monotonic()
+        self.agent.stop()
+        self.agent = self._start_agent()
+        return time.monotonic() - began
+
+    def daemon_answers(self) -> bool | None:
+        daemon = self.agent.backend.daemon
+        return None if daemon is None else bool(daemon.alive())
+
+    def close(self) -> None:
+        daemon = self.agent.backend.daemon
+        if daemon is not None:
+            daemon.command("quit")  # this check started it
+        self.agent.stop()
+        self.kubelet.stop()
+
+
+def child_env(envs: dict[str, str], preload: str | None,
+              extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUDA_MPS", "CUDA_DEV", "GPU_CORE", "LD_PRELOAD"))}
+    env.update(envs)
+    env["CUDA_VISIBLE_DEVICES"] = envs["NVIDIA_VISIBLE_DEVICES"]
+    env["PYTHONUNBUFFERED"] = "1"
+    if preload:
+        env["LD_PRELOAD"] = preload
+    env.update(extra or {})
+    return env
+
+
+def spawn(env: dict[str, str], *args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, CHILD, *map(str, args)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 300) -> dict[str, Any]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        return {"error": f"no answer within {timeout:g}s", "stderr": err.strip()[-400:]}
+    lines = out.strip().splitlines()
+    try:
+        result: dict[str, Any] = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        return {"error": f"exit {proc.returncode}: {err.strip()[-400:]}"}
+    if proc.returncode != 0 or "error" in result:
+        result.setdefault("exit", proc.returncode)
+        result["stderr"] = err.strip()[-300:]
+    return result
+
+
+def run(env: dict[str, str], *args: object, timeout: float = 300) -> dict[str, Any]:
+    return finish(spawn(env, *args), timeout)
+
+
+def first_line(proc: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any] | None:
+    """The first JSON line a ``hold`` child prints (its memory is then held)."""
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            return None
+        try:
+            value: dict[str, Any] = json.loads(line)
+            return value
+        except ValueError:
+            continue
+    return None
+
+
+def fake_pod(name: str, gpu: str, granted_mib: int) -> tuple[dict[str, Any], str]:
+    """A pod as the watch shows it once running (uid, containerID) with a grant on ``gpu``,
+    and its container's cgroup line (cgroup v2, cgroupfs driver)."""
+    from vgpu.codecs import Assignment, GrantedDevice, encode_assignment  # noqa: PLC0415
+
+    uid = str(uuids.uuid4())
+    container_id = uuids.uuid4().hex + uuids.uuid4().hex
+    text = encode_assignment(Assignment(node="bench", containers={
+        "main": (GrantedDevice(uuid=gpu, memory_mib=granted_mib, cores=0),)}))
+    pod = {"metadata": {"name": name, "namespace": "default", "uid": uid,
+                        "annotations": {"vgpu.io/assignment": text}},
+           "spec": {"nodeName": "bench", "schedulerName": "vgpu-scheduler",
+                    "containers": [{"name": "main"}]},
+           "status": {"phase": "Running", "containerStatuses": [
+               {"name": "main", "containerID": f"containerd://{container_id}"}]}}
+    return pod, f"0::/kubepods/burstable/pod{uid}/{container_id}\n"
