@@ -124,7 +124,7 @@ def spawn(env: dict[str, str], *args: object) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def finish(proc: subprocess.Popen[str], timeout: float = 300) -> dict[str, Any]:
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any]:
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -142,7 +142,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 300) -> dict[str, Any]:
     return result
 
 
-def run(env: dict[str, str], *args: object, timeout: float = 300) -> dict[str, Any]:
+def run(env: dict[str, str], *args: object, timeout: float = 120) -> dict[str, Any]:
     return finish(spawn(env, *args), timeout)
 
 
