@@ -177,6 +177,10 @@ def hami_core(gpu: str, args: Any, baseline: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         out.update(node.live())
+        # HAMi-core charges a launch its grid size: many small kernels, beside big GEMMs.
+        plain = nodes.run(nodes.child_env({"NVIDIA_VISIBLE_DEVICES": gpu}, None),
+                          "launches", args.seconds)
+        out["unlimited_launches_per_second"] = plain.get("launches_per_second")
         for policy in ("default", "force"):
             envs = node.grant(f"hami-{policy}", args.gpumem, args.gpucores)
             extra = {"CUDA_REDIRECT": args.hami_lib}
@@ -185,6 +189,13 @@ def hami_core(gpu: str, args: Any, baseline: float) -> dict[str, Any]:
             result = nodes.run(nodes.child_env(envs, args.hami_lib, extra), "measure",
                                args.gpumem, args.seconds)
             _ratio(result, baseline)
+            small = nodes.run(nodes.child_env(envs, args.hami_lib, extra), "launches",
+                              args.seconds)
+            rate, base_rate = small.get("launches_per_second"), plain.get(
+                "launches_per_second")
+            if isinstance(rate, int) and isinstance(base_rate, int) and base_rate:
+                result["small_kernels_ratio_vs_unlimited"] = round(rate / base_rate, 3)
+            result["small_kernels"] = small
             out[policy] = {**result, "env": envs | extra}
         return out
     finally:

@@ -5,12 +5,15 @@ host: CUDA_VISIBLE_DEVICES from NVIDIA_VISIBLE_DEVICES, LD_PRELOAD for ld.so.pre
     python bench/_isolation_child.py measure LIMIT_MIB SECONDS [START_EPOCH]
     python bench/_isolation_child.py hold MIB SECONDS
     python bench/_isolation_child.py fault DELAY_SECONDS
+    python bench/_isolation_child.py launches SECONDS
 
 - ``measure``: the memory CUDA reports, whether allocating past LIMIT_MIB is refused, then
   fp16 matmul TFLOP/s for SECONDS (from START_EPOCH when given, so that concurrent clients
   time the same window).
 - ``hold``: allocates MIB, prints ``{"held_mib": ...}`` at once, keeps it SECONDS.
 - ``fault``: after DELAY_SECONDS, a kernel writes through an invalid device address.
+- ``launches``: small kernels (256 blocks each) per second for SECONDS: the kind of work
+  a limiter that charges launches by their grid size sees most of.
 
 Each prints one JSON object as its last line. ``measure`` and ``hold`` use torch (else
 cupy); ``fault`` uses cupy (a raw kernel), else torch's illegal index.
@@ -172,6 +175,33 @@ def fault(delay: float) -> dict[str, Any]:
     return {"faulted": False, "at": started}
 
 
+def launches(seconds: float) -> dict[str, Any]:
+    if _lib() == "torch":
+        import torch  # noqa: PLC0415
+
+        x = torch.ones(256 * 256, device="cuda")
+        sync = torch.cuda.synchronize
+        step = x.add_
+    else:
+        import cupy  # noqa: PLC0415
+
+        x = cupy.ones(256 * 256, dtype=cupy.float32)
+        sync = cupy.cuda.Device().synchronize
+
+        def step(value: float) -> Any:
+            return x.__iadd__(value)
+    for _ in range(100):
+        step(1.0)
+    sync()
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(1000):
+            step(1.0)
+        sync()
+        count += 1000
+    return {"launches_per_second": round(count / (time.perf_counter() - start))}
+
+
 def main() -> int:
     mode = sys.argv[1]
     try:
@@ -182,6 +212,8 @@ def main() -> int:
             result = hold(int(sys.argv[2]), float(sys.argv[3]))
         elif mode == "fault":
             result = fault(float(sys.argv[2]))
+        elif mode == "launches":
+            result = launches(float(sys.argv[2]))
         else:
             result = {"error": f"unknown mode {mode!r}"}
     except Exception as exc:  # the parent reports it as this workload's result

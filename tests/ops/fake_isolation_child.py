@@ -30,6 +30,9 @@ def main() -> int:
         print(json.dumps({"held_mib": int(sys.argv[2]), "at": time.time()}), flush=True)
         time.sleep(float(sys.argv[3]))
         print(json.dumps({"held_mib": int(sys.argv[2])}))
+    elif mode == "launches":
+        time.sleep(float(sys.argv[2]))
+        print(json.dumps({"launches_per_second": 100000}))
     elif mode == "fault":
         time.sleep(float(sys.argv[2]))
         print(json.dumps({"faulted": True, "error": "CUDARuntimeError: illegal address"}))

@@ -58,6 +58,22 @@ def test_no_enforcing_node_is_the_failed_scheduling_reason() -> None:
     assert "0/2 nodes are available: 2 node without isolation enforcement" in event.message
 
 
+def test_by_default_only_mps_counts_as_enforcing() -> None:
+    # HAMi-core was measured holding memory but not compute (docs/isolation.md).
+    assert Config().isolation.enforcing_modes == ("mps",)
+    sched, cluster, _ = setup([node_in_mode("hami", "hami-core")])
+    cluster.create("pods", builders.pod(
+        "p", [builders.container(gpus=1, gpumem=2000, cores=20)], annotations=REQUIRE))
+    sched.run_until_idle()
+    assert node_of(cluster, "p") is None
+    trusting = from_mapping({"isolation": {"enforcingModes": ["hami-core", "mps"]}})
+    sched, cluster, _ = setup([node_in_mode("hami", "hami-core")], trusting)
+    cluster.create("pods", builders.pod(
+        "p", [builders.container(gpus=1, gpumem=2000, cores=20)], annotations=REQUIRE))
+    sched.run_until_idle()
+    assert node_of(cluster, "p") == "hami"
+
+
 def test_the_cluster_default_requires_it_and_an_annotation_opts_out() -> None:
     config = from_mapping({"isolation": {"require": True}})
     sched, cluster, _ = setup([node_in_mode("a", "none")], config)

@@ -55,10 +55,12 @@ class WatchdogConfig:
 class IsolationConfig:
     mode: str = knob(modes.HAMI_CORE, "backend of nodes without a vgpu.io/isolation label",
                      choices=modes.MODES)
+    # mps alone: on an H100 with CUDA 13, HAMi-core held memory but not compute (a GEMM at
+    # gpucores 30 ran at 100 % of unlimited, small kernels at 81-83 %; docs/isolation.md).
     enforcing_modes: tuple[str, ...] = knob(
-        (modes.HAMI_CORE, modes.MPS), "modes the scheduler counts as enforcing for pods that "
-        "require isolation (hami-core counts only where the agent preloads libvgpu.so)",
-        choices=modes.MODES)
+        (modes.MPS,), "modes the scheduler counts as enforcing for pods that require "
+        "isolation (hami-core holds memory but was not seen to hold compute; add it to trust "
+        "its memory limit alone)", choices=modes.MODES)
     require: bool = knob(False, "fractional pods without a vgpu.io/require-isolation "
                          "annotation require an enforcing node")
     mps: MpsConfig = section(MpsConfig, "the MPS control daemon (mode mps)")
