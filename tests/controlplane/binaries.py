@@ -2,7 +2,8 @@
 
 Separate from what runs them: ``ensure_binaries`` (etcd, kube-apiserver, kubectl) is also
 what tests that only need kubectl (``kubectl kustomize``) call; ``ensure_node_binaries``
-(a real node: kubelet, containerd, runc, busybox) and ``ensure_kube_scheduler`` build their
+(a real node: kubelet, containerd, runc, busybox), ``ensure_kube_scheduler`` and
+``ensure_cluster_binaries`` (kube-controller-manager, kube-proxy, CNI plugins) build their
 target only when a test asks for it, so a run without those tests never waits for them.
 """
 
@@ -57,6 +58,28 @@ class NodeBinaries:
         return self.bin_dir / "busybox"
 
 
+@dataclass(frozen=True)
+class ClusterBinaries:
+    """What a minimal real cluster adds (``build.sh cluster``): the controllers, the
+    Service proxy and the CNI plugins for pod networking."""
+
+    bin_dir: Path
+
+    @property
+    def kube_controller_manager(self) -> Path:
+        return self.bin_dir / "kube-controller-manager"
+
+    @property
+    def kube_proxy(self) -> Path:
+        return self.bin_dir / "kube-proxy"
+
+    @property
+    def cni_dir(self) -> Path:
+        return self.bin_dir / "cni"
+
+
+CLUSTER_EXECUTABLES = ("kube-controller-manager", "kube-proxy", "cni/bridge", "cni/host-local",
+                       "cni/loopback")
 NODE_EXECUTABLES = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc",
                     "busybox")
 
@@ -75,6 +98,11 @@ def ensure_node_binaries(build_script: Path = BUILD_SCRIPT) -> NodeBinaries:
 def ensure_kube_scheduler(build_script: Path = BUILD_SCRIPT) -> Path:
     """kube-scheduler (``build.sh kube-scheduler``)."""
     return run_build(("kube-scheduler",), ("kube-scheduler",), build_script) / "kube-scheduler"
+
+
+def ensure_cluster_binaries(build_script: Path = BUILD_SCRIPT) -> ClusterBinaries:
+    """kube-controller-manager, kube-proxy and the CNI plugins (``build.sh cluster``)."""
+    return ClusterBinaries(run_build(("cluster",), CLUSTER_EXECUTABLES, build_script))
 
 
 def run_build(targets: tuple[str, ...], executables: tuple[str, ...],
