@@ -53,7 +53,7 @@ from tests.e2e.install_support import (
 from tests.e2e.real_node_support import expected_env
 from vgpu import codecs, meta, pods
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
-from vgpu.cluster.port import Selector
+from vgpu.cluster.port import Obj, Selector
 from vgpu.codecs import decode_inventory
 from vgpu.records import ADMISSION
 
@@ -111,9 +111,12 @@ def test_the_components_become_ready_the_scheduler_leads_and_the_agent_registers
     assert holder in schedulers
     # The agent, in its pod, registered with the kubelet (20 = 2 fake GPUs x split 10)
     # and published the inventory on the Node.
-    node = wait_until("the kubelet offers the agent's devices", lambda: (
-        (n := port.get("nodes", NODE))["status"]["allocatable"].get(GPU) == "20" and n), 120,
-        interval=0.5, context=cluster.logs)
+    def offered() -> Obj | None:
+        node = port.get("nodes", NODE)
+        return node if node["status"]["allocatable"].get(GPU) == "20" else None
+
+    node = wait_until("the kubelet offers the agent's devices", offered, 120, interval=0.5,
+                      context=cluster.logs)
     assert len(decode_inventory(meta.annotations_of(node)[NODE_GPUS]).devices) == 2
     # The webhook's Service has its pods behind it, and the node's kube-proxy serves it.
     endpoints = json.loads(cluster.kubectl("get", "endpoints", "-n", NAMESPACE,
