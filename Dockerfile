@@ -22,6 +22,7 @@ COPY webhook vgpu_webhook
 COPY scheduler vgpu_scheduler
 COPY nodeagent vgpu_nodeagent
 COPY certs vgpu_certs
+COPY kubectl vgpu_kubectl
 COPY tests/image/slim.py tests/image/slim.py
 # Everything goes into one virtual environment that the final stage copies whole: no pip,
 # no build tools and no wheel files in the image, and no install step there that a

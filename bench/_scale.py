@@ -122,8 +122,8 @@ def run(config: Config, *, node_count: int, gpus: int, placed: int,
     t0, c0 = time.perf_counter(), time.process_time()
     scheduler = Scheduler(config, cluster, clock=clock)
     scheduler.pump()
-    # What the scheduling loop does once synced (scheduler/host/loop.py): the listed
-    # pods are folded into their nodes, part of the cold start.
+    # What the scheduling loop does once synced (Scheduler.run): the listed pods are
+    # folded into their nodes, part of the cold start.
     scheduler.cache.update_snapshot(scheduler.snapshot)
     cold_wall, cold_cpu = time.perf_counter() - t0, time.process_time() - c0
 

@@ -38,8 +38,9 @@ from vgpu import logs
 from vgpu.annotations import BIND_PHASE, PHASE_SUCCESS
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
-from vgpu_nodeagent.agent import NodeAgent, Options
-from vgpu_nodeagent.fake import FakeDiscovery
+from vgpu_nodeagent.agent import NodeAgent
+from vgpu_nodeagent.devices.fake import FakeDiscovery
+from vgpu_nodeagent.options import Options
 from vgpu_nodeagent.proto import api_pb2
 
 SHAPES: list[tuple[str, list[int], list[int]]] = [

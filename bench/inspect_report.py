@@ -22,8 +22,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vgpu import inspect
 from vgpu.codecs import encode_heartbeat
+from vgpu_kubectl import inspect
 
 
 def cluster(nodes: int, gpus: int, per_gpu: int) -> tuple[list[dict[str, Any]],

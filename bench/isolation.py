@@ -41,7 +41,7 @@ class Unavailable(Exception):
 
 def preflight(hami_lib: str | None) -> Any:
     from vgpu.errors import DiscoveryError  # noqa: PLC0415
-    from vgpu_nodeagent.nvml import NvmlDiscovery  # noqa: PLC0415
+    from vgpu_nodeagent.devices.nvml import NvmlDiscovery  # noqa: PLC0415
 
     try:
         discovery = NvmlDiscovery()
@@ -92,8 +92,9 @@ def allocate(mode: str, uuid: str, args: argparse.Namespace, root: str) -> tuple
     from tests.support.pods import bind_assigned, container, pod, slices  # noqa: PLC0415
     from vgpu.cluster.memory import MemoryCluster  # noqa: PLC0415
     from vgpu.config import from_mapping  # noqa: PLC0415
-    from vgpu_nodeagent.agent import NodeAgent, Options  # noqa: PLC0415
-    from vgpu_nodeagent.nvml import NvmlDiscovery  # noqa: PLC0415
+    from vgpu_nodeagent.agent import NodeAgent  # noqa: PLC0415
+    from vgpu_nodeagent.devices.nvml import NvmlDiscovery  # noqa: PLC0415
+    from vgpu_nodeagent.options import Options  # noqa: PLC0415
 
     folder = tempfile.mkdtemp(prefix="vi", dir="/tmp")  # a short path for unix sockets
     config = from_mapping({

@@ -75,8 +75,8 @@ def main() -> int:
         config = Config(scheduler=SchedulerConfig(per_gpu_metrics=per_gpu))
         sched = Scheduler(config, cluster, clock=clock)
         sched.pump()
-        # As the scheduling loop does once synced (scheduler/host/loop.py): fold the
-        # listed pods into their nodes and move what lives on out of the collector's way.
+        # As the scheduling loop does once synced (Scheduler.run): fold the listed pods
+        # into their nodes and move what lives on out of the collector's way.
         sched.cache.update_snapshot(sched.snapshot)
         gc.collect()
         gc.freeze()

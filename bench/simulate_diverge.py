@@ -80,7 +80,7 @@ class Lane:
         return None
 
     def state(self, node: str | None) -> tuple[str, tuple[int, ...], int, int] | None:
-        info = self.sched.node_info(node) if node else None
+        info = self.sched.cache.node_info(node) if node else None
         if info is None:
             return None
         return (shares.model(info), shares.free_milli(info), shares.free_cpu(info),
@@ -89,7 +89,7 @@ class Lane:
     def idle_by_model(self) -> dict[str, float]:
         out: Counter[str] = Counter()
         for name in self.sched.cache.node_names():
-            info = self.sched.node_info(name)
+            info = self.sched.cache.node_info(name)
             if info is not None and info.devices:
                 out[shares.model(info)] += sum(shares.free_milli(info)) / 1000
         return {m: round(v, 1) for m, v in sorted(out.items())}

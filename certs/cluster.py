@@ -16,6 +16,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vgpu import meta
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ConfigError, ConflictError, NotFoundError
 from vgpu_certs.store import StoredSecret, WebhookBundle
@@ -56,17 +57,17 @@ class ClusterSecretStore:
                               f"{TLS_TYPE!r}; delete it or choose another --secret")
         data = {k: _decode(v, f"{self._what} key {k}")
                 for k, v in (obj.get("data") or {}).items()}
-        return StoredSecret(data, str(obj["metadata"]["resourceVersion"]))
+        return StoredSecret(data, meta.resource_version(obj))
 
     def write(self, data: Mapping[str, bytes], resource_version: str | None) -> None:
-        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
-                                "labels": dict(_LABELS)}
-        body: Obj = {"type": TLS_TYPE, "metadata": meta,
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
+                                    "labels": dict(_LABELS)}
+        body: Obj = {"type": TLS_TYPE, "metadata": metadata,
                      "data": {k: base64.b64encode(v).decode() for k, v in data.items()}}
         if resource_version is None:
             self._port.create("secrets", body)
         else:
-            meta["resourceVersion"] = resource_version
+            metadata["resourceVersion"] = resource_version
             self._port.replace("secrets", body)
 
 

@@ -8,10 +8,10 @@ inventory publisher, the fault watch (NVML XID events), and the metrics server.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from prometheus_client.core import Metric
 
@@ -20,46 +20,35 @@ from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
-from vgpu_nodeagent import environment, events, isolation_metrics, progress, virtual
-from vgpu_nodeagent.allocator import Allocator
-from vgpu_nodeagent.backend import Backend, node_label
-from vgpu_nodeagent.discovery import Discovery, GpuFacts
-from vgpu_nodeagent.health import HealthTracker
-from vgpu_nodeagent.metrics import Metrics, MetricsServer, Sources
-from vgpu_nodeagent.plugin import DeviceList, DevicePluginService
-from vgpu_nodeagent.podresources import (
+from vgpu.errors import ConfigError
+from vgpu_nodeagent import events
+from vgpu_nodeagent.allocation import progress
+from vgpu_nodeagent.allocation.allocator import Allocator
+from vgpu_nodeagent.allocation.inflight import InFlight
+from vgpu_nodeagent.allocation.phases import PhaseWriter
+from vgpu_nodeagent.devices import inventory, virtual
+from vgpu_nodeagent.devices.discovery import Discovery, GpuFacts
+from vgpu_nodeagent.devices.health import HealthTracker
+from vgpu_nodeagent.isolation import grants
+from vgpu_nodeagent.isolation import metrics as isolation_metrics
+from vgpu_nodeagent.isolation.mode import Backend, node_label
+from vgpu_nodeagent.isolation.watchdog import Watchdog
+from vgpu_nodeagent.kubelet.plugin import DeviceList, DevicePluginService
+from vgpu_nodeagent.kubelet.podresources import (
     KubeletView,
     Mismatch,
     PodResourcesClient,
     PodResourcesWatch,
 )
-from vgpu_nodeagent.pods import InFlight
-from vgpu_nodeagent.server import PluginServer
-from vgpu_nodeagent.watchdog import Watchdog
-from vgpu_nodeagent.writer import InventoryPublisher, PhaseWriter
+from vgpu_nodeagent.kubelet.server import PluginServer
+from vgpu_nodeagent.metrics import Metrics, MetricsServer, Sources
+from vgpu_nodeagent.options import Options
 
 _log = logs.get("vgpu.nodeagent")
 
-ENDPOINT = "vgpu.sock"
 #: How long after a GetPreferredAllocation or Allocate call the kubelet's pod resources
 #: are not read (a kubelet may admit the next container of the pod at once).
 ADMISSION_QUIET_SECONDS = 2.0
-
-
-@dataclass(frozen=True)
-class Options:
-    """Run-time settings that are not cluster configuration."""
-
-    node_name: str
-    #: None: no metrics server; 0: any free port (tests).
-    metrics_port: int | None = None
-    metrics_host: str = "0.0.0.0"
-    endpoint: str = ENDPOINT
-    poll_seconds: float = 0.1
-    #: How long the informer's watch calls last before they are renewed.
-    watch_timeout: float = 30.0
-    #: Where the watchdog reads processes' cgroups (the host's /proc, with hostPID).
-    proc_root: str = "/proc"
 
 
 class NodeAgent:
@@ -93,8 +82,8 @@ class NodeAgent:
                                      Selector(node_name=self.node),
                                      watch_timeout=options.watch_timeout)
             self.phases = PhaseWriter(port)
-        self.publisher = InventoryPublisher(port, self.node,
-                                            config.nodeagent.heartbeat_seconds)
+        self.publisher = inventory.InventoryPublisher(port, self.node,
+                                                      config.nodeagent.heartbeat_seconds)
         self.pod_resources: PodResourcesWatch | None = None
         if port is not None and config.nodeagent.pod_resources_socket:
             self.pod_resources = PodResourcesWatch(
@@ -149,7 +138,7 @@ class NodeAgent:
         return self.server.registered.is_set()
 
     def _admission_quiet(self) -> bool:
-        """No pod of ours in allocation and no admission call lately (podresources.py:
+        """No pod of ours in allocation and no admission call lately (kubelet/podresources.py:
         a pod-resources read during an admission can crash a kubelet)."""
         recent = time.monotonic() - self.service.last_admission < ADMISSION_QUIET_SECONDS
         return not recent and not (self.inflight is not None and self.inflight.current())
@@ -167,7 +156,7 @@ class NodeAgent:
     def inventory(self) -> NodeInventory:
         mode = self.backend.current().mode
         with self._lock:
-            return virtual.inventory(self._facts, self._unhealthy, self.split, mode)
+            return inventory.inventory(self._facts, self._unhealthy, self.split, mode)
 
     def healthz(self) -> tuple[bool, str]:
         stalled = time.monotonic() - self._last_tick > 10 * max(self.options.poll_seconds, 0.5)
@@ -180,6 +169,29 @@ class NodeAgent:
         return True, f"ok; {registered} with the kubelet; {mode}"
 
     # -- lifecycle -------------------------------------------------------------------------
+
+    def _check_environment(self) -> None:
+        """What the node must provide before the agent serves: the kubelet's device-plugin
+        folder, and HAMi-core's library and preload list when ``nodeagent.hamiCorePath``
+        is set."""
+        folder = self.config.nodeagent.device_plugin_dir
+        if not os.path.isdir(folder):
+            raise ConfigError(f"device-plugin folder {folder} does not exist: mount the "
+                              "kubelet's /var/lib/kubelet/device-plugins into the agent or "
+                              "pass --device-plugin-dir")
+        library = self.config.nodeagent.hami_core_path
+        if not library:
+            return
+        if not os.path.isfile(library):
+            raise ConfigError(f"nodeagent.hamiCorePath: {library} is not a file; mount the "
+                              "host folder holding libvgpu.so at the same path in the agent")
+        preload = grants.preload_host_path(self.config)
+        try:
+            os.makedirs(os.path.dirname(preload), exist_ok=True)
+            with open(preload, "w", encoding="ascii") as handle:
+                handle.write(grants.preload_content())
+        except OSError as exc:
+            raise ConfigError(f"cannot write {preload} for HAMi-core: {exc.strerror}") from None
 
     def _configure_isolation(self) -> None:
         """The node's mode from its ``vgpu.io/isolation`` label, read once at start."""
@@ -198,7 +210,7 @@ class NodeAgent:
 
     def start(self) -> None:
         """Serve, register and start every loop; returns once serving."""
-        environment.check(self.config)
+        self._check_environment()
         self._configure_isolation()
         self._update_devices()
         if self.informer is not None:

@@ -13,8 +13,9 @@ from vgpu import logs
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
-from vgpu_nodeagent.agent import NodeAgent, Options
-from vgpu_nodeagent.discovery import Discovery
+from vgpu_nodeagent.agent import NodeAgent
+from vgpu_nodeagent.devices.discovery import Discovery
+from vgpu_nodeagent.options import Options
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
@@ -49,9 +50,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _discovery(args: argparse.Namespace) -> Discovery:
     if args.fake_devices:
-        from vgpu_nodeagent.fake import FakeDiscovery  # noqa: PLC0415 - one backend per run
+        from vgpu_nodeagent.devices.fake import FakeDiscovery  # noqa: PLC0415 - one backend per run
         return FakeDiscovery(args.fake_devices)
-    from vgpu_nodeagent.nvml import NvmlDiscovery  # noqa: PLC0415
+    from vgpu_nodeagent.devices.nvml import NvmlDiscovery  # noqa: PLC0415
     return NvmlDiscovery()
 
 

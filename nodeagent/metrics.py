@@ -14,14 +14,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from vgpu import latency, logs
+from vgpu import latency, logs, meta
 from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
-from vgpu.pods import pod_key
 from vgpu.probes import Check, ProbeServer
 from vgpu.usage import claimed
-from vgpu_nodeagent.discovery import GpuFacts, GpuSample
-from vgpu_nodeagent.podresources import KubeletView
+from vgpu_nodeagent.devices.discovery import GpuFacts, GpuSample
+from vgpu_nodeagent.kubelet.podresources import KubeletView
 
 _log = logs.get("vgpu.nodeagent.metrics")
 
@@ -51,7 +50,7 @@ def running_grants(pods: Sequence[Obj]) -> list[Granted]:
             continue
         if assignment is None:
             continue
-        namespace, name = pod_key(pod).split("/", 1)
+        namespace, name = meta.namespace(pod, "default"), meta.name(pod)
         for container, slices in assignment.containers.items():
             out.extend(Granted(namespace, name, container, s.uuid, s.memory_mib, s.cores)
                        for s in slices)

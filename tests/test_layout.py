@@ -30,7 +30,7 @@ MAX_CLASS_LINES = 600
 CLASS_SHARE = 0.8
 MAX_COMPLEXITY = 20
 #: The product's packages (the benches and tests are scripts around them).
-PRODUCT = ("vgpu/", "webhook/", "scheduler/", "nodeagent/", "certs/")
+PRODUCT = ("vgpu/", "webhook/", "scheduler/", "nodeagent/", "certs/", "kubectl/")
 
 
 def python_files() -> list[Path]:
@@ -95,7 +95,7 @@ def test_no_product_function_is_over_complexity_20() -> None:
 
 #: Each component folder and the name it is installed and imported under.
 IMPORT_NAMES = {"webhook": "vgpu_webhook", "scheduler": "vgpu_scheduler",
-                "nodeagent": "vgpu_nodeagent", "certs": "vgpu_certs"}
+                "nodeagent": "vgpu_nodeagent", "certs": "vgpu_certs", "kubectl": "vgpu_kubectl"}
 _OLD_IMPORT = re.compile(
     rf"^\s*(from|import)\s+({'|'.join(IMPORT_NAMES)})(\.|\s|$)", re.MULTILINE)
 

@@ -1,8 +1,11 @@
 """vgpu: GPU sharing for Kubernetes.
 
-This package is the pure shared core that the webhook, the scheduler and the node agent
-all import: configuration, the parsed GPU request of a pod, the device model and fit
-arithmetic, and the annotation codecs. Nothing here does network I/O.
+This package is the shared core that the components (the webhook, the scheduler, the node
+agent, certs and the kubectl plugin) import, and that imports none of them: configuration,
+the parsed GPU request of a pod, the device model and fit arithmetic, the annotation
+codecs, the cluster port with its adapters, and the ``vgpu`` command's dispatcher. Only
+:mod:`vgpu.kube` talks to an API server (and :mod:`vgpu.probes` serves the components'
+``/metrics`` and probes).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Annotation keys of the wire contracts (DESIGN §2 and §5) and pod-level choices.
+"""Annotation keys of the wire contracts (docs/contracts.md#user-annotations
+and #pod-annotations) and pod-level choices.
 
 Pod annotations select which GPUs a pod may use and which policies place it; this module
 parses them once so the webhook and the scheduler agree on every spelling.

@@ -191,10 +191,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def kubectl_main() -> int:
-    """``kubectl vgpu ...``: kubectl finds ``kubectl-vgpu`` on PATH and passes the rest."""
-    return main(sys.argv[1:])
-
-
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -1,4 +1,5 @@
-"""Codecs for the annotations that carry state between the components (DESIGN §5).
+"""Codecs for the annotations that carry state between the components
+(docs/contracts.md#conventions; the shapes: #node-inventory, #pod-assignment).
 
 Versioned JSON, keyed by container name. Decoding is strict: a malformed annotation
 raises :class:`CodecError` whose message says what is wrong and where, because a

@@ -2,14 +2,14 @@
 
 The kubelet's Allocate names device IDs, never a pod. GetPreferredAllocation steers the
 kubelet to slots on the GPUs a container was assigned, and the agent matches an Allocate
-request to the in-flight container assigned exactly those GPUs (nodeagent/matching.py).
+request to the in-flight container assigned exactly those GPUs (nodeagent/allocation/matching.py).
 So two pods can be in flight on a node at once unless some container of one and some
 container of the other ask for the same number of GPUs on overlapping GPUs with different
 grants: then the device IDs do not say whose request it is, and a mix-up would hand one
 pod the other's limits. Same GPUs with identical grants are interchangeable: a mix-up
 changes nothing the containers or the GPUs' totals see.
 
-The scheduler's Permit gate (scheduler/plugins/allocation_gate.py) holds a pod only
+The scheduler's Permit gate (scheduler/plugins/allocation_gate/) holds a pod only
 while it is :func:`confusable` with one already in flight.
 """
 
@@ -17,23 +17,15 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # vgpu.config imports this module's modes, and codecs imports config
-    from vgpu.codecs import Assignment, GrantedDevice
-
-#: The gate's modes (``scheduler.permitGate``): hold only confusable pods, or every GPU
-#: pod behind the node's in-flight one (the behaviour before device-ID matching).
-AMBIGUOUS = "ambiguous"
-NODE = "node"
-GATE_MODES = (AMBIGUOUS, NODE)
+from vgpu.codecs import Assignment, GrantedDevice
 
 #: Whether two assignments may not be in flight on one node together.
-Conflicts = Callable[["Assignment | None", "Assignment | None"], bool]
+Conflicts = Callable[[Assignment | None, Assignment | None], bool]
 
 _PLACEHOLDER = operator.methodcaller("startswith", "?")
 
-_Grant = tuple[tuple["GrantedDevice", ...], "int | None"]
+_Grant = tuple[tuple[GrantedDevice, ...], int | None]
 
 
 def _grants(assignment: Assignment) -> list[_Grant]:
@@ -80,7 +72,7 @@ def gpus_at_stake(node: str, inflight: Iterable[Assignment | None]) -> frozenset
 
 
 #: Per GPU, the (memory MiB, cores, priority) of each one-GPU container in flight on it.
-OneGpuGrants = dict[str, set[tuple[int, int, "int | None"]]]
+OneGpuGrants = dict[str, set[tuple[int, int, int | None]]]
 
 
 def one_gpu_grants(node: str, inflight: Iterable[Assignment | None]) -> OneGpuGrants | None:

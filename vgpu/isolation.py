@@ -1,6 +1,6 @@
 """Isolation backends: what holds a container to its slice, and who may rely on it.
 
-A node runs one backend (DESIGN §6): ``none`` (the slice is bookkeeping only),
+A node runs one backend (docs/isolation.md#backends): ``none`` (the slice is bookkeeping only),
 ``hami-core`` (HAMi-core's environment; enforced only when the agent preloads its library)
 or ``mps`` (NVIDIA MPS per-client limits through the agent's control daemon). The cluster
 config names the default; the node label ``vgpu.io/isolation`` overrides it per node. The

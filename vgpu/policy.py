@@ -1,7 +1,8 @@
-"""Names of the placement policies.
+"""Names of the scheduling policies a configuration (or a pod) chooses among.
 
 They live in the core so that the webhook can reject an unknown name in a pod annotation
-with the same list the scheduler's plugin registry accepts.
+with the same list the scheduler's plugin registry accepts, and so that the configuration
+can offer them without importing the code that implements them.
 """
 
 from __future__ import annotations
@@ -24,3 +25,11 @@ NODE_POLICIES: tuple[str, ...] = ("binpack", "spread")
 
 DEFAULT_GPU_POLICY = "lowest-task-count"
 DEFAULT_NODE_POLICY = "binpack"
+
+#: Which GPU pods the scheduler's Permit gate holds behind a pod in flight on their node
+#: (``scheduler.permitGate``): only one the node agent could confuse with it
+#: (:func:`vgpu.inflight.confusable`), or every one (the behaviour before device-ID
+#: matching).
+PERMIT_AMBIGUOUS = "ambiguous"
+PERMIT_NODE = "node"
+PERMIT_GATES: tuple[str, ...] = (PERMIT_AMBIGUOUS, PERMIT_NODE)

@@ -1,7 +1,9 @@
-"""A pod's GPU request, parsed once with the defaulting rules of DESIGN §2–3.
+"""A pod's GPU request, parsed once with the defaulting rules of
+docs/contracts.md#request-defaults.
 
-The webhook, the scheduler and the node agent all call :func:`parse_pod`, so they agree
-by construction on what a container asked for. Input is the pod as a plain dict, the way
+The webhook, the scheduler and the kubectl plugin all call :func:`parse_pod`, so they
+agree by construction on what a container asked for (the node agent answers from the
+assignment the scheduler derived from it). Input is the pod as a plain dict, the way
 the API server returns it.
 """
 

@@ -39,6 +39,14 @@ def epoch(text: Any) -> float | None:
         return None
 
 
+def format_time(when: dt.datetime) -> str:
+    """``Time``: UTC to the second, as the API server serves ``creationTimestamp`` and an
+    Event's ``firstTimestamp``/``lastTimestamp``."""
+    if when.tzinfo is None:
+        raise ValueError("time must be timezone-aware")
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def format_micro(when: dt.datetime) -> str:
     """``MicroTime``: UTC with microseconds, as the API server serves it."""
     if when.tzinfo is None:

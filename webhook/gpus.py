@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu import logs
+from vgpu import logs, meta
 from vgpu.annotations import NODE_GPUS, GpuSelector
 from vgpu.codecs import NodeInventory, decode_inventory
 from vgpu.devices import Device
@@ -95,15 +95,11 @@ class ClusterGpus:
 
 
 def _name(node: Mapping[str, Any]) -> str | None:
-    metadata = node.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    return name if isinstance(name, str) and name else None
+    return meta.name(node) or None
 
 
 def _annotation(node: Mapping[str, Any]) -> str | None:
-    metadata = node.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    value = annotations.get(NODE_GPUS) if isinstance(annotations, Mapping) else None
+    value = meta.annotations_of(node).get(NODE_GPUS)
     return value if isinstance(value, str) else None
 
 

@@ -6,14 +6,14 @@ means (counts, memory, percentages, cores, priority, annotations) comes from
 :mod:`vgpu.requests` and :mod:`vgpu.devices`, so the webhook and the scheduler cannot
 disagree on a pod.
 
-About ``nvidia.com/priority``: the webhook validates it (0 or 1, through the core's
-parser), makes sure the container gets a vGPU to carry it (``nvidia.com/gpu: 1`` when no
-count is given) and keeps the resource on the container. It adds nothing else, on
-purpose: the node agent's Allocate answers ``CUDA_TASK_PRIORITY`` (the variable
-HAMi-core's limiter reads) from that same resource (DESIGN §5). An env entry written here
-as well would be a second copy of one fact; and the kubelet merges device-plugin envs
-and the container's own envs in an order the runtime decides, so two writers could
-disagree about which value the limiter sees.
+About ``nvidia.com/priority``: the webhook validates it (0 or 1, through the core's parser),
+makes sure the container gets a vGPU to carry it (``nvidia.com/gpu: 1`` when no count is
+given) and keeps the resource on the container. It adds nothing else, on purpose: the node
+agent's Allocate answers ``CUDA_TASK_PRIORITY`` (the variable HAMi-core's limiter reads)
+from that same resource (docs/contracts.md#allocate-answer). An env entry written here as
+well would be a second copy of one fact; and the kubelet merges device-plugin envs and the
+container's own envs in an order the runtime decides, so two writers could disagree about
+which value the limiter sees.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from vgpu.annotations import GPUMEM_PERCENTAGE
 from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
 from vgpu.errors import RequestError
+from vgpu.pod_history import ADMISSION, encode_admission
 from vgpu.pods import containers
-from vgpu.records import ADMISSION, encode_admission
 from vgpu.requests import (
     ContainerRequest,
     PodRequest,

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu import meta
 from vgpu.errors import VgpuError
 from vgpu_webhook.mutate import Decision
 
@@ -26,12 +27,10 @@ class Review:
 
     def describe(self) -> dict[str, str]:
         """Who the request is about, for logs (pods from a controller have no name yet)."""
-        obj = self.request.get("object")
-        metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-        metadata = metadata if isinstance(metadata, Mapping) else {}
-        name = metadata.get("name") or (
-            f"{metadata['generateName']}*" if metadata.get("generateName") else "")
-        namespace = self.request.get("namespace") or metadata.get("namespace") or ""
+        obj = meta.mapping(self.request.get("object"))
+        generated = meta.of(obj).get("generateName")
+        name = meta.name(obj) or (f"{generated}*" if generated else "")
+        namespace = self.request.get("namespace") or meta.namespace(obj)
         return {"uid": self.uid, "namespace": str(namespace)[:253], "pod": str(name)[:253]}
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Snapshot

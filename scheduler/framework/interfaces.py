@@ -13,84 +13,14 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from vgpu.cluster.port import ClusterPort, Kind, Obj
-from vgpu.codecs import Assignment
-from vgpu.config import Config
 from vgpu_scheduler.framework.candidate import Candidate
-from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
 from vgpu_scheduler.framework.diagnosis import Diagnosis
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import Status
-
-Clock = Callable[[], float]
-"""Seconds since the epoch; injected everywhere so that decisions never read the wall clock."""
-
-
-class Lister(Protocol):
-    """A local, watch-fed view of every object of one kind."""
-
-    def get(self, key: str) -> Obj | None:
-        """By ``namespace/name`` (namespaced kinds) or ``name``."""
-
-    def items(self) -> list[Obj]: ...
-
-
-class Handle(Protocol):
-    """What the host gives plugins: configuration, the cluster, the clock, waiting pods,
-    watched objects, and the framework's own steps for plugins that simulate (preemption)."""
-
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def cluster(self) -> ClusterPort | None: ...
-
-    def now(self) -> float: ...
-
-    def node_info(self, name: str) -> NodeInfo | None: ...
-
-    def allow(self, pod_key: str, plugin: str) -> None:
-        """Let a pod waiting at Permit go on to binding (when every waiting plugin allowed)."""
-
-    def reject(self, pod_key: str, plugin: str, reason: str) -> None:
-        """Fail a pod waiting at Permit: it is unreserved and retried after a backoff."""
-
-    def on_pod_event(self, handler: Callable[[Obj | None, Obj | None], None]) -> None:
-        """Also call ``handler(old, new)`` for every pod add/update/delete the host sees."""
-
-    def lister(self, kind: Kind) -> Lister:
-        """A shared view of ``kind`` (call it when the plugin is built, so the host watches
-        the kind before scheduling starts); its changes reach the plugins' ``could_help``
-        as ClusterEvents whose ``resource`` is the kind's plural."""
-
-    def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Every Filter of the profile (those PreFilter did not skip) on ``node``."""
-
-    def remove_pod(self, state: CycleState, pod: PodInfo, removed: NodePod,
-                   node: NodeInfo) -> Status:
-        """Tell the PreFilter state in ``state`` that ``removed`` left ``node``."""
-
-    def add_pod(self, state: CycleState, pod: PodInfo, added: NodePod,
-                node: NodeInfo) -> Status:
-        """Tell the PreFilter state in ``state`` that ``added`` joined ``node``."""
-
-    def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
-        """Hold room for ``pod`` on ``node`` (its CPU, memory and ``claim``) while the
-        victims of its preemption leave: until it is bound, deleted, nominated elsewhere
-        or attempted again (the host gives the room back to the pod first thing in each
-        attempt; PostFilter nominates it again if it must still wait)."""
-
-    def clear_nomination(self, pod_key: str) -> None:
-        """Give up the room a pending pod's nomination holds (a higher-priority pod
-        preempted on its node); the pod is tried again at once, as kube-scheduler moves a
-        pod whose nomination it removed to the active queue."""
-
-    def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
-        """Reserve: the GPU slices the pod takes on the node it is being reserved on. The
-        host counts them in its cache from this cycle on, so that the next decision never
-        hands out the same slice; Unreserve (or a failed binding) gives them back."""
 
 
 @runtime_checkable
@@ -240,9 +170,3 @@ class GpuPolicyUser(Protocol):
 class Ticker(Protocol):
     def tick(self, now: float) -> None:
         """Called by the host loop now and then (timeouts without events)."""
-
-
-PluginFactory = Callable[[Handle], Any]
-"""Builds a plugin for a profile; a registry entry."""
-
-ArgsMap = Mapping[str, Any]

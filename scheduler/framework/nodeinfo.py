@@ -12,14 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import vgpu.annotations as ann
-from vgpu import codecs, heartbeat, times, usage
+from vgpu import codecs, heartbeat, meta, times, usage
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.devices import EMPTY, Device, Usage, largest_percent, memory_capacity, takes_tasks
 from vgpu.errors import CodecError, RequestError
 from vgpu_scheduler.framework import compute, objects
+from vgpu_scheduler.framework.host_ports import HostPort
 from vgpu_scheduler.framework.podinfo import PodInfo
-from vgpu_scheduler.framework.ports import HostPort
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +42,9 @@ class NodeStatic:
 
 
 def parse_node(node: Obj) -> NodeStatic:
-    meta = node.get("metadata") or {}
-    name = str(meta.get("name", ""))
-    annotations = meta.get("annotations") or {}
-    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    name = meta.name(node)
+    annotations = meta.annotations_of(node)
+    labels = meta.labels_of(node)
     spec = node.get("spec") or {}
     error = None
     try:

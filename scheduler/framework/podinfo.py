@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from vgpu import meta, times
+from vgpu import meta
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.errors import RequestError
@@ -21,7 +21,7 @@ from vgpu.pods import pod_key
 from vgpu.requests import PodRequest, parse_pod
 from vgpu_scheduler.framework import compute, objects
 from vgpu_scheduler.framework.affinity import PodAffinity, parse_pod_affinity
-from vgpu_scheduler.framework.ports import HostPort, parse_host_ports
+from vgpu_scheduler.framework.host_ports import HostPort, parse_host_ports
 from vgpu_scheduler.framework.spread import SpreadConstraint, parse_constraints
 
 #: ``spec.preemptionPolicy`` of a pod that must never evict others to make room.
@@ -100,10 +100,6 @@ def _claims(name: str, spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _created(md: Mapping[str, Any]) -> float | None:
-    return times.epoch(md.get("creationTimestamp"))
-
-
 _NO_SELECTOR: Mapping[str, str] = MappingProxyType({})
 # Pods of one Deployment ask for the same: one PodRequest for all of them (bounded; a
 # miss only costs the copy).
@@ -129,10 +125,8 @@ def _labels(pod: Obj, md: Mapping[str, Any]) -> Mapping[str, str]:
 
 def parse(pod: Obj, config: Config) -> PodInfo:
     """Parse a pod; a malformed one yields a PodInfo with ``error`` set, never an exception."""
-    md: Mapping[str, Any] = pod.get("metadata") or {}
+    md = meta.of(pod)
     spec: Mapping[str, Any] = pod.get("spec") or {}
-    if not isinstance(md, Mapping):
-        md = {}
     if not isinstance(spec, Mapping):
         spec = {}
     key = pod_key(pod)
@@ -147,9 +141,9 @@ def parse(pod: Obj, config: Config) -> PodInfo:
         priority = 0
     base: dict[str, Any] = {
         "key": key, "namespace": namespace, "name": name,
-        "uid": str(md.get("uid", "")), "pod": pod, "priority": priority,
-        "labels": _labels(pod, md), "created": _created(md),
-        "terminating": md.get("deletionTimestamp") is not None,
+        "uid": meta.uid(pod), "pod": pod, "priority": priority,
+        "labels": _labels(pod, md), "created": meta.created(pod),
+        "terminating": meta.deleting(pod),
         "preemption_policy": str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
     }
     try:

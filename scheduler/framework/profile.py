@@ -8,20 +8,23 @@ from typing import Any
 from vgpu.config import SchedulerConfig
 from vgpu.errors import ConfigError
 from vgpu_scheduler.framework import interfaces as fw
+from vgpu_scheduler.framework.handle import Host, PluginFactory
 from vgpu_scheduler.framework.runtime import Framework
 
 
-def build(config: SchedulerConfig, handle: fw.Handle,
-          registry: Mapping[str, fw.PluginFactory]) -> Framework:
-    """Instantiate the configured plugins; unknown names and incomplete profiles are
-    :class:`ConfigError` naming the key."""
+def build(config: SchedulerConfig, registry: Mapping[str, PluginFactory],
+          host: Host | None = None) -> Framework:
+    """The profile's framework, its configured plugins built with it as their handle (as
+    kube-scheduler's ``NewFramework``) over what ``host`` lends it; unknown names and
+    incomplete profiles are :class:`ConfigError` naming the key."""
     unknown = [name for name in config.plugins if name not in registry]
     if unknown:
         raise ConfigError(f"scheduler.plugins: unknown plugin {unknown[0]!r}; known: "
                           f"{', '.join(sorted(registry))}")
+    framework = Framework(nodes_to_score=config.nodes_to_score, host=host)
     plugins: list[Any] = []
     for name in config.plugins:
-        plugin = registry[name](handle)
+        plugin = registry[name](framework)
         if getattr(plugin, "name", None) != name:
             raise ConfigError(f"scheduler.plugins: plugin {name!r} calls itself "
                               f"{getattr(plugin, 'name', None)!r}")
@@ -37,4 +40,5 @@ def build(config: SchedulerConfig, handle: fw.Handle,
         raise ConfigError("scheduler.plugins: more than one queue sort plugin")
     if not any(isinstance(p, fw.BindPlugin) for p in plugins):
         raise ConfigError("scheduler.plugins: no bind plugin (add VGPUBinder)")
-    return Framework(plugins, weights, config.nodes_to_score)
+    framework.load(plugins, weights)
+    return framework

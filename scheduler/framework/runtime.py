@@ -1,65 +1,56 @@
-"""The framework host: runs a profile's plugins at each extension point for one pod.
+"""The framework: one profile's plugins, sorted into extension points and run for one
+pod at a time; and the Handle those plugins were built with.
 
 ``schedule`` is the scheduling algorithm (PreFilter → Filter → PreScore → Score →
-NormalizeScore → select); the points before and after it (PreEnqueue, the PreFilter
-extensions, Reserve, Permit, Bind) are in :mod:`.later`, and the host
-(:mod:`vgpu_scheduler.host`) drives them around its cache and queue. Nothing here does I/O
-or reads a clock: the time comes in the :class:`CycleState`.
+NormalizeScore → select); around it are the points the host drives (PreEnqueue, the queue's
+hints, Reserve, Permit, Bind) and the PreFilter extensions that plugins which simulate
+(preemption) call. As kube-scheduler's ``frameworkImpl``, the framework is its plugins'
+:class:`~vgpu_scheduler.framework.handle.Handle`: what the host lends it
+(:class:`~vgpu_scheduler.framework.handle.Host`: the cluster, the watched objects, the
+cache's nodes, the nominator, the waiting room at Permit) is reached through it. The
+algorithm does no I/O and reads no clock: the time comes in the :class:`CycleState`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from vgpu.cluster.port import ClusterPort, Kind
+from vgpu.codecs import Assignment
+from vgpu.config import Config
 from vgpu.errors import ConfigError
 from vgpu_scheduler.framework import diagnosis as diag
 from vgpu_scheduler.framework import interfaces as fw
 from vgpu_scheduler.framework import visit_order
-from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from vgpu_scheduler.framework.later import LaterPoints
-from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.handle import Host, Lister, PodHandler
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.schedule_result import PreFiltered, ScheduleResult
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
-from vgpu_scheduler.framework.status import SUCCESS, Code, Status, unschedulable
+from vgpu_scheduler.framework.status import SUCCESS, WAIT, Code, Status, error, unschedulable
 
 
-@dataclass
-class ScheduleResult:
-    """The outcome of the scheduling algorithm for one pod."""
+class Framework:
+    """One profile: its plugins sorted into extension points, with score weights; the
+    plugins' Handle."""
 
-    node: str | None
-    state: CycleState
-    status: Status
-    diagnosis: diag.Diagnosis | None = None
-    #: Nodes the filters ran on, and how many of them fit.
-    evaluated: int = 0
-    feasible: int = 0
+    def __init__(self, plugins: Iterable[Any] = (), weights: Mapping[str, int] | None = None,
+                 nodes_to_score: int = 0, *, host: Host | None = None) -> None:
+        self._host = host or Host()
+        self.nodes_to_score = nodes_to_score
+        self.load(plugins, weights)
 
-
-@dataclass
-class _PreFiltered:
-    """What the PreFilter plugins said about the node set: the nodes left, in what order,
-    and which score plugin that order reproduces."""
-
-    mask: npt.NDArray[np.bool_]
-    order: npt.NDArray[np.float64] | None = None
-    ranks_for: str | None = None
-    last: list[Callable[[NodeInfo], bool]] = field(default_factory=list)
-
-
-class Framework(LaterPoints):
-    """One profile: its plugins sorted into extension points, with score weights."""
-
-    def __init__(self, plugins: Sequence[Any], weights: Mapping[str, int] | None = None,
-                 nodes_to_score: int = 0) -> None:
+    def load(self, plugins: Iterable[Any], weights: Mapping[str, int] | None = None) -> None:
+        """Sort ``plugins`` into the extension points. :func:`~vgpu_scheduler.framework.
+        profile.build` calls it once the plugins, built with this framework as their
+        handle, exist (kube's ``NewFramework`` fills its lists the same way)."""
         weights = weights or {}
         self.plugins = list(plugins)
-        self.nodes_to_score = nodes_to_score
 
         def having(proto: type) -> list[Any]:
             return [p for p in self.plugins if isinstance(p, proto)]
@@ -102,7 +93,43 @@ class Framework(LaterPoints):
         for plugin in users:
             plugin.use_gpu_policies(policies)
 
-    # -- queue support ---------------------------------------------------------------------
+    # -- the Handle: what the host lent the framework, as its plugins see it ---------------
+
+    @property
+    def config(self) -> Config:
+        return self._host.config
+
+    @property
+    def cluster(self) -> ClusterPort | None:
+        return self._host.cluster
+
+    def now(self) -> float:
+        return self._host.clock()
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        return self._host.nodes.node_info(name)
+
+    def lister(self, kind: Kind) -> Lister:
+        return self._host.listers.lister(kind)
+
+    def on_pod_event(self, handler: PodHandler) -> None:
+        self._host.pod_events.on_pod_event(handler)
+
+    def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
+        self._host.nominator.nominate(pod, node, claim)
+
+    def clear_nomination(self, pod_key: str) -> None:
+        self._host.nominator.clear_nomination(pod_key)
+
+    def allow(self, pod_key: str, plugin: str) -> None:
+        if self._host.waiting.allow(pod_key, plugin):
+            self._host.wake()
+
+    def reject(self, pod_key: str, plugin: str, reason: str) -> None:
+        if self._host.waiting.reject(pod_key, f"{plugin}: {reason}"):
+            self._host.wake()
+
+    # -- queue support, for the host -------------------------------------------------------
 
     def sort_key(self, pod: PodInfo, arrival: int) -> tuple[Any, ...]:
         if self.queue_sort is None:
@@ -130,6 +157,14 @@ class Framework(LaterPoints):
     def tick(self, now: float) -> None:
         for p in self.tickers:
             p.tick(now)
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """SUCCESS when every PreEnqueue plugin lets the pod into the active queue."""
+        for plugin in self.pre_enqueues:
+            status: Status = plugin.pre_enqueue(pod)
+            if status.code is not Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+        return SUCCESS
 
     # -- scheduling algorithm --------------------------------------------------------------
 
@@ -179,9 +214,9 @@ class Framework(LaterPoints):
         return None
 
     def _pre_filter(self, state: CycleState, pod: PodInfo,
-                    snapshot: Snapshot) -> _PreFiltered | Status:
+                    snapshot: Snapshot) -> PreFiltered | Status:
         """Run every PreFilter: the nodes left and their order, or the pod's rejection."""
-        pre = _PreFiltered(snapshot.mask())
+        pre = PreFiltered(snapshot.mask())
         for plugin in self.pre_filters:
             result: PreFilterResult | None
             status: Status
@@ -208,7 +243,7 @@ class Framework(LaterPoints):
                 pre.last.append(result.visit_last)
         return pre
 
-    def _visit_order(self, pre: _PreFiltered, snapshot: Snapshot) -> Iterable[int]:
+    def _visit_order(self, pre: PreFiltered, snapshot: Snapshot) -> Iterable[int]:
         """Candidate positions, best first by the PreFilter order; without one, starting
         where the last cycle stopped, so that successive pods spread over the nodes."""
         last: Callable[[int], bool] | None = None
@@ -272,6 +307,73 @@ class Framework(LaterPoints):
                 best, top = i, totals[i]
         return feasible[best]
 
+    # -- for plugins that simulate (preemption): the filters, the PreFilter extensions -----
+
     def run_filters(self, state: CycleState, pod: PodInfo, info: NodeInfo,
                     filters: Sequence[Any] | None = None) -> Status:
         return diag.run_filters(state, pod, info, self.filters if filters is None else filters)
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, removed: NodePod,
+                   node: NodeInfo) -> Status:
+        """PreFilterExtensions.remove_pod of every plugin whose PreFilter ran."""
+        return self._each_extension(state, lambda p: p.remove_pod(state, pod, removed, node))
+
+    def add_pod(self, state: CycleState, pod: PodInfo, added: NodePod,
+                node: NodeInfo) -> Status:
+        """PreFilterExtensions.add_pod of every plugin whose PreFilter ran."""
+        return self._each_extension(state, lambda p: p.add_pod(state, pod, added, node))
+
+    def _each_extension(self, state: CycleState, call: Callable[[Any], Status]) -> Status:
+        for plugin in self._extensions:
+            if plugin.name in state.skip_filter:
+                continue
+            status = call(plugin)
+            if status.code is not Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+        return SUCCESS
+
+    # -- reserve, permit, bind -------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in self.reservers:
+            status: Status = plugin.reserve(state, pod, node)
+            if status.code is not Code.SUCCESS:
+                self.unreserve(state, pod, node)
+                return status.with_plugin(plugin.name)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        for plugin in reversed(self.reservers):
+            plugin.unreserve(state, pod, node)
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, set[str]]:
+        """SUCCESS, a rejection, or WAIT with the plugins that must allow the pod."""
+        waiting: set[str] = set()
+        for plugin in self.permits:
+            status: Status = plugin.permit(state, pod, node)
+            if status.code is Code.WAIT:
+                waiting.add(plugin.name)
+            elif status.code is not Code.SUCCESS:
+                return status.with_plugin(plugin.name), set()
+        return (WAIT if waiting else SUCCESS), waiting
+
+    def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """PreBind, then the first Bind plugin that does not SKIP, then PostBind. A PreBind
+        failure comes back in kube's words: ``running PreBind plugin "X": ...``."""
+        for plugin in self.pre_binds:
+            status: Status = plugin.pre_bind(state, pod, node)
+            if status.code is not Code.SUCCESS:
+                return Status(status.code, (f'running PreBind plugin "{plugin.name}": '
+                                            f"{status.message}",), plugin.name)
+        for plugin in self.binders:
+            status = plugin.bind(state, pod, node)
+            if status.code is Code.SKIP:
+                continue
+            if status.code is not Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+            break
+        else:
+            return error("no bind plugin took the pod")
+        for plugin in self.post_binds:
+            plugin.post_bind(state, pod, node)
+        return SUCCESS

@@ -21,11 +21,17 @@ from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
 from vgpu.pods import is_terminated, node_name, pod_key
-from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Snapshot
-from vgpu_scheduler.host.records import PodRecord, bound_record, confirmed, refreshed, same_record
+from vgpu_scheduler.host.pod_records import (
+    PodRecord,
+    bound_record,
+    confirmed,
+    refreshed,
+    same_record,
+)
 
 _log = logs.get("vgpu.scheduler.cache")
 

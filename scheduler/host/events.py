@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vgpu import logs
+from vgpu import logs, meta
 from vgpu.cluster.port import ALL, ClusterPort, Kind, ListResult, Obj, Selector, WatchEvent
 from vgpu.errors import ClusterError
 
@@ -87,8 +87,7 @@ class EventLimiter:
 
 
 def object_key(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+    return meta.uid(obj) or f"{meta.namespace(obj)}/{meta.name(obj)}"
 
 
 Outcome = Callable[[str], None]

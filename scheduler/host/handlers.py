@@ -8,33 +8,40 @@ the parked pods it could help. Pod events are also passed on to plugins that ask
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from vgpu import meta
 from vgpu.cluster.port import Obj
+from vgpu.config import Config
 from vgpu.pods import is_terminated, node_name, pod_key
 from vgpu_scheduler.framework import podinfo
-from vgpu_scheduler.framework.cycle import ClusterEvent
-from vgpu_scheduler.host.waiting import DELETED
-
-if TYPE_CHECKING:
-    from vgpu_scheduler.host.scheduler import Scheduler
-
-PodHandler = Callable[[Obj | None, Obj | None], None]
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.handle import Clock, PodHandler
+from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.queue import SchedulingQueue
+from vgpu_scheduler.host.waiting import DELETED, WaitingRoom
 
 
 def same_for_scheduling(old: Obj, new: Obj) -> bool:
     """Whether a pending pod's update changes nothing the scheduler reads."""
-    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
     return bool(old.get("spec") == new.get("spec")
-                and om.get("annotations") == nm.get("annotations")
-                and om.get("labels") == nm.get("labels"))
+                and meta.annotations_of(old) == meta.annotations_of(new)
+                and meta.labels_of(old) == meta.labels_of(new))
 
 
 class Handlers:
-    def __init__(self, sched: Scheduler) -> None:
-        self._s = sched
-        self.pod_handlers: list[PodHandler] = []
+    def __init__(self, config: Config, clock: Clock, *, cache: Cache, queue: SchedulingQueue,
+                 waiting: WaitingRoom) -> None:
+        self._config = config
+        self._clock = clock
+        self._cache = cache
+        self._queue = queue
+        self._waiting = waiting
+        self._pod_handlers: list[PodHandler] = []
+
+    def on_pod_event(self, handler: PodHandler) -> None:
+        """Also call ``handler`` for every pod event, after the host's own handling."""
+        self._pod_handlers.append(handler)
 
     def on_pod(self, old: Obj | None, new: Obj | None) -> None:
         """``(None, new)`` add, ``(old, new)`` update, ``(old, None)`` delete."""
@@ -43,53 +50,51 @@ class Handlers:
                 self._pod_deleted(old)
         else:
             self._pod_changed(old, new)
-        for handler in self.pod_handlers:
+        for handler in self._pod_handlers:
             handler(old, new)
 
     def _pod_deleted(self, pod: Obj) -> None:
-        s = self._s
         key = pod_key(pod)
-        s.queue.delete(key)
-        s.waiting.reject(key, DELETED)
-        rec = s.cache.remove_pod(key)
+        self._queue.delete(key)
+        self._waiting.reject(key, DELETED)
+        rec = self._cache.remove_pod(key)
         if rec is not None:
-            s.wake(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment, obj=pod))
+            self._queue.on_event(
+                ClusterEvent("pod", "delete", rec.node, freed=rec.assignment, obj=pod))
 
     def _pod_changed(self, old: Obj | None, new: Obj) -> None:
-        s = self._s
         key = pod_key(new)
         spec = new.get("spec") or {}
         if node_name(new) is not None:
-            s.queue.delete(key)
+            self._queue.delete(key)
             self._bound(new)
             return
-        if spec.get("schedulerName") != s.config.scheduler_name:
+        if spec.get("schedulerName") != self._config.scheduler_name:
             return
-        if is_terminated(new) or (new.get("metadata") or {}).get("deletionTimestamp"):
-            s.queue.delete(key)
+        if is_terminated(new) or meta.deleting(new):
+            self._queue.delete(key)
             return
-        if key in s.waiting:
+        if key in self._waiting:
             return
-        rec = s.cache.pod(key)
+        rec = self._cache.pod(key)
         if rec is not None and rec.assumed:
             return  # being bound by us; the watch will show it bound
         if old is not None and same_for_scheduling(old, new):
             return
-        s.queue.add(podinfo.parse(new, s.config))
+        self._queue.add(podinfo.parse(new, self._config))
 
     def _bound(self, pod: Obj) -> None:
-        s = self._s
-        before, after = s.cache.set_pod(pod)
+        before, after = self._cache.set_pod(pod)
         if after is None:
             if before is not None:
-                s.wake(ClusterEvent("pod", "delete", before.node, freed=before.assignment,
-                                    obj=pod))
+                self._queue.on_event(ClusterEvent("pod", "delete", before.node,
+                                                  freed=before.assignment, obj=pod))
         elif before is None or before.assumed or before.node != after.node:
             # As kube-scheduler's AssignedPodAdd (an assumed pod's confirmation too): a pod
             # that pod affinity or topology spread waits for is now on a node.
-            s.wake(ClusterEvent("pod", "add", after.node, obj=pod))
+            self._queue.on_event(ClusterEvent("pod", "add", after.node, obj=pod))
         elif before.info.labels != after.info.labels:
-            s.wake(ClusterEvent("pod", "update", after.node, obj=pod))
+            self._queue.on_event(ClusterEvent("pod", "update", after.node, obj=pod))
 
     def on_other(self, kind: str, old: Obj | None, new: Obj | None) -> None:
         """A watched object of another kind (``Handle.lister``) changed: plugins whose
@@ -99,15 +104,14 @@ class Handlers:
             return
         action: Literal["add", "update", "delete"] = (
             "add" if old is None else "delete" if new is None else "update")
-        self._s.wake(ClusterEvent(kind, action, "", obj=obj))
+        self._queue.on_event(ClusterEvent(kind, action, "", obj=obj))
 
     def on_node(self, old: Obj | None, new: Obj | None) -> None:
-        s = self._s
         if new is None:
             if old is None:
                 return
-            name = str((old.get("metadata") or {}).get("name", ""))
-            s.cache.remove_node(name)
-            s.waiting.reject_node(name, f"node {name} was deleted")
+            name = meta.name(old)
+            self._cache.remove_node(name)
+            self._waiting.reject_node(name, f"node {name} was deleted")
             return
-        s.wake(s.cache.set_node(new, s.now()))
+        self._queue.on_event(self._cache.set_node(new, self._clock()))

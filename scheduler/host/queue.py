@@ -3,7 +3,7 @@
 As kube-scheduler's: pods pop from the active heap in QueueSort order (priority, then
 arrival); a pod that failed waits out a backoff (initial × 2^(attempts-1), capped); a pod
 that no node fits parks in the unschedulable set until a cluster event that could help it
-arrives (the framework's ``could_help`` hints) or ``max_unschedulable`` passes. A pod whose
+arrives (the profile's ``could_help`` hints) or ``max_unschedulable`` passes. A pod whose
 backoff has not run out when it is woken goes to the backoff heap, so a burst of events
 cannot spin it.
 
@@ -16,53 +16,21 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
-from vgpu_scheduler.framework.cycle import ClusterEvent
-from vgpu_scheduler.framework.interfaces import Clock
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.handle import Clock
 from vgpu_scheduler.framework.podinfo import PodInfo
-from vgpu_scheduler.framework.status import Status
-
-
-@dataclass(eq=False)
-class QueuedPod:
-    info: PodInfo
-    #: When the pod first entered the queue, and how many attempts failed since.
-    added: float
-    attempts: int = 0
-    backoff_until: float = 0.0
-    #: Plugins that rejected it last time (empty: unknown, any event may help).
-    rejected_by: set[str] = field(default_factory=set)
-    #: The last failure, for `describe`-style answers.
-    message: str = ""
-    #: When it last became ready to pop (entered the active heap), and how long it then
-    #: waited there before its latest attempt.
-    ready_at: float = 0.0
-    waited: float = 0.0
-    #: Queue bookkeeping.
-    parked_at: float = 0.0
-    cycle: int = 0
-    changed: bool = False
-
-    @property
-    def key(self) -> str:
-        return self.info.key
-
-
-SortKey = Callable[[PodInfo, int], tuple[Any, ...]]
-#: PreEnqueue: may the pod enter the active queue?
-Admit = Callable[[PodInfo], Status]
-Hint = Callable[[PodInfo, set[str], ClusterEvent], bool]
+from vgpu_scheduler.host.queue_profile import Fifo, Profile
+from vgpu_scheduler.host.queued_pod import POD_SPEC, QueuedPod
 
 
 class SchedulingQueue:
-    def __init__(self, sort_key: SortKey, clock: Clock, *, admit: Admit | None = None,
+    def __init__(self, clock: Clock, profile: Profile | None = None, *,
                  initial_backoff: float = 1.0, max_backoff: float = 10.0,
                  max_unschedulable: float = 300.0) -> None:
-        self._sort_key = sort_key
-        self._admit = admit
+        self._profile: Profile = profile or Fifo()
         self._clock = clock
         self._initial = initial_backoff
         self._max = max_backoff
@@ -86,13 +54,19 @@ class SchedulingQueue:
         self._closed = False
         self._interrupted = False
 
+    def use(self, profile: Profile) -> None:
+        """Order, admit and wake pods as ``profile`` says. The scheduler builds its queue
+        before its profile (the profile's plugins reach the queue through the nominator and
+        the waiting room) and hands the profile over here, before any pod is added."""
+        self._profile = profile
+
     # -- adding ----------------------------------------------------------------------------
 
     def _push_active(self, qp: QueuedPod, *, still_ready: bool = False) -> None:
         seq = next(self._seq)
         if not still_ready:
             qp.ready_at = self._clock()
-        heapq.heappush(self._active, (self._sort_key(qp.info, seq), seq, qp))
+        heapq.heappush(self._active, (self._profile.sort_key(qp.info, seq), seq, qp))
         self._active_keys[qp.key] = qp
         self._cond.notify()
 
@@ -118,7 +92,7 @@ class SchedulingQueue:
                 return
             qp = old or QueuedPod(info, self._clock())
             qp.info = info
-            if self._admit is not None and not self._admit(info).ok:
+            if not self._profile.pre_enqueue(info).ok:
                 self._gated[info.key] = qp
                 return
             self._push_active(qp, still_ready=was_active)
@@ -247,13 +221,18 @@ class SchedulingQueue:
         else:
             self._push_active(qp)
 
-    def on_event(self, event: ClusterEvent, hint: Hint) -> int:
-        """Wake the unschedulable pods ``event`` could help; returns how many moved."""
+    def on_event(self, event: ClusterEvent | None) -> int:
+        """Wake the unschedulable pods ``event`` could help (None: nothing happened);
+        returns how many moved. A pod whose own spec failed waits for an update of it."""
+        if event is None:
+            return 0
         now = self._clock()
+        could_help = self._profile.could_help
         with self._cond:
             self._move_cycle = self._cycle
             moved = [qp for qp in self._unschedulable.values()
-                     if hint(qp.info, qp.rejected_by, event)]
+                     if POD_SPEC not in qp.rejected_by
+                     and could_help(qp.info, qp.rejected_by, event)]
             for qp in moved:
                 del self._unschedulable[qp.key]
                 self._wake(qp, now)

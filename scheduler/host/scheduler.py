@@ -10,57 +10,42 @@ Two ways to drive it, same code underneath:
   the scheduling loop until ``stop_event`` is set, bindings on a thread pool.
 
 Every failed attempt records a ``FailedScheduling`` event with the kube-scheduler style
-summary; every decision is reported to ``listeners`` (the seam for metrics). The pieces:
-:mod:`.handlers` (informer events), :mod:`.cycle` (one attempt, one binding),
-:mod:`.waiting` (pods held at Permit), :mod:`.cache`, :mod:`.queue`.
+summary; every decision is reported to ``listeners`` (the seam for metrics). The pieces,
+each given the others it uses when the scheduler wires them here: :mod:`.informers` and
+:mod:`.handlers` (informer events), :mod:`.schedule_one` (one attempt, one binding),
+:mod:`.waiting` (pods held at Permit), :mod:`.nominator` (room held for preemptors),
+:mod:`.cache`, :mod:`.queue`; the profile's framework is its plugins' handle.
 """
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable, Mapping
 
 from vgpu import logs
 from vgpu.cluster.informer import Informer
-from vgpu.cluster.port import ClusterPort, Kind, Obj
-from vgpu.codecs import Assignment
+from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config import Config
-from vgpu.errors import ClusterError
-from vgpu.pods import node_name
 from vgpu_scheduler.framework import profile
-from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
-from vgpu_scheduler.framework.interfaces import Clock, Lister, PluginFactory
-from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
-from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.handle import Clock, Host, PluginFactory
 from vgpu_scheduler.framework.runtime import Framework
 from vgpu_scheduler.framework.snapshot import Snapshot
-from vgpu_scheduler.framework.status import Status
-from vgpu_scheduler.host import loop
-from vgpu_scheduler.host.binding import BindExecutor, InlineBinder
+from vgpu_scheduler.host.binding import BindExecutor, InlineBinder, ThreadBinder
 from vgpu_scheduler.host.cache import Cache
-from vgpu_scheduler.host.cycle import COMPONENT, POD_SPEC, Cycle, Decision
-from vgpu_scheduler.host.handlers import Handlers, PodHandler
+from vgpu_scheduler.host.handlers import Handlers
+from vgpu_scheduler.host.informers import Informers
+from vgpu_scheduler.host.nominator import Nominator
 from vgpu_scheduler.host.queue import SchedulingQueue
+from vgpu_scheduler.host.schedule_one import COMPONENT, Decision, ScheduleOne
 from vgpu_scheduler.host.waiting import WaitingRoom
 from vgpu_scheduler.plugins.registry import REGISTRY
 
 __all__ = ["COMPONENT", "Decision", "Scheduler"]
 
 _log = logs.get("vgpu.scheduler")
-
-
-class _Empty:
-    """The lister of a scheduler without a cluster: nothing to watch."""
-
-    def get(self, key: str) -> Obj | None:
-        return None
-
-    def items(self) -> list[Obj]:
-        return []
-
-
-EMPTY = _Empty()
 
 
 class Scheduler:
@@ -70,103 +55,42 @@ class Scheduler:
         self._config = config
         self._cluster = cluster
         self._clock = clock
-        self._handlers = Handlers(self)
-        self._claims: dict[str, Assignment] = {}
         sc = config.scheduler
         self.cache = Cache(scaling=config.device_memory_scaling,
                            assume_ttl=sc.assume_ttl_seconds,
                            heartbeat_expiry=config.node_heartbeat_expiry_seconds, config=config)
-        self.waiting = WaitingRoom()
-        self._informers: dict[Kind, Informer] = {}
-        self.framework: Framework = profile.build(sc, self, registry)
-        self.snapshot = Snapshot(self.framework.columns())
+        # The queue comes first and takes the profile last: the profile's plugins are built
+        # with what reaches the queue (the nominator, the waiting room, the pod events).
         self.queue = SchedulingQueue(
-            self.framework.sort_key, clock, admit=self.framework.pre_enqueue,
-            initial_backoff=sc.pod_initial_backoff_seconds,
+            clock, initial_backoff=sc.pod_initial_backoff_seconds,
             max_backoff=sc.pod_max_backoff_seconds,
             max_unschedulable=sc.pod_max_unschedulable_seconds)
-        self.binder: BindExecutor = binder or InlineBinder()
+        self.waiting = WaitingRoom()
+        self._handlers = Handlers(config, clock, cache=self.cache, queue=self.queue,
+                                  waiting=self.waiting)
+        self._informers = Informers(cluster, self._handlers)
+        self.framework: Framework = profile.build(sc, registry, Host(
+            config=config, cluster=cluster, clock=clock, listers=self._informers,
+            pod_events=self._handlers, nodes=self.cache,
+            nominator=Nominator(self.cache, self.queue), waiting=self.waiting,
+            wake=self.queue.interrupt))
+        self.queue.use(self.framework)
+        self.snapshot = Snapshot(self.framework.columns())
         self.listeners: list[Callable[[Decision], None]] = []
-        self._cycle = Cycle(self)
-        self._threads: list[threading.Thread] = []
-
-    # -- the Handle plugins see ------------------------------------------------------------
+        self._cycle = ScheduleOne(
+            self.framework, self.snapshot, cache=self.cache, queue=self.queue,
+            waiting=self.waiting, watched=self._informers, cluster=cluster, clock=clock,
+            binder=binder or InlineBinder(), listeners=self.listeners)
 
     @property
     def config(self) -> Config:
         return self._config
-
-    @property
-    def cluster(self) -> ClusterPort | None:
-        return self._cluster
-
-    def now(self) -> float:
-        return self._clock()
-
-    def node_info(self, name: str) -> NodeInfo | None:
-        return self.cache.node_info(name)
-
-    def on_pod_event(self, handler: PodHandler) -> None:
-        self._handlers.pod_handlers.append(handler)
-
-    def lister(self, kind: Kind) -> Lister:
-        if self._cluster is None:
-            return EMPTY
-        return self._informer(kind)
-
-    def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        return self.framework.run_filters(state, pod, node)
-
-    def remove_pod(self, state: CycleState, pod: PodInfo, removed: NodePod,
-                   node: NodeInfo) -> Status:
-        return self.framework.remove_pod(state, pod, removed, node)
-
-    def add_pod(self, state: CycleState, pod: PodInfo, added: NodePod,
-                node: NodeInfo) -> Status:
-        return self.framework.add_pod(state, pod, added, node)
-
-    def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
-        self.cache.nominate(pod, node, claim)
-
-    def clear_nomination(self, pod_key: str) -> None:
-        rec = self.cache.clear_nomination(pod_key)
-        if rec is None:
-            return
-        self.wake(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
-        qp = self.queue.get(pod_key)
-        if qp is not None:
-            self.queue.add(qp.info)
-
-    def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
-        self._claims[pod_key] = assignment
-
-    def take_claim(self, pod_key: str) -> Assignment | None:
-        """The GPU slices Reserve claimed for the pod in this cycle, once."""
-        return self._claims.pop(pod_key, None)
-
-    def allow(self, pod_key: str, plugin: str) -> None:
-        if self.waiting.allow(pod_key, plugin):
-            self.queue.interrupt()
-
-    def reject(self, pod_key: str, plugin: str, reason: str) -> None:
-        if self.waiting.reject(pod_key, f"{plugin}: {reason}"):
-            self.queue.interrupt()
 
     def waiting_pods(self) -> dict[str, str]:
         """Pods held at Permit, with the node each waits for."""
         return self.waiting.nodes()
 
     # -- informer events -------------------------------------------------------------------
-
-    def _hint(self, pod: PodInfo, plugins: set[str], event: ClusterEvent) -> bool:
-        if POD_SPEC in plugins:
-            return False
-        return self.framework.could_help(pod, plugins, event)
-
-    def wake(self, event: ClusterEvent | None) -> None:
-        """Move the parked pods ``event`` could help back to the queue."""
-        if event is not None:
-            self.queue.on_event(event, self._hint)
 
     def on_pod(self, old: Obj | None, new: Obj | None) -> None:
         """Informer handler for pods: ``(None, new)`` add, ``(old, new)`` update,
@@ -177,38 +101,14 @@ class Scheduler:
         """Informer handler for nodes."""
         self._handlers.on_node(old, new)
 
-    def _informer(self, kind: Kind) -> Informer:
-        found = self._informers.get(kind)
-        if found is None:
-            if self._cluster is None:
-                raise ClusterError("the scheduler has no cluster to watch")
-            handler = {"nodes": self.on_node, "pods": self.on_pod}.get(
-                kind, lambda old, new: self._handlers.on_other(kind, old, new))
-            found = self._informers[kind] = Informer(self._cluster, kind, handler)
-        return found
-
     def informers(self, watch_timeout: float = 30.0) -> list[Informer]:
         """The informers over the cluster port: nodes, pods, then the kinds plugins asked
-        for (``lister``), created on first use."""
-        ordered = [self._informer("nodes"), self._informer("pods"),
-                   *(i for k, i in self._informers.items() if k not in ("nodes", "pods"))]
-        for informer in ordered:
-            informer.watch_timeout = watch_timeout
-        return ordered
+        for (``Handle.lister``), created on first use."""
+        return self._informers.all(watch_timeout)
 
     def pump(self) -> int:
         """Apply every watch event available now; returns how many."""
-        return sum(informer.pump(0.0) for informer in self.informers())
-
-    def still_pending(self, key: str) -> bool:
-        """Whether the pod, as the watch last showed it, still waits for a node (as
-        kube-scheduler, a failed pod is only requeued while it is unassigned)."""
-        if not self._informers:
-            return True
-        pod = self._informers["pods"].get(key)
-        if pod is None:
-            return False
-        return not (node_name(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"))
+        return self._informers.pump()
 
     # -- stepping --------------------------------------------------------------------------
 
@@ -217,7 +117,7 @@ class Scheduler:
         now = self._clock()
         self.queue.flush()
         for rec in self.cache.expire(now):
-            self.wake(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
+            self.queue.on_event(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
         self.framework.tick(now)
         self._cycle.settle_waiting()
 
@@ -254,22 +154,71 @@ class Scheduler:
                         watch_timeout: float = 1.0) -> list[threading.Thread]:
         """Run the informers in threads until ``stop``: the caches (and the queue) stay
         current whether or not this replica schedules."""
-        if not self._threads:
-            self._threads = [i.start(stop) for i in self.informers(watch_timeout)]
-        return self._threads
+        return self._informers.start(stop, watch_timeout=watch_timeout)
 
     def informer_threads(self) -> list[threading.Thread]:
-        return list(self._threads)
+        return self._informers.threads()
 
     def synced(self) -> bool:
-        return bool(self._informers) and all(i.synced.is_set()
-                                             for i in self._informers.values())
+        return self._informers.synced()
+
+    def _wait_synced(self, stop: threading.Event, sync_timeout: float | None) -> None:
+        waited = 0.0
+        while not self.synced() and not stop.is_set():
+            stop.wait(0.05)
+            waited += 0.05
+            if sync_timeout is not None and waited >= sync_timeout:
+                _log.warning("informers not synced yet; not scheduling until they are",
+                             seconds=round(waited))
+                waited = 0.0
 
     def run(self, stop: threading.Event, *, watch_timeout: float = 1.0,
             sync_timeout: float | None = 60.0, leading: threading.Event | None = None) -> None:
-        """The real deployment's loop (see :func:`vgpu_scheduler.host.loop.run`)."""
-        loop.run(self, stop, watch_timeout=watch_timeout, sync_timeout=sync_timeout,
-                 leading=leading)
+        """The real deployment's loop: schedule until ``stop`` is set, informers in
+        threads, bindings on a pool.
+
+        Nothing is scheduled before every informer has listed: a decision on a partial view
+        of the pods could hand out a GPU slice a running pod holds. With ``leading`` (leader
+        election), the informers run from the start but the loop schedules only while it is
+        set, and returns as soon as it is cleared.
+        """
+        threads = self.start_informers(stop, watch_timeout=watch_timeout)
+        self._wait_synced(stop, sync_timeout)
+        # The listed pods' changes are folded into their nodes at the first read: do it now,
+        # so that the first decision does not pay for it and the result is frozen below.
+        self.cache.update_snapshot(self.snapshot)
+        # Everything listed so far lives as long as the process: keep it out of the cyclic
+        # collector's full passes, which otherwise stall a cycle for tens of milliseconds.
+        gc.collect()
+        gc.freeze()
+        while leading is not None and not leading.is_set() and not stop.is_set():
+            leading.wait(0.2)
+        workers = self._config.scheduler.bind_workers
+        if workers > 0 and isinstance(self._cycle.binder, InlineBinder):
+            self._cycle.binder = ThreadBinder(workers)
+
+        def go_on() -> bool:
+            return not stop.is_set() and (leading is None or leading.is_set())
+
+        def stopper_main() -> None:
+            while not stop.wait(0.2):
+                if leading is not None and not leading.is_set():
+                    break
+            self.queue.interrupt()
+
+        threading.Thread(target=stopper_main, daemon=True, name="vgpu-scheduler-stop").start()
+        _log.info("scheduler running", nodes=len(self.cache))
+        try:
+            while go_on():
+                self.step(go_on)
+        finally:
+            self._cycle.binder.close()
+            if stop.is_set():
+                # A watch notices the stop when its request ends; the threads are daemons,
+                # so a process that exits does not wait for a long watch.
+                deadline = time.monotonic() + min(watch_timeout + 1, 3.0)
+                for thread in threads:
+                    thread.join(timeout=max(deadline - time.monotonic(), 0.0))
 
     def step(self, go_on: Callable[[], bool]) -> None:
         """One turn of the threaded loop: timeouts, then at most one attempt."""

@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from vgpu_scheduler.framework.cycle import CycleState
-from vgpu_scheduler.host.queue import QueuedPod
+from vgpu_scheduler.framework.cycle_state import CycleState
+from vgpu_scheduler.host.queued_pod import QueuedPod
 
 #: The rejection reason of a waiting pod that was deleted: nothing to report or retry.
 DELETED = "pod deleted"

@@ -1,4 +1,6 @@
-"""The one plugin registry of the product: a new plugin is one module plus one line here.
+"""The one plugin registry of the product: a new plugin is one folder plus one line here
+(its package, as kube-scheduler keeps one folder per plugin; helpers that several plugins
+share live in :mod:`vgpu_scheduler.plugins.helper`).
 
 The simulator adds the FGD paper's baselines (:mod:`vgpu_scheduler.simulate.baselines`) to
 the profiles it builds; a cluster's scheduler knows only these.
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from vgpu_scheduler.framework.interfaces import PluginFactory
+from vgpu_scheduler.framework.handle import PluginFactory
 from vgpu_scheduler.plugins import (
     allocation_gate,
     binder,
@@ -21,14 +23,17 @@ from vgpu_scheduler.plugins import (
     node_ports,
     node_resources_fit,
     node_unschedulable,
+    node_volume_limits,
     pod_topology_spread,
     preemption,
     priority_sort,
     scheduling_gates,
     taint_toleration,
     vgpu,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
-from vgpu_scheduler.plugins.volumes import binding, limits, restrictions, zone
 
 REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "SchedulingGates": scheduling_gates.SchedulingGates,
@@ -39,10 +44,10 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "NodeAffinity": node_affinity.NodeAffinity,
     "NodePorts": node_ports.NodePorts,
     "NodeResourcesFit": node_resources_fit.NodeResourcesFit,
-    "VolumeRestrictions": restrictions.VolumeRestrictions,
-    "NodeVolumeLimits": limits.NodeVolumeLimits,
-    "VolumeBinding": binding.VolumeBinding,
-    "VolumeZone": zone.VolumeZone,
+    "VolumeRestrictions": volume_restrictions.VolumeRestrictions,
+    "NodeVolumeLimits": node_volume_limits.NodeVolumeLimits,
+    "VolumeBinding": volume_binding.VolumeBinding,
+    "VolumeZone": volume_zone.VolumeZone,
     "PodTopologySpread": pod_topology_spread.PodTopologySpread,
     "InterPodAffinity": interpod_affinity.InterPodAffinity,
     "IsolationRequired": isolation_required.IsolationRequired,

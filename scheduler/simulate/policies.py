@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConfigError
-from vgpu_scheduler.framework.interfaces import Handle, PluginFactory
+from vgpu_scheduler.framework.handle import Handle, PluginFactory
 from vgpu_scheduler.placement.shapes import Shape
 from vgpu_scheduler.plugins import fragmentation_aware
 from vgpu_scheduler.plugins.registry import REGISTRY

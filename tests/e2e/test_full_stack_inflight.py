@@ -27,7 +27,7 @@ from tests.e2e.harness_processes import http_get
 from vgpu.annotations import PHASE_ALLOCATING
 from vgpu.cluster.port import Obj
 from vgpu.codecs import bind_time
-from vgpu.records import ALLOCATION, decode_allocation
+from vgpu.pod_history import ALLOCATION, decode_allocation
 
 V100 = Gpu("Tesla V100-SXM2-32GB", 32768)
 NODES = [NodeSpec("duo", (V100, V100), labels={"box": "duo"}),

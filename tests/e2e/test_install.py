@@ -55,7 +55,7 @@ from vgpu import codecs, meta, pods
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
 from vgpu.cluster.port import Obj, Selector
 from vgpu.codecs import decode_inventory
-from vgpu.records import ADMISSION
+from vgpu.pod_history import ADMISSION
 
 
 @pytest.fixture(scope="module")

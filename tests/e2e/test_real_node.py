@@ -33,7 +33,7 @@ from tests.e2e.real_node_support import (
     real_pod,
 )
 from vgpu.annotations import PHASE_SUCCESS
-from vgpu_nodeagent.podresources import PodResourcesClient, from_response
+from vgpu_nodeagent.kubelet.podresources import PodResourcesClient, from_response
 
 A100 = Gpu("NVIDIA A100-SXM4-40GB", 40960)
 NODE = NodeSpec("real", (A100, Gpu(A100.model, A100.memory_mib, numa=1)), real=True)

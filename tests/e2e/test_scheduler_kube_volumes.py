@@ -31,7 +31,7 @@ from tests.support.fakeagent import FakeAgents
 from vgpu import builders
 from vgpu.cluster.port import Obj
 from vgpu.kube import adapter
-from vgpu_scheduler.plugins.volumes.objects import BIND_COMPLETED, SELECTED_NODE
+from vgpu_scheduler.plugins.helper.volume_objects import BIND_COMPLETED, SELECTED_NODE
 
 ZONE = vol.ZONE
 FAST = {"scheduler": {"volumeBindPollSeconds": 0.1, "podInitialBackoffSeconds": 0.1,

@@ -1,10 +1,10 @@
 """The image's build inputs, as one digest: ``python3 tests/image/context.py [ROOT]``.
 
-``build.sh`` records it beside the image archive it exports for the real node
-(``$VGPUDEV_IMAGE_CACHE/archives/<digest>.tar``); the install suite (``tests/e2e/install_image.py``)
-computes it again and rebuilds when it differs, so the suite never runs an image older
-than the checkout. The inputs: the Dockerfile, what its build context admits
-(``.dockerignore``: pyproject.toml, README.md and the package folders, less bytecode) and
+``build.sh`` names the image archive it exports for a real node by it
+(``$VGPUDEV_IMAGE_CACHE/archives/<digest>.tar``); the install suite
+(``tests/e2e/install_support.py``) computes it again and builds when its checkout's archive
+is missing, so the suite never runs an image older than the checkout. The inputs: the
+Dockerfile, what ``.dockerignore`` admits into its build context (less bytecode), and
 everything under tests/image, which builds the bases and checks the image. Standard
 library only: build.sh runs it with the system's python3.
 """
@@ -15,16 +15,22 @@ import hashlib
 import sys
 from pathlib import Path
 
-FILES = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md")
-FOLDERS = ("vgpu", "webhook", "scheduler", "nodeagent", "certs", "tests/image")
+
+def admitted(root: Path) -> list[str]:
+    """The paths ``.dockerignore`` lets into the build context (its ``!`` lines: it
+    ignores everything else), so a component added there is an input here too."""
+    lines = (root / ".dockerignore").read_text().splitlines()
+    return [line[1:].rstrip("/") for line in lines if line.startswith("!")]
 
 
 def inputs(root: Path) -> list[Path]:
-    found = [root / name for name in FILES if (root / name).is_file()]
-    for folder in FOLDERS:
-        found += [p for p in (root / folder).rglob("*")
+    found: list[Path] = []
+    for name in ("Dockerfile", ".dockerignore", *admitted(root), "tests/image"):
+        path = root / name
+        candidates = [path] if path.is_file() else list(path.rglob("*"))
+        found += [p for p in candidates
                   if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
-    return sorted(found)
+    return sorted(set(found))
 
 
 def digest(root: Path) -> str:

@@ -20,7 +20,8 @@ import sys
 import tempfile
 from concurrent import futures
 
-PACKAGES = ("vgpu", "vgpu_webhook", "vgpu_scheduler", "vgpu_nodeagent", "vgpu_certs")
+PACKAGES = ("vgpu", "vgpu_webhook", "vgpu_scheduler", "vgpu_nodeagent", "vgpu_certs",
+           "vgpu_kubectl")
 #: Imported inside functions at run time: the node agent's NVML backend.
 LAZY = ("pynvml",)
 

@@ -20,9 +20,10 @@ from tests.support.kubelet import KubeletStandIn, device_plugin_dir
 from vgpu.annotations import BIND_PHASE, BIND_REASON
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
-from vgpu_nodeagent.agent import NodeAgent, Options
-from vgpu_nodeagent.discovery import Discovery
-from vgpu_nodeagent.fake import FakeDiscovery
+from vgpu_nodeagent.agent import NodeAgent
+from vgpu_nodeagent.devices.discovery import Discovery
+from vgpu_nodeagent.devices.fake import FakeDiscovery
+from vgpu_nodeagent.options import Options
 from vgpu_nodeagent.proto import api_pb2
 
 NODE = "node-1"

@@ -29,7 +29,7 @@ from tests.support.pods import bind_assigned, container, pod, slices
 from vgpu import times
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
 from vgpu.codecs import decode_inventory
-from vgpu_nodeagent.nvml import NvmlDiscovery
+from vgpu_nodeagent.devices.nvml import NvmlDiscovery
 from vgpu_nodeagent.proto import api_pb2
 
 # -- registration ---------------------------------------------------------------------------

@@ -30,8 +30,9 @@ from tests.nodeagent.conftest import (
 )
 from tests.support.kubelet import KubeletStandIn, device_plugin_dir
 from tests.support.pods import bind_assigned, container, pod, slices
-from vgpu_nodeagent.agent import NodeAgent, Options
-from vgpu_nodeagent.fake import FakeDiscovery
+from vgpu_nodeagent.agent import NodeAgent
+from vgpu_nodeagent.devices.fake import FakeDiscovery
+from vgpu_nodeagent.options import Options
 
 # -- Allocate -------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from tests.support.pods import bind_assigned, container, pod, slices
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import decode_inventory
 from vgpu.config import Config, from_mapping
-from vgpu.records import decode_allocation
+from vgpu.pod_history import decode_allocation
 
 
 def node_with_label(value: str | None) -> MemoryCluster:

@@ -15,9 +15,10 @@ from typing import Any
 
 from tests.nodeagent.conftest import GPU0, GPU1, GPU2, NODE, Env, envs, phase, wait_phase
 from tests.support.pods import bind_assigned, container, pod, slices
-from vgpu_nodeagent.agent import NodeAgent, Options
-from vgpu_nodeagent.fake import FakeDiscovery
-from vgpu_nodeagent.progress import ProgressFile
+from vgpu_nodeagent.agent import NodeAgent
+from vgpu_nodeagent.allocation.progress import ProgressFile
+from vgpu_nodeagent.devices.fake import FakeDiscovery
+from vgpu_nodeagent.options import Options
 
 
 def restart(env: Env, registrations: int) -> NodeAgent:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu_nodeagent.cgroups import CgroupRef, container_ids, parse
+from vgpu_nodeagent.isolation.cgroups import CgroupRef, container_ids, parse
 
 UID = "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
 SYSTEMD_UID = UID.replace("-", "_")

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from vgpu.errors import DiscoveryError
-from vgpu_nodeagent.discovery import GpuFacts, GpuSample
-from vgpu_nodeagent.fake import FakeDiscovery, parse
+from vgpu_nodeagent.devices.discovery import GpuFacts, GpuSample
+from vgpu_nodeagent.devices.fake import FakeDiscovery, parse
 
 YAML = """
 devices:

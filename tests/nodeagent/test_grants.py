@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.pods import slices
 from vgpu.config import Config
-from vgpu_nodeagent.grants import MountSpec, container_envs, container_mounts, grant
+from vgpu_nodeagent.isolation.grants import MountSpec, container_envs, container_mounts, grant
 
 TWO = slices(("GPU-a", 3000, 30), ("GPU-b", 3000, 30))
 

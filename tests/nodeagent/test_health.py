@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu_nodeagent.health import HealthTracker
-from vgpu_nodeagent.xid import APPLICATION_XIDS, is_device_fault
+from vgpu_nodeagent.devices.health import HealthTracker
+from vgpu_nodeagent.devices.xid import APPLICATION_XIDS, is_device_fault
 
 
 @pytest.mark.parametrize(("xid", "fault"), [

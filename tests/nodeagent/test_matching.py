@@ -5,7 +5,7 @@ import pytest
 from tests.support.pods import container, pod, slices
 from vgpu.codecs import Assignment
 from vgpu.pods import container_names as container_order
-from vgpu_nodeagent.matching import (
+from vgpu_nodeagent.allocation.matching import (
     Candidate,
     MatchError,
     all_done,

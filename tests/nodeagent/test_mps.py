@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.nodeagent.mps_support import commands, kill_daemon, mps_config
-from vgpu_nodeagent.mps import FAILED, PROBE, RUNNING, STOPPED, MpsDaemon
+from vgpu_nodeagent.isolation.mps import FAILED, PROBE, RUNNING, STOPPED, MpsDaemon
 
 
 class Clock:

@@ -15,9 +15,9 @@ from tests.nodeagent.fake_pynvml import (
     Gpu,
 )
 from vgpu.errors import DiscoveryError
-from vgpu_nodeagent.discovery import GpuFacts, GpuSample
-from vgpu_nodeagent.nvml import NvmlDiscovery, sysfs_pci_address
-from vgpu_nodeagent.virtual import usable
+from vgpu_nodeagent.devices.discovery import GpuFacts, GpuSample
+from vgpu_nodeagent.devices.nvml import NvmlDiscovery, sysfs_pci_address
+from vgpu_nodeagent.devices.virtual import usable
 
 GIB = 1024**3
 

@@ -19,7 +19,7 @@ from tests.support.pods import bind_assigned, container, pod, slices
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_SUCCESS
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
-from vgpu_nodeagent.podresources import (
+from vgpu_nodeagent.kubelet.podresources import (
     KubeletDevices,
     KubeletView,
     Mismatch,

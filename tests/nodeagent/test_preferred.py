@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu_nodeagent.preferred import choose
-from vgpu_nodeagent.virtual import physical_uuid
+from vgpu_nodeagent.allocation.preferred import choose
+from vgpu_nodeagent.devices.virtual import physical_uuid
 
 GPUS = ("GPU-a", "GPU-b", "GPU-c")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu_nodeagent.discovery import GpuProcess
-from vgpu_nodeagent.usage_rules import Foreign, Owner, Use, tally
+from vgpu_nodeagent.devices.discovery import GpuProcess
+from vgpu_nodeagent.isolation.usage_rules import Foreign, Owner, Use, tally
 
 MAIN = Owner("default/p", "main", {"GPU-a": 4096, "GPU-b": 1024})
 SIDE = Owner("default/p", "side", {"GPU-a": 1024})

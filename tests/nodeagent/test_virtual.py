@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu_nodeagent.discovery import GpuFacts
-from vgpu_nodeagent.virtual import (
+from vgpu_nodeagent.devices.discovery import GpuFacts
+from vgpu_nodeagent.devices.inventory import inventory
+from vgpu_nodeagent.devices.virtual import (
     PluginDevice,
-    inventory,
     physical_uuid,
     plugin_devices,
     usable,

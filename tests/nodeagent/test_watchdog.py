@@ -22,8 +22,9 @@ from vgpu.annotations import BIND_PHASE, PHASE_SUCCESS
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, from_mapping
 from vgpu.errors import EvictionRefusedError
-from vgpu_nodeagent.agent import NodeAgent, Options
-from vgpu_nodeagent.fake import FakeDiscovery
+from vgpu_nodeagent.agent import NodeAgent
+from vgpu_nodeagent.devices.fake import FakeDiscovery
+from vgpu_nodeagent.options import Options
 
 CID = "ab" * 32
 OTHER = "cd" * 32

@@ -10,7 +10,8 @@ from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import NodeInventory, decode_inventory
 from vgpu.devices import Device
 from vgpu.errors import ConflictError
-from vgpu_nodeagent.writer import InventoryPublisher, PhaseUpdate, PhaseWriter
+from vgpu_nodeagent.allocation.phases import PhaseUpdate, PhaseWriter
+from vgpu_nodeagent.devices.inventory import InventoryPublisher
 
 INV = NodeInventory(devices=(Device("GPU-a", 0, "A100", 40960),))
 INV2 = NodeInventory(devices=(Device("GPU-a", 0, "A100", 40960, healthy=False),))

@@ -110,7 +110,7 @@ def _webhook() -> CollectorRegistry:
 
 def _nodeagent() -> CollectorRegistry:
     # One GPU with a sample and one running grant, so that every family has a series.
-    from vgpu_nodeagent.discovery import GpuFacts, GpuSample
+    from vgpu_nodeagent.devices.discovery import GpuFacts, GpuSample
     from vgpu_nodeagent.metrics import Metrics, Sources
 
     facts = GpuFacts(uuid="GPU-0", index=0, model="m", memory_mib=1024, numa=0, mig=False,

@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.ops.manifest_sources import (
     BASE,
@@ -67,8 +68,11 @@ def test_base_has_every_piece() -> None:
 
 
 def test_the_config_file_is_valid() -> None:
-    cfg = config.load(str(MANIFESTS / "base" / "core" / "config.yaml"), {})
+    path = MANIFESTS / "base" / "core" / "config.yaml"
+    cfg = config.load(str(path), {})
     assert cfg.scheduler_name == "vgpu-scheduler"
+    # The file we ship names its format, as `vgpu config defaults` writes it.
+    assert yaml.safe_load(path.read_text())["version"] == "v1"
 
 
 # --- Kubernetes 1.20 ---------------------------------------------------------------------

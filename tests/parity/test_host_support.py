@@ -12,7 +12,8 @@ from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import EvictionRefusedError, NotFoundError
-from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
 from vgpu_scheduler.framework.status import SUCCESS, Status, unschedulable
@@ -121,7 +122,7 @@ def test_other_kinds_are_watched_and_their_changes_wake_pods() -> None:
     cluster.create("persistentvolumeclaims", {"metadata": {"name": "c", "namespace": "ns"}})
     # Nothing waits, so nothing is woken; but the lister sees the claim.
     sched.run_until_idle()
-    assert sched.lister("persistentvolumeclaims").get("ns/c") is not None
+    assert sched.framework.lister("persistentvolumeclaims").get("ns/c") is not None
     blocked = builders.pod("p", [builders.container(gpus=1, gpumem=100)])
     blocked["metadata"]["labels"] = {"blocked": "yes"}
     cluster.create("pods", blocked)

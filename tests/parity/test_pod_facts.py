@@ -12,9 +12,9 @@ from vgpu.config import Config
 from vgpu.errors import RequestError
 from vgpu.labels import LabelRequirement, LabelSelector, parse_selector
 from vgpu_scheduler.framework.compute import pod_requests
+from vgpu_scheduler.framework.host_ports import HostPort, conflicting, parse_host_ports
 from vgpu_scheduler.framework.objects import Requirement, SelectorTerm
 from vgpu_scheduler.framework.podinfo import parse
-from vgpu_scheduler.framework.ports import HostPort, conflicting, parse_host_ports
 
 APP = {"name": "app", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
 GIB = 1024 ** 3

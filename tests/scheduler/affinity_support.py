@@ -16,7 +16,7 @@ from tests.scheduler.helpers import FakeHandle, FakeLister
 from vgpu import builders
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
-from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod, parse_node
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
 from vgpu_scheduler.framework.snapshot import Snapshot

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vgpu.cluster.port import ClusterPort, Kind, Obj, key_of
-from vgpu.codecs import Assignment
 from vgpu.config import Config
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 
@@ -41,7 +40,6 @@ class FakeHandle:
         self.allowed: list[tuple[str, str]] = []
         self.rejected: list[tuple[str, str, str]] = []
         self.handlers: list[Callable[[Obj | None, Obj | None], None]] = []
-        self.claims: dict[str, Assignment] = {}
         self.listers: dict[str, FakeLister] = {}
 
     @property
@@ -66,9 +64,6 @@ class FakeHandle:
 
     def on_pod_event(self, handler: Callable[[Obj | None, Obj | None], None]) -> None:
         self.handlers.append(handler)
-
-    def claim_gpus(self, pod_key: str, assignment: Assignment) -> None:
-        self.claims[pod_key] = assignment
 
     def lister(self, kind: Kind) -> FakeLister:
         return self.listers.setdefault(kind, FakeLister())

@@ -19,7 +19,7 @@ from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.config import Config, SchedulerConfig
 from vgpu_scheduler.framework import podinfo
-from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.diagnosis import Diagnosis
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.status import Code, Status

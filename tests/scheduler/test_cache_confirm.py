@@ -12,7 +12,7 @@ import pytest
 from vgpu import builders, codecs
 from vgpu.config import Config
 from vgpu_scheduler.framework.podinfo import parse
-from vgpu_scheduler.host.records import PodRecord, bound_record, confirmed
+from vgpu_scheduler.host.pod_records import PodRecord, bound_record, confirmed
 from vgpu_scheduler.plugins.binder import binding_annotations
 
 CLAIM = codecs.Assignment("n1", {"main": (codecs.GrantedDevice("GPU-n1-0", 4096, 25),)})

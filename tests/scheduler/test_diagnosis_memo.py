@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tests.scheduler.affinity_support import node_obj, pod, snapshot_of
-from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.diagnosis import Diagnoser
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.status import SUCCESS, Code, Status, unschedulable

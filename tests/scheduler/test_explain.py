@@ -15,7 +15,7 @@ from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Device
 from vgpu.isolation import REQUIRE_ANNOTATION
-from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.interfaces import Explainer
 from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.framework.status import Code

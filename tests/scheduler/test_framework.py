@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.scheduler.helpers import FakeHandle
 from vgpu import builders
+from vgpu.codecs import Assignment, GrantedDevice
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConfigError
 from vgpu_scheduler.framework import profile
-from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
+from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.handle import Handle, Host
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
 from vgpu_scheduler.framework.runtime import Framework
@@ -178,7 +179,7 @@ def test_permit_wait_collects_plugins_and_bind_skips() -> None:
 # --- profiles ----------------------------------------------------------------------------
 
 def test_default_profile_builds_every_registered_plugin() -> None:
-    fw = profile.build(SchedulerConfig(), FakeHandle(), REGISTRY)
+    fw = profile.build(SchedulerConfig(), REGISTRY)
     assert [p.name for p in fw.plugins] == list(SchedulerConfig().plugins)
     assert fw.queue_sort.name == "PrioritySort"
     # kube-scheduler's scorers with its default weights, beside the vGPU node policy.
@@ -197,8 +198,7 @@ def test_default_profile_builds_every_registered_plugin() -> None:
 def test_bad_profiles_are_config_errors(plugins: tuple[str, ...], weights: tuple[str, ...],
                                         message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        profile.build(SchedulerConfig(plugins=plugins, score_weights=weights), FakeHandle(),
-                      REGISTRY)
+        profile.build(SchedulerConfig(plugins=plugins, score_weights=weights), REGISTRY)
 
 
 def test_profile_from_config_file_text() -> None:
@@ -206,7 +206,7 @@ def test_profile_from_config_file_text() -> None:
     cfg = config.parse_text(
         "scheduler:\n  plugins: [PrioritySort, NodeResourcesFit, VGPU, VGPUBinder]\n"
         "  scoreWeights: [VGPU=3]\n  nodesToScore: 0\n")
-    fw = profile.build(cfg.scheduler, FakeHandle(cfg), REGISTRY)
+    fw = profile.build(cfg.scheduler, REGISTRY, Host(config=cfg))
     assert [(p.name, w) for p, w, _ in fw.scorers] == [("VGPU", 3)]
     assert fw.nodes_to_score == 0
 
@@ -215,4 +215,75 @@ def test_unavailable_default_gpu_policy_is_a_config_error() -> None:
     # The default profile has no plugin that provides "fragmentation-aware".
     cfg = Config(default_gpu_policy="fragmentation-aware")
     with pytest.raises(ConfigError, match="fragmentation-aware"):
-        profile.build(cfg.scheduler, FakeHandle(cfg), REGISTRY)
+        profile.build(cfg.scheduler, REGISTRY, Host(config=cfg))
+
+
+class _Probe:
+    """A plugin that keeps the handle it was built with."""
+
+    name = "Probe"
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    def sort_key(self, pod: PodInfo, arrival: int) -> tuple[Any, ...]:
+        return (arrival,)
+
+    def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        return SUCCESS
+
+
+class _Room:
+    """A host's nominator and waiting room that record what plugins ask of them."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def nominate(self, pod: PodInfo, node: str, claim: object) -> None:
+        self.calls.append(("nominate", pod.key, node))
+
+    def clear_nomination(self, pod_key: str) -> None:
+        self.calls.append(("clear", pod_key))
+
+    def allow(self, pod_key: str, plugin: str) -> bool:
+        self.calls.append(("allow", pod_key, plugin))
+        return pod_key == "last"
+
+    def reject(self, pod_key: str, reason: str) -> bool:
+        self.calls.append(("reject", pod_key, reason))
+        return True
+
+
+def test_the_framework_is_the_plugins_handle() -> None:
+    # As kube-scheduler's frameworkImpl: plugins are built with the framework itself, and
+    # what the host lends it (clock, nominator, waiting room) is reached through it.
+    cfg = Config()
+    room, woken = _Room(), []
+    host = Host(config=cfg, clock=lambda: 42.0, nominator=room, waiting=room,
+                wake=lambda: woken.append(True))
+    fw = profile.build(SchedulerConfig(plugins=("Probe",)), {"Probe": _Probe}, host)
+    [probe] = fw.plugins
+    assert probe.handle is fw
+    assert fw.config is cfg and fw.now() == 42.0 and fw.cluster is None
+    fw.nominate(a_pod(), "n1", None)
+    fw.clear_nomination("default/p")
+    fw.allow("other", "Probe")
+    assert woken == []  # another plugin still holds the pod
+    fw.allow("last", "Probe")
+    fw.reject("p", "Probe", "gone")
+    assert woken == [True, True]
+    assert room.calls == [("nominate", "default/p", "n1"), ("clear", "default/p"),
+                          ("allow", "other", "Probe"), ("allow", "last", "Probe"),
+                          ("reject", "p", "Probe: gone")]
+    assert fw.lister("pods").items() == [] and fw.node_info("n1") is None  # detached
+
+
+def test_the_assignment_lives_in_the_cycle_state() -> None:
+    # Reserve leaves it there, once; a clone (a preemption trial) writes its own.
+    state = CycleState(NOW)
+    assert state.assignment is None
+    claimed = Assignment("n1", {"main": (GrantedDevice("GPU-0", 1000, 10),)})
+    state.assignment = claimed
+    clone = state.clone()
+    clone.assignment = None
+    assert state.assignment is claimed and clone.assignment is None

@@ -15,7 +15,7 @@ from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConfigError
 from vgpu_scheduler.framework.candidate import Candidate
-from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.host.scheduler import Scheduler
 from vgpu_scheduler.plugins.registry import REGISTRY

@@ -20,7 +20,8 @@ from tests.scheduler.affinity_support import (
     snapshot_of,
     term,
 )
-from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.nodeinfo import NodePod
 from vgpu_scheduler.framework.status import Code
 from vgpu_scheduler.plugins.interpod_affinity import FILTER_KEY, InterPodAffinity

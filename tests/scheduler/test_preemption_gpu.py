@@ -130,7 +130,7 @@ _pods = st.lists(st.tuples(st.integers(0, 2), st.sampled_from([1000, 4000, 8000,
 
 def _fits(world: World, obj: Obj, node: NodeInfo) -> bool:
     info, state = world.prepare(obj)
-    return world.sched.run_filters(state, info, node).ok
+    return world.sched.framework.run_filters(state, info, node).ok
 
 
 def _place(specs: Sequence[tuple[int, int, int, int]]) -> list[Obj]:

@@ -21,8 +21,8 @@ from tests.scheduler.preemption_support import (
 )
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
-from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
-from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
 from vgpu_scheduler.framework.snapshot import Snapshot
@@ -180,7 +180,7 @@ def test_a_lower_priority_nomination_is_displaced_without_an_eviction() -> None:
     world = World([node("node1", ("0", "0"), pods=1)])
     waiting = parse(pod("waiting", LOW), world.config)
     world.cluster.create("pods", waiting.pod)
-    world.sched.nominate(waiting, "node1", None)
+    world.sched.framework.nominate(waiting, "node1", None)
     world.cluster.patch_status("pods", "waiting", {"nominatedNodeName": "node1"}, "default")
     status = world.post_filter(pod("p", HIGH), rejected("node1"))
     assert status.ok, status

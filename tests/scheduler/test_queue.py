@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders
 from vgpu.config import Config
-from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
 from vgpu_scheduler.host.queue import SchedulingQueue
+from vgpu_scheduler.host.queue_profile import Fifo
+from vgpu_scheduler.host.queued_pod import POD_SPEC
 from vgpu_scheduler.plugins.priority_sort import sort_key
 
 
@@ -17,10 +20,27 @@ def info(name: str, priority: int = 0) -> PodInfo:
     return parse(builders.pod(name, priority=priority), Config())
 
 
-def make(clock: FakeClock | None = None) -> tuple[SchedulingQueue, FakeClock]:
+Hint = Callable[[PodInfo, set[str], ClusterEvent], bool]
+
+
+class Profile(Fifo):
+    """PrioritySort's order; an event helps the pods ``hint`` says it helps."""
+
+    def __init__(self, hint: Hint) -> None:
+        self.hint = hint
+
+    def sort_key(self, pod: PodInfo, arrival: int) -> tuple[Any, ...]:
+        return sort_key(pod.priority, arrival)
+
+    def could_help(self, pod: PodInfo, plugins: set[str], event: ClusterEvent) -> bool:
+        return self.hint(pod, plugins, event)
+
+
+def make(clock: FakeClock | None = None,
+         hint: Hint = lambda *a: True) -> tuple[SchedulingQueue, FakeClock]:
     clock = clock or FakeClock()
-    q = SchedulingQueue(lambda p, seq: sort_key(p.priority, seq), clock, initial_backoff=1.0,
-                        max_backoff=10.0, max_unschedulable=300.0)
+    q = SchedulingQueue(clock, Profile(hint), initial_backoff=1.0, max_backoff=10.0,
+                        max_unschedulable=300.0)
     return q, clock
 
 
@@ -56,7 +76,7 @@ def test_backoff_doubles_to_the_cap() -> None:
 
 
 def test_unschedulable_pods_wait_for_an_event_that_could_help() -> None:
-    q, clock = make()
+    q, clock = make(hint=lambda pod, plugins, ev: "VGPU" in plugins)
     q.add(info("gpu"))
     q.add(info("cpu"))
     for _ in range(2):
@@ -66,10 +86,23 @@ def test_unschedulable_pods_wait_for_an_event_that_could_help() -> None:
     clock.advance(100)
     assert q.pop() is None  # parked, not backing off
     event = ClusterEvent("pod", "delete", "n1")
-    moved = q.on_event(event, lambda pod, plugins, ev: "VGPU" in plugins)
+    moved = q.on_event(event)
     assert moved == 1
     assert drain(q) == ["gpu"]
     assert q.counts()["unschedulable"] == 1
+
+
+def test_only_an_update_of_the_pod_helps_a_pod_whose_spec_failed() -> None:
+    q, clock = make()
+    q.add(info("bad"))
+    qp = q.pop()
+    assert qp is not None
+    q.requeue(qp, unschedulable=True, rejected_by={POD_SPEC})
+    clock.advance(1.0)
+    assert q.on_event(ClusterEvent("node", "add", "n")) == 0
+    assert q.on_event(None) == 0
+    q.add(info("bad", priority=1))  # the pod was updated
+    assert drain(q) == ["bad"]
 
 
 def test_woken_pod_still_in_backoff_waits_it_out() -> None:
@@ -78,7 +111,7 @@ def test_woken_pod_still_in_backoff_waits_it_out() -> None:
     qp = q.pop()
     assert qp is not None
     q.requeue(qp, unschedulable=True)
-    q.on_event(ClusterEvent("node", "add", "n"), lambda *a: True)
+    q.on_event(ClusterEvent("node", "add", "n"))
     assert q.pop() is None
     clock.advance(1.0)
     assert drain(q) == ["p"]
@@ -90,7 +123,7 @@ def test_event_during_a_cycle_is_not_lost() -> None:
     qp = q.pop()
     assert qp is not None
     # a node is added while p is being scheduled; p then fails as unschedulable
-    q.on_event(ClusterEvent("node", "add", "n"), lambda *a: True)
+    q.on_event(ClusterEvent("node", "add", "n"))
     q.requeue(qp, unschedulable=True)
     assert q.counts()["unschedulable"] == 0
     clock.advance(1.0)

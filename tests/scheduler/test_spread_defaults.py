@@ -20,7 +20,7 @@ from tests.scheduler.affinity_support import (
 )
 from vgpu.config import Config, PodTopologySpreadArgs, SchedulerConfig
 from vgpu.labels import LabelRequirement, LabelSelector
-from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.framework.spread import SpreadConstraint
 from vgpu_scheduler.framework.status import Code

@@ -12,11 +12,11 @@ import pytest
 from tests.scheduler.volume_helpers import StorageHandle, node, pod, pre_filtered
 from tests.support import volumes as vol
 from vgpu.cluster.port import Obj
-from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.status import Code, Status
-from vgpu_scheduler.plugins.volumes import find
-from vgpu_scheduler.plugins.volumes.binding import VolumeBinding
-from vgpu_scheduler.plugins.volumes.objects import SELECTED_NODE
+from vgpu_scheduler.plugins.helper.volume_objects import SELECTED_NODE
+from vgpu_scheduler.plugins.volume_binding import VolumeBinding, find
 
 WAIT = vol.storage_class("wait")
 IMMEDIATE = vol.storage_class("immediate", mode="Immediate")

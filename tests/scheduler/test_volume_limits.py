@@ -12,10 +12,10 @@ import pytest
 from tests.scheduler.volume_helpers import StorageHandle, node, pod, pre_filtered
 from tests.support import volumes as vol
 from vgpu.cluster.port import Obj
-from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.status import Code, Status
-from vgpu_scheduler.plugins.volumes import limits as nvl
+from vgpu_scheduler.plugins import node_volume_limits as nvl
 
 EBS = "ebs.csi.aws.com"
 GCE = "pd.csi.storage.gke.io"

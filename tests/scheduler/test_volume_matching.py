@@ -9,18 +9,18 @@ from typing import Any
 import pytest
 
 from tests.support import volumes as vol
-from vgpu_scheduler.plugins.volumes.matching import (
-    affinity_matches,
-    bind_volume_to_claim,
-    find_matching_volume,
-    topology_allows,
-)
-from vgpu_scheduler.plugins.volumes.objects import (
+from vgpu_scheduler.plugins.helper.volume_objects import (
     BOUND_BY_CONTROLLER,
     parse_claim,
     parse_csinode,
     parse_storage_class,
     parse_volume,
+)
+from vgpu_scheduler.plugins.volume_binding.matching import (
+    affinity_matches,
+    bind_volume_to_claim,
+    find_matching_volume,
+    topology_allows,
 )
 
 NODE = {"kubernetes.io/hostname": "n1", "topology.kubernetes.io/zone": "a"}

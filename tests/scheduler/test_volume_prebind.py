@@ -16,15 +16,14 @@ from vgpu.cluster.port import Obj
 from vgpu.errors import ClusterError
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins.volumes import prebind
-from vgpu_scheduler.plugins.volumes.binding import VolumeBinding
-from vgpu_scheduler.plugins.volumes.matching import bind_volume_to_claim
-from vgpu_scheduler.plugins.volumes.objects import (
+from vgpu_scheduler.plugins.helper.volume_objects import (
     BIND_COMPLETED,
     SELECTED_NODE,
     parse_claim,
     parse_volume,
 )
+from vgpu_scheduler.plugins.volume_binding import VolumeBinding, prebind
+from vgpu_scheduler.plugins.volume_binding.matching import bind_volume_to_claim
 
 LABELS = {"kubernetes.io/hostname": "n1"}
 

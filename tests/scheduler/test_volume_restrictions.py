@@ -12,10 +12,10 @@ from tests.scheduler.volume_helpers import StorageHandle, node, pod, pre_filtere
 from tests.support import volumes as vol
 from vgpu import builders
 from vgpu.cluster.port import Obj
-from vgpu_scheduler.framework.cycle import ClusterEvent
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.nodeinfo import NodePod
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins.volumes import restrictions as vr
+from vgpu_scheduler.plugins import volume_restrictions as vr
 
 
 def disk(kind: str, read_only: bool = False, **fields: Any) -> dict[str, Any]:

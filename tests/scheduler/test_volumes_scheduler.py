@@ -15,7 +15,7 @@ from tests.support.fakeagent import FakeAgents
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu_scheduler.host.scheduler import Scheduler
-from vgpu_scheduler.plugins.volumes.objects import SELECTED_NODE
+from vgpu_scheduler.plugins.helper.volume_objects import SELECTED_NODE
 
 ZONE = vol.ZONE
 

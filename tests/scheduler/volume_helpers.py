@@ -11,7 +11,7 @@ from vgpu import builders
 from vgpu.cluster.port import ClusterPort, Kind, Obj, key_of
 from vgpu.config import Config
 from vgpu_scheduler.framework import podinfo
-from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod, parse_node
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Snapshot

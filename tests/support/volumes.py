@@ -17,7 +17,7 @@ from typing import Any
 from vgpu import builders
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.errors import ClusterError
-from vgpu_scheduler.plugins.volumes.objects import BIND_COMPLETED, SELECTED_NODE
+from vgpu_scheduler.plugins.helper.volume_objects import BIND_COMPLETED, SELECTED_NODE
 
 WFFC = "WaitForFirstConsumer"
 IMMEDIATE = "Immediate"

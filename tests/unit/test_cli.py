@@ -68,7 +68,7 @@ def test_config_defaults_prints_the_default_config_as_json() -> None:
 
 def test_config_validate_good_file(tmp_path: Path) -> None:
     path = tmp_path / "vgpu.yaml"
-    path.write_text("deviceSplitCount: 4\nscheduler:\n  permitTimeoutSeconds: 5\n",
+    path.write_text("version: v1\ndeviceSplitCount: 4\nscheduler:\n  permitTimeoutSeconds: 5\n",
                     encoding="utf-8")
     done = vgpu("config", "validate", str(path))
     assert done.returncode == 0, done.stderr
@@ -207,7 +207,9 @@ def test_config_defaults_explain(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "defaults", "--explain"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(config.describe())
-    assert lines[0].startswith("resourceNames.gpu ")
+    # The file's version first, then the settings.
+    assert lines[0].startswith("version ") and "read as v1" in lines[0]
+    assert lines[1].startswith("resourceNames.gpu ")
 
 
 def test_config_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -85,6 +85,21 @@ def test_encode_heartbeat_rejects_naive_time() -> None:
         encode_heartbeat(dt.datetime(2024, 5, 1, 12))
 
 
+@pytest.mark.parametrize(("when", "text"), [
+    (dt.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC), "2024-05-01T12:00:00Z"),
+    (dt.datetime(2024, 5, 1, 14, 0, tzinfo=PLUS2), "2024-05-01T12:00:00Z"),
+], ids=["fraction-dropped", "offset-converted-to-utc"])
+def test_format_time_is_the_api_servers_time_to_the_second(when: dt.datetime,
+                                                           text: str) -> None:
+    assert times.format_time(when) == text
+    assert times.parse(text) == when.replace(microsecond=0)
+
+
+def test_format_time_rejects_naive_time() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        times.format_time(dt.datetime(2024, 5, 1, 12))
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.datetimes(min_value=dt.datetime(1970, 1, 2), max_value=dt.datetime(9999, 1, 1),
                     timezones=st.integers(-14 * 60, 14 * 60).map(

@@ -1,4 +1,5 @@
-"""Annotation codecs: round trips, and the wire shape DESIGN §5 gives each annotation.
+"""Annotation codecs: round trips, and the wire shape docs/contracts.md gives each
+annotation (#node-inventory, #pod-assignment).
 
 Malformed annotations (each named with its path) are in ``test_codec_errors``, the
 heartbeat and bind times in ``test_codec_times``.

@@ -46,6 +46,7 @@ def test_no_file_and_empty_environment_give_the_defaults() -> None:
 def test_yaml_file_loads(tmp_path: Path) -> None:
     path = tmp_path / "vgpu.yaml"
     path.write_text(
+        "version: v1\n"
         "deviceSplitCount: 4\n"
         "deviceMemoryScaling: 1.5\n"
         "defaultMem: 1024\n"
@@ -71,7 +72,7 @@ def test_yaml_file_loads(tmp_path: Path) -> None:
 
 def test_json_file_loads(tmp_path: Path) -> None:
     path = tmp_path / "vgpu.json"
-    path.write_text(json.dumps({"defaultCores": 25, "webhook": {"port": 8443},
+    path.write_text(json.dumps({"version": "v1", "defaultCores": 25, "webhook": {"port": 8443},
                                 "nodeagent": {"hamiCorePath": "/usr/lib/libvgpu.so"}}),
                     encoding="utf-8")
     c = config.load(str(path), {})

@@ -13,7 +13,7 @@ from vgpu.config import cli as config_cli
 def test_config_option_defaults_to_vgpu_config_and_loads_with_overrides(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "vgpu.yaml"
-    path.write_text("deviceSplitCount: 4\nschedulerName: mine\n")
+    path.write_text("version: v1\ndeviceSplitCount: 4\nschedulerName: mine\n")
     monkeypatch.setenv("VGPU_CONFIG", str(path))
     monkeypatch.setenv("VGPU_SCHEDULER_NAME", "from-env")
     parser = argparse.ArgumentParser()

@@ -58,7 +58,7 @@ def test_environment_overrides(env: dict[str, str], attr: str, expected: object)
 
 def test_environment_wins_over_the_file(tmp_path: Path) -> None:
     path = tmp_path / "vgpu.yaml"
-    path.write_text("deviceSplitCount: 4\nscheduler:\n  permitTimeoutSeconds: 9\n",
+    path.write_text("version: v1\ndeviceSplitCount: 4\nscheduler:\n  permitTimeoutSeconds: 9\n",
                     encoding="utf-8")
     c = config.load(str(path), {"VGPU_DEVICE_SPLIT_COUNT": "6"})
     assert c.device_split_count == 6

@@ -1,10 +1,10 @@
 """Request parsing: the pods users write, turned into per-container GPU requests.
 
-The first table holds the examples of the HAMi / 4paradigm k8s-vgpu-scheduler README and
-its ``examples/nvidia/*.yaml`` (so pods written for HAMi keep their meaning), then the
-shapes the defaulting rules of DESIGN §2–3 must cover. The pods ``parse_pod`` refuses
-are in ``test_request_errors``; the selector, ``names_gpu_resource`` and privileged
-containers in ``test_request_checks``.
+The first table holds the examples of the HAMi / 4paradigm k8s-vgpu-scheduler README and its
+``examples/nvidia/*.yaml`` (so pods written for HAMi keep their meaning), then the shapes
+the defaulting rules of docs/contracts.md#request-defaults must cover. The pods
+``parse_pod`` refuses are in ``test_request_errors``; the selector, ``names_gpu_resource``
+and privileged containers in ``test_request_checks``.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def test_serves_by_flags_and_stops_on_sigterm(tmp_path: Path) -> None:
     ca = certs.authority()
     ca_file = ca.write(tmp_path / "ca.crt")
     certs.serving(ca, tmp_path / "tls.crt", tmp_path / "tls.key")
-    (tmp_path / "config.yaml").write_text("schedulerName: gpu-sharing\n")
+    (tmp_path / "config.yaml").write_text("version: v1\nschedulerName: gpu-sharing\n")
     process = vgpu("webhook", "--cert-file", str(tmp_path / "tls.crt"),
                    "--key-file", str(tmp_path / "tls.key"), "--port", "0",
                    "--metrics-port", "0", "--address", "127.0.0.1",

@@ -13,7 +13,7 @@ import pytest
 from tests.webhook.pods import A100, HOMOGENEOUS, MIXED, NO_GPUS, admit, ctr, node_inventory, pod
 from vgpu.annotations import GPUMEM_PERCENTAGE
 from vgpu.config import Config, ResourceNames
-from vgpu.records import ADMISSION, decode_admission
+from vgpu.pod_history import ADMISSION, decode_admission
 from vgpu.requests import parse_pod
 from vgpu_webhook.gpus import ClusterGpus
 

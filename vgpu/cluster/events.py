@@ -12,28 +12,44 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from dataclasses import dataclass
 from typing import Literal
 
+from vgpu import meta, times
 from vgpu.cluster.port import Obj
 
 #: The API server refuses longer messages.
 MAX_MESSAGE = 1024
 
 
+@dataclass(frozen=True)
+class RecordedEvent:
+    """A Kubernetes Event as the in-memory cluster keeps it."""
+
+    kind: str
+    namespace: str
+    name: str
+    type: str
+    reason: str
+    message: str
+    component: str
+    count: int = 1
+
+
 def event_object(obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
                  message: str, component: str, *, now: dt.datetime | None = None) -> Obj:
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace") or "default"
-    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    name = meta.name(obj)
+    namespace = meta.namespace(obj, "default")
+    stamp = times.format_time(now or dt.datetime.now(dt.UTC))
     return {
         "apiVersion": "v1", "kind": "Event",
         # client-go's naming: the names sort by creation time, as kubectl's listing does.
-        "metadata": {"name": f"{meta.get('name', 'object')}.{time.time_ns():x}",
+        "metadata": {"name": f"{name or 'object'}.{time.time_ns():x}",
                      "namespace": namespace},
         "involvedObject": {"apiVersion": "v1", "kind": obj.get("kind") or "Pod",
-                           "name": meta.get("name"), "namespace": namespace,
-                           "uid": meta.get("uid"),
-                           "resourceVersion": meta.get("resourceVersion")},
+                           "name": name, "namespace": namespace,
+                           "uid": meta.uid(obj),
+                           "resourceVersion": meta.resource_version(obj)},
         "type": event_type, "reason": reason, "message": message[:MAX_MESSAGE],
         "source": {"component": component}, "reportingComponent": component,
         "reportingInstance": os.environ.get("HOSTNAME", component),

@@ -17,8 +17,9 @@ import threading
 from collections.abc import Callable
 
 from vgpu import logs
-from vgpu.cluster.port import ALL, ClusterPort, Kind, Obj, Selector, key_of, resource_version
+from vgpu.cluster.port import ALL, ClusterPort, Kind, Obj, Selector, key_of
 from vgpu.errors import ClusterError, GoneError
+from vgpu.meta import resource_version
 
 Handler = Callable[[Obj | None, Obj | None], None]
 """Called as ``handler(old, new)``: add is ``(None, new)``, delete is ``(old, None)``."""

@@ -8,11 +8,15 @@ one write and refuses a bound pod, watches that resume from a resourceVersion an
 ``GoneError`` once it has been compacted away, and field-selector watches that report an
 object entering the selection as ADDED and leaving it as DELETED. It stores every
 resource of :mod:`vgpu.cluster.resources` alike; only pods get defaults (an empty spec,
-phase Pending) and a binding.
+phase Pending) and subresources: a binding, an eviction that respects
+PodDisruptionBudgets as the API server does (:mod:`vgpu.cluster.budgets`; HTTP 429's
+``EvictionRefusedError``), and Events kept apart, counted by content
+(:mod:`vgpu.cluster.events`).
 """
 
 from __future__ import annotations
 
+import builtins
 import copy
 import datetime as dt
 import itertools
@@ -20,9 +24,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
+from typing import Any, Literal
 
+from vgpu import meta, times
+from vgpu.cluster import budgets
+from vgpu.cluster.events import RecordedEvent
 from vgpu.cluster.history import History
-from vgpu.cluster.memory_pods import PodSubresources, RecordedEvent
 from vgpu.cluster.port import (
     ALL,
     EventType,
@@ -39,32 +46,18 @@ from vgpu.cluster.resources import (
     Resource,
     check_selector,
     resource,
+    selects,
 )
-from vgpu.errors import ConflictError, GoneError, InvalidError, NotFoundError
+from vgpu.errors import (
+    ConflictError,
+    EvictionRefusedError,
+    GoneError,
+    InvalidError,
+    NotFoundError,
+)
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _matches(obj: Obj, selector: Selector) -> bool:
-    # check_selector has refused the selections that cannot apply to the resource.
-    meta = obj.get("metadata") or {}
-    if selector.namespace is not None and meta.get("namespace") != selector.namespace:
-        return False
-    if selector.node_name is not None:
-        return bool((obj.get("spec") or {}).get("nodeName") == selector.node_name)
-    if selector.involved_name is not None:
-        return bool((obj.get("involvedObject") or {}).get("name") == selector.involved_name)
-    return True
-
-
-def _stale(res: Resource, obj: Obj, wanted: str) -> ConflictError:
-    return ConflictError(f"{res.singular} {key_of(obj)}: the object has been modified "
-                         f"(resourceVersion {wanted} is stale)")
-
-
-class MemoryCluster(PodSubresources):
+class MemoryCluster:
     """A thread-safe in-memory implementation of :class:`vgpu.cluster.port.ClusterPort`."""
 
     def __init__(self, history: int = 100_000, copy_objects: bool = True) -> None:
@@ -79,6 +72,15 @@ class MemoryCluster(PodSubresources):
         self._copy_objects = copy_objects
 
     # -- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _now() -> str:
+        return times.format_time(dt.datetime.now(dt.UTC))
+
+    @staticmethod
+    def _stale(res: Resource, obj: Obj, wanted: str) -> ConflictError:
+        return ConflictError(f"{res.singular} {key_of(obj)}: the object has been modified "
+                             f"(resourceVersion {wanted} is stale)")
 
     def _copy(self, obj: Obj) -> Obj:
         return copy.deepcopy(obj) if self._copy_objects else obj
@@ -104,14 +106,14 @@ class MemoryCluster(PodSubresources):
         return obj
 
     @staticmethod
-    def _place(res: Resource, meta: Obj, namespace: str | None) -> None:
-        """Give ``meta`` the namespace its key needs: the default for a namespaced object
+    def _place(res: Resource, metadata: Obj, namespace: str | None) -> None:
+        """Give ``metadata`` the namespace its key needs: the default for a namespaced object
         that names none, none at all for a cluster-scoped one (as the API server clears
         it), so that ``key_of`` and ``_key`` agree."""
         if res.namespaced:
-            meta["namespace"] = namespace or DEFAULT_NAMESPACE
+            metadata["namespace"] = namespace or DEFAULT_NAMESPACE
         else:
-            meta.pop("namespace", None)
+            metadata.pop("namespace", None)
 
     def _store(self, kind: Kind, obj: Obj, etype: EventType, old: Obj | None) -> Obj:
         obj["metadata"]["resourceVersion"] = str(self._next_rv())
@@ -125,7 +127,7 @@ class MemoryCluster(PodSubresources):
         check_selector(resource(kind), selector)
         with self._lock:
             items = [self._copy(o) for o in self._objects[kind].values()
-                     if _matches(o, selector)]
+                     if selects(selector, o)]
             return ListResult(items=items, resource_version=str(self._last_rv))
 
     def watch(self, kind: Kind, resource_version: str, selector: Selector = ALL,
@@ -159,8 +161,8 @@ class MemoryCluster(PodSubresources):
 
     def _translate(self, etype: EventType, old: Obj | None, new: Obj | None,
                    selector: Selector) -> WatchEvent | None:
-        was = old is not None and _matches(old, selector)
-        now = new is not None and _matches(new, selector)
+        was = old is not None and selects(selector, old)
+        now = new is not None and selects(selector, new)
         if etype == "DELETED":
             return WatchEvent("DELETED", self._copy(old)) if was and old is not None else None
         if now and not was and new is not None:
@@ -178,17 +180,17 @@ class MemoryCluster(PodSubresources):
     def create(self, kind: Kind, obj: Obj) -> Obj:
         res = resource(kind)
         new = copy.deepcopy(obj)
-        meta = new.setdefault("metadata", {})
-        self._place(res, meta, meta.get("namespace"))
-        if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
+        metadata = new.setdefault("metadata", {})
+        self._place(res, metadata, metadata.get("namespace"))
+        if not metadata.get("name") and metadata.get("generateName"):
+            metadata["name"] = f"{metadata['generateName']}{uuid.uuid4().hex[:5]}"
         with self._lock:
-            if not meta.get("name"):
+            if not metadata.get("name"):
                 raise ConflictError(f"{res.singular} needs metadata.name or generateName")
             if key_of(new) in self._objects[kind]:
                 raise ConflictError(f"{res.singular} {key_of(new)} already exists")
-            meta.setdefault("uid", str(uuid.uuid4()))
-            meta.setdefault("creationTimestamp", _now())
+            metadata.setdefault("uid", str(uuid.uuid4()))
+            metadata.setdefault("creationTimestamp", self._now())
             if kind == "pods":
                 new.setdefault("spec", {})
                 new.setdefault("status", {}).setdefault("phase", "Pending")
@@ -208,17 +210,17 @@ class MemoryCluster(PodSubresources):
     def replace(self, kind: Kind, obj: Obj) -> Obj:
         res = resource(kind)
         new = copy.deepcopy(obj)
-        meta = new.setdefault("metadata", {})
-        self._place(res, meta, meta.get("namespace"))
-        if not meta.get("name"):
+        metadata = new.setdefault("metadata", {})
+        self._place(res, metadata, metadata.get("namespace"))
+        if not metadata.get("name"):
             raise InvalidError(f"replace {res.singular}: the object has no metadata.name")
         with self._lock:
-            old = self._get(kind, meta.get("name", ""), meta.get("namespace"))
-            wanted = meta.get("resourceVersion")
+            old = self._get(kind, metadata.get("name", ""), metadata.get("namespace"))
+            wanted = metadata.get("resourceVersion")
             if wanted and wanted != old["metadata"]["resourceVersion"]:
-                raise _stale(res, old, wanted)
-            meta["uid"] = old["metadata"].get("uid")
-            meta["creationTimestamp"] = old["metadata"].get("creationTimestamp")
+                raise self._stale(res, old, wanted)
+            metadata["uid"] = old["metadata"].get("uid")
+            metadata["creationTimestamp"] = old["metadata"].get("creationTimestamp")
             return self._copy(self._store(kind, new, "MODIFIED", old))
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
@@ -227,19 +229,84 @@ class MemoryCluster(PodSubresources):
         with self._lock:
             old = self._get(kind, name, namespace)
             if resource_version and resource_version != old["metadata"]["resourceVersion"]:
-                raise _stale(resource(kind), old, resource_version)
+                raise self._stale(resource(kind), old, resource_version)
             new = copy.copy(old)
-            new["metadata"] = meta = dict(old["metadata"])
-            merged = dict(meta.get("annotations") or {})
+            new["metadata"] = metadata = dict(old["metadata"])
+            merged = dict(metadata.get("annotations") or {})
             for k, v in annotations.items():
                 if v is None:
                     merged.pop(k, None)
                 else:
                     merged[k] = v
-            meta["annotations"] = merged
+            metadata["annotations"] = merged
             return self._copy(self._store(kind, new, "MODIFIED", old))
 
     @property
     def resource_version(self) -> str:
         with self._lock:
             return str(self._last_rv)
+
+    # -- pod subresources and Events -------------------------------------------------------
+
+    def bind(self, namespace: str, name: str, node: str,
+             annotations: Mapping[str, str]) -> None:
+        with self._lock:
+            old = self._get("pods", name, namespace)
+            if (old.get("spec") or {}).get("nodeName"):
+                raise ConflictError(
+                    f"pod {namespace}/{name} is already assigned to node "
+                    f"{old['spec']['nodeName']!r}")
+            new = copy.copy(old)
+            new["metadata"] = metadata = dict(old["metadata"])
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
+            new["spec"] = dict(old.get("spec") or {}, nodeName=node)
+            self._store("pods", new, "MODIFIED", old)
+
+    def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,
+                     message: str, component: str) -> None:
+        kind = str(obj.get("kind") or "Pod")
+        key = (kind, meta.namespace(obj), meta.name(obj), reason, message)
+        with self._lock:
+            seen = self._events.get(key)
+            count = seen.count + 1 if seen else 1
+            self._events[key] = RecordedEvent(kind, key[1], key[2], event_type, reason, message,
+                                              component, count)
+
+    def events(self, name: str | None = None,
+               reason: str | None = None) -> builtins.list[RecordedEvent]:
+        with self._lock:
+            return [e for e in self._events.values()
+                    if (name is None or e.name == name) and (reason is None or e.reason == reason)]
+
+    def patch_status(self, kind: Kind, name: str, status: Mapping[str, Any],
+                     namespace: str | None = None) -> Obj:
+        with self._lock:
+            old = self._get(kind, name, namespace)
+            new = copy.copy(old)
+            new["metadata"] = dict(old["metadata"])
+            merged = dict(old.get("status") or {})
+            for key, value in status.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            new["status"] = merged
+            return self._copy(self._store(kind, new, "MODIFIED", old))
+
+    def evict(self, namespace: str, name: str) -> None:
+        with self._lock:
+            pod = self._get("pods", name, namespace)
+            charged = budgets.guarding(self._objects["poddisruptionbudgets"].values(), pod)
+            for budget in charged:
+                if budgets.allowed(budget) < 1:
+                    raise EvictionRefusedError(
+                        f"evict pod {namespace}/{name}: Cannot evict pod as it would violate "
+                        f"the pod's disruption budget {budget['metadata']['name']} "
+                        f"(HTTP 429)")
+            for budget in charged:
+                new = copy.copy(budget)
+                new["metadata"] = dict(budget["metadata"])
+                new["status"] = dict(budget.get("status") or {},
+                                     disruptionsAllowed=budgets.allowed(budget) - 1)
+                self._store("poddisruptionbudgets", new, "MODIFIED", budget)
+            self.delete("pods", name, namespace)

@@ -18,6 +18,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from vgpu import meta
+
 Obj = dict[str, Any]
 #: The plural of every resource the port serves; each has its row in
 #: :data:`vgpu.cluster.resources.RESOURCES`, which a unit test holds in step with this.
@@ -60,14 +62,8 @@ ALL = Selector()
 
 def key_of(obj: Obj) -> str:
     """The cache key of an object: ``namespace/name`` for namespaced objects, else ``name``."""
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    name = meta.get("name", "")
-    return f"{namespace}/{name}" if namespace else str(name)
-
-
-def resource_version(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+    namespace, name = meta.namespace(obj), meta.name(obj)
+    return f"{namespace}/{name}" if namespace else name
 
 
 class ClusterPort(Protocol):

@@ -1,9 +1,10 @@
 """The resources the cluster port serves: one row each, read by both adapters.
 
 The real adapter builds its REST paths and the ``apiVersion``/``kind`` of what it writes
-from a row; the in-memory cluster keeps one store per row and knows from it whether an
-object has a namespace. Serving a new resource is therefore one row here and its plural
-in :data:`vgpu.cluster.port.Kind` (mypy checks every caller against that Literal; a unit
+from a row; the in-memory cluster keeps one store per row, knows from it whether an
+object has a namespace, and answers a selection as the API server does (:func:`selects`).
+Serving a new resource is therefore one row here and its plural in
+:data:`vgpu.cluster.port.Kind` (mypy checks every caller against that Literal; a unit
 test checks the two agree).
 """
 
@@ -13,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from vgpu.cluster.port import Selector
+from vgpu import meta
+from vgpu.cluster.port import Obj, Selector
 from vgpu.errors import InvalidError
 
 
@@ -93,3 +95,16 @@ def check_selector(res: Resource, selector: Selector) -> None:
     if selector.involved_name is not None and res.plural != "events":
         raise InvalidError(f"an involved-object selector applies to events only, "
                            f"not {res.plural}")
+
+
+def selects(selector: Selector, obj: Obj) -> bool:
+    """Whether ``obj`` is in the selection, as the API server answers it (for a selection
+    :func:`check_selector` let through)."""
+    if selector.namespace is not None and meta.namespace(obj) != selector.namespace:
+        return False
+    if selector.node_name is not None:
+        return bool(meta.mapping(obj.get("spec")).get("nodeName") == selector.node_name)
+    if selector.involved_name is not None:
+        return bool(meta.mapping(obj.get("involvedObject")).get("name")
+                    == selector.involved_name)
+    return True

@@ -1,11 +1,13 @@
 """The one typed configuration of vgpu.
 
-Every knob of DESIGN §2 plus the per-component settings, as frozen dataclasses. A file
-(YAML or JSON) uses camelCase keys as HAMi's config does (``deviceSplitCount``); an
-environment variable ``VGPU_<SNAKE_CASE>`` overrides a top-level key and
-``VGPU_<SECTION>__<SNAKE_CASE>`` a key of a section (``VGPU_SCHEDULER__PERMIT_TIMEOUT_SECONDS``).
-Every wrong key or value is rejected with a message naming the key, the value and what is
-allowed; nothing is silently ignored.
+Every knob of docs/contracts.md#config-file plus the per-component settings, as frozen
+dataclasses. A file (YAML or JSON) uses camelCase keys as HAMi's config does
+(``deviceSplitCount``); an environment variable ``VGPU_<SNAKE_CASE>`` overrides a top-level
+key and ``VGPU_<SECTION>__<SNAKE_CASE>`` a key of a section
+(``VGPU_SCHEDULER__PERMIT_TIMEOUT_SECONDS``). Every wrong key or value is rejected with a
+message naming the key, the value and what is allowed; nothing is silently ignored. A file
+starts with its format's ``version: v1`` (:mod:`~vgpu.config.version`; a file without it is
+read as v1).
 
 :mod:`~vgpu.config.sections` declares the settings, :mod:`~vgpu.config.loading` reads them
 from files and the environment, and :mod:`~vgpu.config.cli` is ``vgpu config`` and the

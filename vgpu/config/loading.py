@@ -1,5 +1,6 @@
 """From a file (YAML or JSON) and ``VGPU_*`` environment variables to a validated
-:class:`~vgpu.config.sections.Config`, and back to the mapping a file would hold."""
+:class:`~vgpu.config.sections.Config`, and back to the mapping a file would hold (its
+``version`` first: :mod:`vgpu.config.version`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from vgpu.config import version
 from vgpu.config.sections import Config
 from vgpu.errors import ConfigError
 
@@ -108,12 +110,16 @@ def _build(cls: Any, data: Mapping[str, Any], env: Mapping[str, str], path: str,
         raise ConfigError(f"{path or 'config'}: expected a mapping of keys, got {data!r}")
     hints = typing.get_type_hints(cls)
     fields = {camel(f.name): f for f in dataclasses.fields(cls)}
+    if not path:
+        data = version.settings_of(data)
     # key=str: YAML keys need not be strings (``1: a``), and ints do not sort with strs.
     unknown = sorted(set(data) - set(fields), key=str)
     if unknown:
         where = f"{path}." if path else ""
+        # The top level also takes the file's version, which is no setting.
+        allowed = sorted([*fields, *([] if path else [version.KEY])])
         raise ConfigError(
-            f"{where}{unknown[0]}: unknown key; allowed here: {', '.join(sorted(fields))}"
+            f"{where}{unknown[0]}: unknown key; allowed here: {', '.join(allowed)}"
         )
     kwargs: dict[str, Any] = {}
     for key, f in fields.items():
@@ -179,13 +185,18 @@ def load(path: str | None, env: Mapping[str, str] | None = None) -> Config:
     return parse_text(text, path, env)
 
 
-def to_mapping(config: Any) -> dict[str, Any]:
-    """The camelCase mapping a file would hold; ``load`` of its dump gives the same config."""
+def to_mapping(config: Config) -> dict[str, Any]:
+    """The camelCase mapping a file would hold, its version first; ``load`` of its dump
+    gives the same config."""
+    return {version.KEY: version.CURRENT, **_settings(config)}
+
+
+def _settings(section: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
         if dataclasses.is_dataclass(value):
-            value = to_mapping(value)
+            value = _settings(value)
         elif isinstance(value, tuple):
             value = list(value)
         out[camel(f.name)] = value
@@ -215,8 +226,9 @@ def _unknown_env(env: Mapping[str, str]) -> str | None:
 
 
 def describe() -> list[tuple[str, str, str]]:
-    """(key, default, doc) for every setting, for ``vgpu config defaults --explain``."""
-    rows: list[tuple[str, str, str]] = []
+    """(key, default, doc) for the file's version and every setting, for
+    ``vgpu config defaults --explain``."""
+    rows: list[tuple[str, str, str]] = [(version.KEY, json.dumps(version.CURRENT), version.DOC)]
 
     def walk(cls: Any, prefix: str) -> None:
         hints = typing.get_type_hints(cls)

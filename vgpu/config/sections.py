@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vgpu import inflight, policy
+from vgpu import policy
 from vgpu.config.isolation import IsolationConfig, check_split
 from vgpu.config.knobs import knob as _knob
 from vgpu.config.knobs import section as _section
@@ -69,10 +69,10 @@ class SchedulerConfig:
         30.0, "how long a node's gate waits for the in-flight pod to be allocated", lo=0.1
     )
     permit_gate: str = _knob(
-        inflight.AMBIGUOUS, "which GPU pods wait at Permit for a pod in flight on the same "
+        policy.PERMIT_AMBIGUOUS, "which GPU pods wait at Permit for a pod in flight on the same "
         "node: ambiguous = only one the node agent could confuse with it (same GPU count on "
         "overlapping GPUs, different limits); node = every one (one pod in flight per node)",
-        choices=inflight.GATE_MODES,
+        choices=policy.PERMIT_GATES,
     )
     assume_ttl_seconds: float = _knob(
         120.0, "how long a bound placement stays assumed until the watch confirms it", lo=1

@@ -17,21 +17,24 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import quote
 
 import orjson
 import urllib3
 
+from vgpu import meta
+from vgpu.cluster.events import event_object
 from vgpu.cluster.port import ALL, Kind, ListResult, Obj, Selector, WatchEvent
 from vgpu.cluster.resources import DEFAULT_NAMESPACE, Resource, check_selector, resource
 from vgpu.errors import (
     ClusterError,
     ConfigError,
+    EvictionRefusedError,
     InvalidError,
     NotFoundError,
 )
 from vgpu.kube import paths
-from vgpu.kube.pod_calls import PodCalls
 from vgpu.kube.ratelimit import TokenBucket
 from vgpu.kube.transport import (
     SERVICE_ACCOUNT_DIR,
@@ -45,8 +48,7 @@ from vgpu.kube.transport import (
 __all__ = ["ClientTransport", "InClusterTransport", "KubeCluster", "Transport", "connect"]
 
 
-
-class KubeCluster(PodCalls):
+class KubeCluster:
     def __init__(self, transport: Transport, qps: float = 200.0, burst: int = 400,
                  request_timeout: float = 30.0) -> None:
         self.transport = transport
@@ -110,10 +112,11 @@ class KubeCluster(PodCalls):
             page = self.request_json("GET", paths.path(res, namespace=selector.namespace),
                                      f"list {kind}", query=[*query, *paging])
             items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            cont = meta.get("continue") or ""
+            listed = meta.of(page)
+            cont = listed.get("continue") or ""
             if not cont:
-                return ListResult(items=items, resource_version=str(meta.get("resourceVersion")))
+                return ListResult(items=items,
+                                  resource_version=str(listed.get("resourceVersion")))
 
     def watch(self, kind: Kind, resource_version: str, selector: Selector = ALL,
               timeout_seconds: float = 30.0) -> Iterator[WatchEvent]:
@@ -164,8 +167,7 @@ class KubeCluster(PodCalls):
 
     def create(self, kind: Kind, obj: Obj) -> Obj:
         res = self._resource(kind)
-        namespace = (obj.get("metadata") or {}).get("namespace") or (
-            DEFAULT_NAMESPACE if res.namespaced else None)
+        namespace = meta.namespace(obj) or (DEFAULT_NAMESPACE if res.namespaced else None)
         return self.request_json("POST", paths.path(res, namespace=namespace),
                                  f"create {res.singular}", body=paths.typed(res, obj))
 
@@ -176,12 +178,11 @@ class KubeCluster(PodCalls):
 
     def replace(self, kind: Kind, obj: Obj) -> Obj:
         res = self._resource(kind)
-        meta = obj.get("metadata") or {}
-        name = meta.get("name")
+        name = meta.name(obj)
         if not name:
             # Without a name the path would be the collection's, and a PUT there a 405.
             raise InvalidError(f"replace {res.singular}: the object has no metadata.name")
-        return self.request_json("PUT", paths.path(res, name, meta.get("namespace")),
+        return self.request_json("PUT", paths.path(res, name, meta.namespace(obj) or None),
                                  f"replace {res.singular} {name}", body=paths.typed(res, obj))
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
@@ -195,6 +196,49 @@ class KubeCluster(PodCalls):
         return self.request_json("PATCH", paths.path(res, name, namespace),
                                  f"patch {res.singular} {name}",
                                  body={"metadata": metadata}, content_type=paths.MERGE_PATCH)
+
+    # -- pod subresources and Events -------------------------------------------------------
+
+    def bind(self, namespace: str, name: str, node: str,
+             annotations: Mapping[str, str]) -> None:
+        body = {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        self.request_json("POST", paths.path(resource("pods"), name, namespace, "binding"),
+                          f"bind pod {name}", body=body)
+
+    def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"],
+                     reason: str, message: str, component: str) -> None:
+        event = event_object(obj, event_type, reason, message, component)
+        namespace = event["metadata"]["namespace"]
+        self.request_json("POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
+                          "record event", body=event)
+
+    def patch_status(self, kind: Kind, name: str, status: Mapping[str, Any],
+                     namespace: str | None = None) -> Obj:
+        res = resource(kind)
+        return self.request_json("PATCH", paths.path(res, name, namespace, "status"),
+                                 f"patch {res.singular} {name} status",
+                                 body={"status": dict(status)}, content_type=paths.MERGE_PATCH)
+
+    def evict(self, namespace: str, name: str) -> None:
+        target = paths.path(resource("pods"), name, namespace, "eviction")
+        metadata = {"name": name, "namespace": namespace}
+        try:
+            self.request_json("POST", target, f"evict pod {namespace}/{name}",
+                              body={"apiVersion": "policy/v1", "kind": "Eviction",
+                                    "metadata": metadata})
+        except ClusterError as exc:
+            # Before Kubernetes 1.22 the server knows only policy/v1beta1 Evictions, and
+            # says so naming the version it does not know.
+            if isinstance(exc, (NotFoundError, EvictionRefusedError)) or (
+                    "policy/v1" not in str(exc)):
+                raise
+            self.request_json("POST", target, f"evict pod {namespace}/{name}",
+                              body={"apiVersion": "policy/v1beta1", "kind": "Eviction",
+                                    "metadata": metadata})
 
 
 def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,

@@ -7,8 +7,8 @@ matching pod in the domain), and existing pods' required anti-affinity against i
 Score: preferred terms both ways and existing pods' required affinity
 (``hardPodAffinityWeight``), normalized min-max. Both skip when neither the pod nor any
 existing pod has terms that concern it. The counting reads the shared pod index
-(:mod:`vgpu_scheduler.plugins.pod_index`); the rules are in :mod:`.filtering` and
-:mod:`.scoring`.
+(:mod:`vgpu_scheduler.plugins.helper.pod_index`); the rules are in :mod:`.filtering`
+and :mod:`.scoring`.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from vgpu_scheduler.framework.affinity import (
     WeightedTerm,
     parse_pod_affinity,
 )
-from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, error
-from vgpu_scheduler.plugins import pod_index
+from vgpu_scheduler.plugins.helper import pod_index
 from vgpu_scheduler.plugins.interpod_affinity import filtering, scoring
 
 FILTER_KEY = "InterPodAffinity/filter"
@@ -85,7 +86,7 @@ class InterPodAffinity:
         if not any(t.namespace_selector is not None and not t.namespace_selector.empty
                    for t in terms):
             return terms
-        namespaces = [(str((o.get("metadata") or {}).get("name", "")), meta.labels_of(o))
+        namespaces = [(meta.name(o), meta.labels_of(o))
                       for o in self._namespaces.items()]
         return tuple(t.resolve(namespaces) for t in terms)
 
@@ -202,8 +203,7 @@ def _pod_event_helps(pod: PodInfo, event: ClusterEvent) -> bool:
     obj = event.obj or {}
     if event.action == "update":
         return True
-    md = obj.get("metadata") or {}
-    namespace = str(md.get("namespace") or "default")
+    namespace = meta.namespace(obj, "default")
     labels = meta.labels_of(obj)
     aff = pod.pod_affinity
     if event.action == "add":

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from vgpu_scheduler.framework.affinity import AffinityTerm, matches_all
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
-from vgpu_scheduler.plugins.pod_index import PodIndex
+from vgpu_scheduler.plugins.helper.pod_index import PodIndex
 
 AFFINITY = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from vgpu_scheduler.framework.affinity import WeightedTerm
 from vgpu_scheduler.framework.podinfo import PodInfo
-from vgpu_scheduler.plugins.pod_index import Counts, PodIndex
+from vgpu_scheduler.plugins.helper.pod_index import Counts, PodIndex
 
 MAX_NODE_SCORE = 100
 

@@ -12,14 +12,15 @@ from collections.abc import Sequence
 from vgpu import meta
 from vgpu.config.plugin_args import SYSTEM
 from vgpu.pods import node_name
-from vgpu_scheduler.framework.cycle import ClusterEvent, CycleState, PreFilterResult
-from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.spread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, SpreadConstraint
 from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, error
-from vgpu_scheduler.plugins import pod_index
+from vgpu_scheduler.plugins.helper import pod_index
 from vgpu_scheduler.plugins.pod_topology_spread import defaults, filtering, scoring
 from vgpu_scheduler.plugins.pod_topology_spread.eligibility import Eligibility, node_ok
 
@@ -144,7 +145,7 @@ class PodTopologySpread:
         if event.resource != "pod" or event.obj is None:
             return False
         obj = event.obj
-        namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
+        namespace = meta.namespace(obj, "default")
         if namespace != pod.namespace or (event.action == "add" and node_name(obj) is None):
             return False
         if event.action == "update":

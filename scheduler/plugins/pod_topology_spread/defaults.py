@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vgpu import meta
 from vgpu.cluster.port import Obj
 from vgpu.config import DefaultConstraint
 from vgpu.errors import RequestError
 from vgpu.labels import LabelRequirement, LabelSelector, from_labels, parse_selector
-from vgpu_scheduler.framework.interfaces import Lister
+from vgpu_scheduler.framework.handle import Lister
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.spread import SpreadConstraint
 
@@ -24,8 +25,8 @@ _WITH_LABEL_SELECTOR = {("apps/v1", "ReplicaSet"): "replicasets",
 
 def _controller(pod: Obj) -> tuple[str, str, str] | None:
     """(apiVersion, kind, name) of the owner reference with ``controller: true``."""
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
+    for ref in meta.owner_references(pod):
+        if ref.get("controller") is True:
             return str(ref.get("apiVersion", "")), str(ref.get("kind", "")), str(
                 ref.get("name", ""))
     return None
@@ -55,7 +56,7 @@ class Selectors:
             for svc in self._services.items():
                 selector = _map((svc.get("spec") or {}).get("selector"))
                 if selector is not None:  # a Service without a selector selects no pod
-                    ns = str((svc.get("metadata") or {}).get("namespace") or "default")
+                    ns = meta.namespace(svc, "default")
                     grouped.setdefault(ns, []).append(selector)
             self._by_namespace, self._version = grouped, version
         return self._by_namespace.get(namespace, [])

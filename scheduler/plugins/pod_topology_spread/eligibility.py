@@ -20,8 +20,8 @@ import numpy.typing as npt
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.spread import HONOR, SpreadConstraint
+from vgpu_scheduler.plugins.helper.pod_index import PodIndex
 from vgpu_scheduler.plugins.node_affinity import matches
-from vgpu_scheduler.plugins.pod_index import PodIndex
 from vgpu_scheduler.plugins.taint_toleration import untolerated
 
 Mask = npt.NDArray[np.bool_]

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.spread import HOSTNAME, SpreadConstraint
-from vgpu_scheduler.plugins.pod_index import PodIndex
+from vgpu_scheduler.plugins.helper.pod_index import PodIndex
 from vgpu_scheduler.plugins.pod_topology_spread.eligibility import Eligibility
 from vgpu_scheduler.plugins.pod_topology_spread.filtering import counted
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu import meta
 from vgpu.cluster.port import Obj
 from vgpu.errors import RequestError
 from vgpu.labels import LabelSelector, parse_selector
@@ -33,10 +34,9 @@ class Budget:
 
 
 def _parse(obj: Obj) -> Budget | None:
-    meta: Any = obj.get("metadata") or {}
     spec: Any = obj.get("spec") or {}
     status: Any = obj.get("status") or {}
-    if not all(isinstance(part, dict) for part in (meta, spec, status)):
+    if not all(isinstance(part, dict) for part in (spec, status)):
         return None
     try:
         selector = parse_selector(spec.get("selector"), "spec.selector")
@@ -49,7 +49,7 @@ def _parse(obj: Obj) -> Budget | None:
         allowed = 0
     disrupted = status.get("disruptedPods")
     names = frozenset(str(k) for k in disrupted) if isinstance(disrupted, dict) else frozenset()
-    return Budget(str(meta.get("namespace") or "default"), selector, allowed, names)
+    return Budget(meta.namespace(obj, "default"), selector, allowed, names)
 
 
 def parse_budgets(objs: Iterable[Obj]) -> list[Budget]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from vgpu import logs
+from vgpu import logs, meta
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ClusterError, EvictionRefusedError, NotFoundError
 from vgpu_scheduler.framework.podinfo import PodInfo
@@ -37,7 +37,7 @@ PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 def terminating_by_preemption(pod: Obj) -> bool:
     """Being deleted because a scheduler preempted it (kube's
     ``podTerminatingByPreemption``)."""
-    if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+    if not meta.deleting(pod):
         return False
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if isinstance(cond, dict) and cond.get("type") == DISRUPTION_TARGET:
@@ -50,7 +50,7 @@ def eviction_order(candidate: Candidate) -> list[Victim]:
     """Victims that break a budget first (the likeliest refusals), each group most
     important first; victims already being deleted need no call."""
     ordered = sorted(candidate.victims, key=lambda v: v.info.key not in candidate.breaking)
-    return [v for v in ordered if not (v.obj.get("metadata") or {}).get("deletionTimestamp")]
+    return [v for v in ordered if not meta.deleting(v.obj)]
 
 
 def _condition(victim: Victim, scheduler_name: str, now: float) -> dict[str, object]:

@@ -26,9 +26,9 @@ from operator import attrgetter
 import numpy as np
 
 from vgpu.cluster.port import Obj
-from vgpu_scheduler.framework.cycle import CycleState
+from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.diagnosis import Diagnosis
-from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import NEVER, PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot

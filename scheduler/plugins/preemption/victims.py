@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from vgpu import meta, times, usage
 from vgpu.cluster.port import Obj
 from vgpu.pods import node_name
-from vgpu_scheduler.framework.cycle import CycleState
-from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.cycle_state import CycleState
+from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.status import Status, error, unresolvable

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.simulate.baselines.free_resources import (
     MAX_SPEC_CPU,
     MAX_SPEC_GPU,

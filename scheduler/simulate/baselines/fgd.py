@@ -26,8 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from vgpu_scheduler.framework.candidate import Candidate
-from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
-from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot

@@ -23,8 +23,8 @@ import numpy.typing as npt
 
 from vgpu.cluster.port import Obj
 from vgpu.pods import node_name, pod_key
-from vgpu_scheduler.framework.cycle import CycleState, PreFilterResult
-from vgpu_scheduler.framework.interfaces import Handle
+from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
 from vgpu_scheduler.framework.snapshot import Column, Snapshot

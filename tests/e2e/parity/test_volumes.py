@@ -12,7 +12,7 @@ from tests.e2e.parity.support import ZONE, Outcome, Run, both
 from tests.support import volumes as vol
 from vgpu.cluster.port import Obj
 from vgpu.kube import adapter
-from vgpu_scheduler.plugins.volumes.objects import SELECTED_NODE
+from vgpu_scheduler.plugins.helper.volume_objects import SELECTED_NODE
 
 pytestmark = pytest.mark.usefixtures("schedulers")
 

@@ -1,0 +1,93 @@
+"""The pod's ``bind-phase`` patch: it must land but must not hold up the kubelet.
+
+Allocate answers the kubelet at once and leaves the patch to this queue, which retries
+through API hiccups and conflicts. (The node's inventory and heartbeat have their own
+writer, :class:`vgpu_nodeagent.devices.inventory.InventoryPublisher`.)
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from vgpu import logs
+from vgpu.annotations import BIND_PHASE, BIND_REASON
+from vgpu.cluster.port import ClusterPort
+from vgpu.errors import ClusterError, NotFoundError
+
+# The name from when both writers shared a module: log queries keep matching.
+_log = logs.get("vgpu.nodeagent.writer")
+
+
+@dataclass(frozen=True)
+class PhaseUpdate:
+    namespace: str
+    name: str
+    phase: str
+    reason: str | None = None
+    #: More annotations for the same patch (the allocation record).
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+class PhaseWriter:
+    """Patches pods' ``bind-phase`` (and ``bind-reason``) from a queue, retrying failures."""
+
+    def __init__(self, port: ClusterPort, *, max_attempts: int = 30,
+                 max_backoff: float = 5.0) -> None:
+        self._port = port
+        self._queue: queue.Queue[PhaseUpdate] = queue.Queue()
+        self._max_attempts = max_attempts
+        self._max_backoff = max_backoff
+        self._pending = 0
+        self._cond = threading.Condition()
+
+    def submit(self, update: PhaseUpdate) -> None:
+        with self._cond:
+            self._pending += 1
+        self._queue.put(update)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once every submitted update was written or given up (for tests and exit)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0, timeout)
+
+    def write(self, update: PhaseUpdate, stop: threading.Event) -> bool:
+        annotations: Mapping[str, str | None] = {BIND_PHASE: update.phase,
+                                                  BIND_REASON: update.reason, **update.extra}
+        backoff = 0.05
+        for attempt in range(1, self._max_attempts + 1):
+            try:
+                self._port.patch_annotations("pods", update.name, annotations,
+                                             namespace=update.namespace)
+                _log.info("pod bind phase written", pod=f"{update.namespace}/{update.name}",
+                          phase=update.phase, reason=update.reason)
+                return True
+            except NotFoundError:
+                _log.info("pod gone before its bind phase was written",
+                          pod=f"{update.namespace}/{update.name}")
+                return False
+            except ClusterError as exc:
+                _log.warning("writing bind phase failed, retrying",
+                             pod=f"{update.namespace}/{update.name}", attempt=attempt,
+                             error=str(exc))
+                if stop.wait(backoff):
+                    return False
+                backoff = min(backoff * 2, self._max_backoff)
+        _log.error("gave up writing bind phase", pod=f"{update.namespace}/{update.name}",
+                   phase=update.phase)
+        return False
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                update = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                self.write(update, stop)
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    self._cond.notify_all()

@@ -1,0 +1,87 @@
+"""The Allocate answer per isolation backend (docs/contracts.md#allocate-answer), and the
+record of what it gives.
+
+Pure: the granted slices, the GPUs' sizes and the configuration in, a
+:class:`~vgpu_nodeagent.isolation.grants.ContainerGrant` out. Which backend answers is
+decided live by :mod:`vgpu_nodeagent.isolation.mode` (a node configured for MPS falls back
+while its daemon is down).
+
+- ``none``: the GPUs only; nothing is limited.
+- ``hami-core``: HAMi-core's environment (:mod:`vgpu_nodeagent.isolation.grants`), today's
+  contract.
+- ``mps``: the MPS pipe folder mounted, the per-GPU pinned memory limit
+  ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=<i>=<MiB>M,...`` (``i`` = the GPU's index inside the
+  container, i.e. its place in ``NVIDIA_VISIBLE_DEVICES``) and
+  ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``. A whole GPU (all its memory, 100 cores) needs no
+  limit, so an exclusive container gets none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from vgpu import isolation
+from vgpu.codecs import GrantedDevice
+from vgpu.config import Config
+from vgpu.devices import FULL_CORES
+from vgpu_nodeagent.isolation import grants
+from vgpu_nodeagent.isolation.grants import ContainerGrant, MountSpec
+
+PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
+MEMORY_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+THREADS_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+#: The daemon's shared memory (the host folder ``isolation.mps.shmDir``) inside containers.
+SHM_IN_CONTAINER = "/dev/shm"
+
+
+def visible(devices: Sequence[GrantedDevice]) -> dict[str, str]:
+    return {"NVIDIA_VISIBLE_DEVICES": ",".join(d.uuid for d in devices)}
+
+
+def mps_memory_limits(devices: Sequence[GrantedDevice], totals: Mapping[str, int]) -> str:
+    """``<i>=<MiB>M`` for each GPU granted less than its whole memory (comma-joined)."""
+    limits = []
+    for i, device in enumerate(devices):
+        total = totals.get(device.uuid)
+        # Oversubscribed grants (deviceMemoryScaling > 1) can exceed the card: no pin then.
+        if total is None or device.memory_mib < total:
+            limits.append(f"{i}={device.memory_mib}M")
+    return ",".join(limits)
+
+
+def mps_thread_percentage(devices: Sequence[GrantedDevice], config: Config) -> int | None:
+    """One percentage per client (MPS applies it to each of its GPUs), as HAMi-core's one
+    limiter per container: the container's share. 0 (no share asked) and 100 limit nothing."""
+    if config.disable_core_limit:
+        return None
+    cores = max((d.cores for d in devices), default=0)
+    return cores if 0 < cores < FULL_CORES else None
+
+
+def mps_grant(devices: Sequence[GrantedDevice], *, container: str, totals: Mapping[str, int],
+              config: Config) -> ContainerGrant:
+    mps = config.isolation.mps
+    envs = visible(devices) | {PIPE_ENV: mps.pipe_dir}
+    memory = mps_memory_limits(devices, totals)
+    if memory:
+        envs[MEMORY_ENV] = memory
+    threads = mps_thread_percentage(devices, config)
+    if threads is not None:
+        envs[THREADS_ENV] = str(threads)
+    mounts = [MountSpec(mps.pipe_dir, mps.pipe_dir, False)]
+    if mps.shm_dir:
+        mounts.append(MountSpec(SHM_IN_CONTAINER, mps.shm_dir, False))
+    return ContainerGrant(container=container, devices=tuple(devices), envs=envs,
+                          mounts=tuple(mounts))
+
+
+def answer(backend: str, devices: Sequence[GrantedDevice], *, pod_uid: str, container: str,
+           priority: int | None, totals: Mapping[str, int], config: Config) -> ContainerGrant:
+    """The grant of one container under ``backend`` (one of :data:`vgpu.isolation.MODES`)."""
+    if backend == isolation.MPS:
+        return mps_grant(devices, container=container, totals=totals, config=config)
+    if backend == isolation.NONE:
+        return ContainerGrant(container=container, devices=tuple(devices),
+                              envs=visible(devices))
+    return grants.grant(devices, pod_uid=pod_uid, container=container, priority=priority,
+                        config=config)

@@ -1,0 +1,42 @@
+"""Metric families of the node's isolation backend and its MPS control daemon."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from vgpu import isolation
+from vgpu_nodeagent.isolation.mode import Live
+from vgpu_nodeagent.isolation.mps import DaemonStatus
+
+
+def families(live: Live, configured: str, daemon: DaemonStatus | None) -> Iterator[Metric]:
+    mode = GaugeMetricFamily("vgpu_nodeagent_isolation_mode",
+                             "1 for the isolation mode the node's GPUs run in now",
+                             labels=["mode", "configured"])
+    for name in isolation.MODES:
+        mode.add_metric([name, configured], 1 if live.mode == name else 0)
+    yield mode
+    enforced = GaugeMetricFamily("vgpu_nodeagent_isolation_enforced",
+                                 "1 when something holds containers to their slices")
+    enforced.add_metric([], 1 if live.enforced else 0)
+    yield enforced
+    degraded = GaugeMetricFamily("vgpu_nodeagent_isolation_degraded",
+                                 "1 while the configured mode is not what runs (bad label, "
+                                 "MPS daemon down)")
+    degraded.add_metric([], 0 if live.problem is None else 1)
+    yield degraded
+    if daemon is None:
+        return
+    up = GaugeMetricFamily("vgpu_mps_daemon_up", "1 while the MPS control daemon answers")
+    up.add_metric([], 1 if daemon.state == "running" else 0)
+    yield up
+    restarts = CounterMetricFamily("vgpu_mps_daemon_restarts",
+                                   "Times the MPS control daemon died and was restarted")
+    restarts.add_metric([], daemon.restarts)
+    yield restarts
+    starts = CounterMetricFamily("vgpu_mps_daemon_starts",
+                                 "Times the agent launched the MPS control daemon")
+    starts.add_metric([], daemon.starts)
+    yield starts

@@ -1,0 +1,116 @@
+"""The isolation backend a node runs now: the configured mode, and what it falls back to.
+
+The configured mode is the cluster's ``isolation.mode``, or the node's ``vgpu.io/isolation``
+label (:func:`vgpu.isolation.resolve_mode`). What actually runs can be less:
+
+- ``hami-core`` without ``nodeagent.hamiCorePath`` hands out HAMi-core's environment with
+  nothing to read it: mode ``none``, as the inventory and ``vgpu why`` say.
+- ``mps`` while the control daemon is down or its pipe folder is gone: containers get
+  HAMi-core's answer instead (a mount of a missing folder would fail the container, and
+  a client without a daemon runs unlimited anyway), and the mode says what that is.
+
+So a pod is always answered (no pod loses its allocation to an isolation fault), and the
+node's inventory tells the scheduler the truth, which keeps pods that require
+enforcement away until the daemon is back.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from vgpu import isolation, logs, meta
+from vgpu.cluster.port import ClusterPort
+from vgpu.config import Config
+from vgpu.config.isolation import check_split
+from vgpu.errors import ClusterError
+from vgpu.pod_history import Isolation
+from vgpu_nodeagent.isolation.grants import PRELOAD_IN_CONTAINER
+from vgpu_nodeagent.isolation.mps import MpsDaemon
+
+_log = logs.get("vgpu.nodeagent.isolation")
+
+
+@dataclass(frozen=True)
+class Live:
+    """Which answer containers get (``backend``) and the mode that amounts to."""
+
+    backend: str
+    mode: str
+    enforced: bool
+    detail: str
+    #: Why the configured mode is not what runs (None: it is).
+    problem: str | None = None
+
+    def record(self) -> Isolation:
+        return Isolation(self.mode, self.enforced, self.detail)
+
+
+def _hami(config: Config, problem: str | None = None, prefix: str = "") -> Live:
+    library = config.nodeagent.hami_core_path
+    if library:
+        return Live(isolation.HAMI_CORE, isolation.HAMI_CORE, True,
+                    f"{prefix}HAMi-core environment; {library} preloaded through "
+                    f"{PRELOAD_IN_CONTAINER}", problem)
+    return Live(isolation.HAMI_CORE, isolation.NONE, False,
+                f"{prefix}HAMi-core environment only (CUDA_DEVICE_MEMORY_LIMIT_<i>, "
+                "CUDA_DEVICE_SM_LIMIT): nodeagent.hamiCorePath is not set, so nothing "
+                "enforces the limits unless the container's image ships HAMi-core", problem)
+
+
+class Backend:
+    def __init__(self, config: Config, daemon: MpsDaemon | None = None) -> None:
+        self._config = config
+        self.choice = isolation.ModeChoice(config.isolation.mode)
+        self.daemon = daemon
+
+    def configure(self, label: str | None) -> isolation.ModeChoice:
+        """Apply the node's label; the MPS daemon is made here when the mode needs one."""
+        choice = isolation.resolve_mode(self._config.isolation.mode, label)
+        if choice.mode == isolation.MPS:
+            problem = check_split(isolation.MPS, self._config.device_split_count,
+                                  self._config.isolation.mps)
+            if problem is not None:
+                # The cluster default cannot be mps here: the config refuses that split.
+                choice = isolation.ModeChoice(
+                    self._config.isolation.mode,
+                    f"node label {isolation.NODE_LABEL}=mps: {problem}; running the cluster "
+                    f"default {self._config.isolation.mode!r}")
+        self.choice = choice
+        if choice.mode == isolation.MPS and self.daemon is None:
+            self.daemon = MpsDaemon(self._config.isolation.mps)
+        return choice
+
+    def current(self) -> Live:
+        config, choice = self._config, self.choice
+        if choice.mode == isolation.NONE:
+            return Live(isolation.NONE, isolation.NONE, False,
+                        "no isolation configured: the GPUs only, no limits", choice.error)
+        if choice.mode == isolation.HAMI_CORE:
+            return _hami(config, choice.error)
+        mps = config.isolation.mps
+        problem = None
+        if self.daemon is None or not self.daemon.running:
+            status = self.daemon.status() if self.daemon is not None else None
+            problem = "MPS control daemon not running" + (
+                f": {status.error}" if status is not None and status.error else "")
+        elif not os.path.isdir(mps.pipe_dir):
+            problem = f"MPS pipe folder {mps.pipe_dir} is missing"
+        if problem is not None:
+            return _hami(config, problem, f"MPS configured but {problem}; fell back to ")
+        return Live(isolation.MPS, isolation.MPS, True,
+                    f"NVIDIA MPS per-client limits (pinned device memory, active thread "
+                    f"percentage) through the daemon at {mps.pipe_dir}", choice.error)
+
+
+def node_label(port: ClusterPort | None, node: str) -> str | None:
+    """The node's ``vgpu.io/isolation`` label; None without one, a cluster, or an answer."""
+    if port is None:
+        return None
+    try:
+        labels = meta.labels_of(port.get("nodes", node))
+    except ClusterError as exc:
+        _log.warning("cannot read this node's labels; using the cluster's isolation mode",
+                     error=str(exc))
+        return None
+    return labels.get(isolation.NODE_LABEL)

@@ -1,0 +1,86 @@
+"""The values of one scheduling attempt: its scratch space (with the GPU slices Reserve
+claimed, the one place the assignment lives until the binding), and PreFilter's answers."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from vgpu.codecs import Assignment
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.snapshot import Snapshot
+
+#: The key of :attr:`CycleState.assignment`.
+ASSIGNMENT_KEY = "vgpu/assignment"
+
+
+class CycleState:
+    """Per-pod, per-cycle scratch space shared by the plugins of one scheduling attempt."""
+
+    __slots__ = ("_data", "now", "skip_filter", "skip_score", "snapshot")
+
+    def __init__(self, now: float, snapshot: Snapshot | None = None) -> None:
+        self.now = now
+        self.snapshot = snapshot
+        self._data: dict[str, Any] = {}
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def read(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    @property
+    def assignment(self) -> Assignment | None:
+        """The GPU slices Reserve claimed for the pod on its node (None: not a GPU pod, or
+        nothing reserved): the host assumes the pod with them in its cache, so that the next
+        decision never hands out the same slice; the Permit gate and the binder read them."""
+        found: Assignment | None = self._data.get(ASSIGNMENT_KEY)
+        return found
+
+    @assignment.setter
+    def assignment(self, value: Assignment | None) -> None:
+        self._data[ASSIGNMENT_KEY] = value
+
+    def clone(self) -> CycleState:
+        """A copy whose writes the original does not see (what preemption tries a node
+        with). Values are shared, not copied: a plugin that changes its state in
+        ``add_pod``/``remove_pod`` writes a new value instead of mutating the old one."""
+        other = copy.copy(self)
+        other._data = dict(self._data)
+        other.skip_filter = set(self.skip_filter)
+        other.skip_score = set(self.skip_score)
+        return other
+
+
+@dataclass(frozen=True)
+class PreFilterResult:
+    """What a PreFilter plugin knows about the whole node set before per-node filtering.
+
+    ``mask`` (over snapshot positions) and ``node_names`` must each be a superset of the
+    nodes the plugin's Filter would accept: the framework still runs every Filter on what
+    is left, so a loose mask costs time, never correctness. ``order_key`` (over positions,
+    higher first) ranks the candidates: when only ``nodesToScore`` feasible nodes are
+    scored, the filters visit candidates best-first by it, so a policy that can compute its
+    score for every node in one vectorised step gets the best node whatever the limit.
+    ``ranks_for`` names the score plugin whose ranking ``order_key`` reproduces exactly;
+    when it is the profile's only weighted scorer, the first feasible node in that order
+    is the best of all feasible nodes and the filters stop there. ``visit_last`` picks
+    nodes the candidates visit after all others (in the same order among themselves): a
+    node that fits but where the pod would wait (the Permit gate) loses to one where it goes
+    on at once when the first feasible node is the answer. It is asked of each node as the
+    filters reach it, not of every node up front.
+    """
+
+    mask: npt.NDArray[np.bool_] | None = None
+    node_names: frozenset[str] | None = None
+    order_key: npt.NDArray[np.float64] | None = None
+    ranks_for: str | None = None
+    visit_last: Callable[[NodeInfo], bool] | None = None

@@ -1,0 +1,236 @@
+"""One scheduling attempt and one binding cycle, as kube-scheduler's ``schedule_one``.
+
+The scheduling cycle runs in the loop's thread: snapshot, the framework's algorithm,
+Reserve (the vGPU plugin leaves the pod's GPU slices in the cycle state), then the cache
+assumes the pod with those slices on the chosen node, then Permit. A pod Permit holds waits
+in the :mod:`.waiting` room; any other goes to binding, inline or on the pool. A failure
+at any step undoes the steps before it and sends the pod back to the queue with the
+reason; every outcome is reported to the listeners as a :class:`Decision`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from vgpu import logs
+from vgpu.cluster.port import ClusterPort
+from vgpu.errors import ClusterError
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.cycle_state import CycleState
+from vgpu_scheduler.framework.handle import Clock
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.runtime import Framework
+from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.framework.status import Code, Status
+from vgpu_scheduler.host.binding import BindExecutor
+from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.queue import SchedulingQueue
+from vgpu_scheduler.host.queued_pod import POD_SPEC, QueuedPod
+from vgpu_scheduler.host.summary import summarize
+from vgpu_scheduler.host.waiting import DELETED, Waiting, WaitingRoom
+
+_log = logs.get("vgpu.scheduler")
+
+COMPONENT = "vgpu-scheduler"
+
+Outcome = Literal["scheduled", "waiting", "unschedulable", "error", "bound", "bind-failed",
+                  "bind-conflict"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One scheduling attempt, as listeners (metrics, the simulator) see it."""
+
+    pod: str
+    node: str | None
+    outcome: Outcome
+    message: str = ""
+    #: Wall-clock and CPU time (of the scheduling thread) the attempt took.
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    #: How long the pod waited in the active queue before this attempt (attempts only).
+    queued: float = 0.0
+
+
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.thread_time()
+
+
+def _since(started: tuple[float, float]) -> tuple[float, float]:
+    return time.perf_counter() - started[0], time.thread_time() - started[1]
+
+
+class Watched(Protocol):
+    def still_pending(self, key: str) -> bool:
+        """Whether the pod, as the watch last showed it, still waits for a node."""
+
+
+class ScheduleOne:
+    """The attempt, binding and settling steps over the scheduler's parts."""
+
+    def __init__(self, framework: Framework, snapshot: Snapshot, *, cache: Cache,
+                 queue: SchedulingQueue, waiting: WaitingRoom, watched: Watched,
+                 cluster: ClusterPort | None, clock: Clock, binder: BindExecutor,
+                 listeners: list[Callable[[Decision], None]]) -> None:
+        self._framework = framework
+        self._snapshot = snapshot
+        self._cache = cache
+        self._queue = queue
+        self._waiting = waiting
+        self._watched = watched
+        self._cluster = cluster
+        self._clock = clock
+        #: Where binding cycles run; the threaded loop swaps in a pool.
+        self.binder = binder
+        self._listeners = listeners
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def _emit(self, pod: str, node: str | None, outcome: Outcome, message: str,
+              started: tuple[float, float], *, queued: float = 0.0) -> None:
+        decision = Decision(pod, node, outcome, message, *_since(started), queued=queued)
+        for listener in self._listeners:
+            listener(decision)
+
+    def _event(self, pod: PodInfo, kind: Literal["Normal", "Warning"], reason: str,
+               message: str) -> None:
+        cluster = self._cluster
+        if cluster is None:
+            return
+        try:
+            cluster.record_event(pod.pod, kind, reason, message, COMPONENT)
+        except ClusterError as exc:
+            _log.warning("could not record event", pod=pod.key, error=str(exc))
+
+    def _fail(self, qp: QueuedPod, started: tuple[float, float], *, message: str,
+              rejected_by: set[str], unschedulable: bool, node: str | None = None) -> None:
+        self._event(qp.info, "Warning", "FailedScheduling", message)
+        self._queue.requeue(qp, unschedulable=unschedulable, rejected_by=rejected_by,
+                            message=message)
+        self._emit(qp.key, node, "unschedulable" if unschedulable else "error", message,
+                   started, queued=qp.waited)
+
+    # -- the scheduling cycle --------------------------------------------------------------
+
+    def attempt(self, qp: QueuedPod) -> None:
+        # A nominated pod gives back the room its preemption held, so that this attempt
+        # can use it; PostFilter nominates it again if it still has to wait (kube removes
+        # the pod from the nominator and adds it back the same way).
+        held = self._cache.clear_nomination(qp.key)
+        try:
+            self._attempt(qp)
+        finally:
+            if held is not None and self._cache.pod(qp.key) is None:
+                # Not scheduled and not nominated again: the room is free for others.
+                self._queue.on_event(
+                    ClusterEvent("pod", "delete", held.node, freed=held.assignment))
+
+    def _attempt(self, qp: QueuedPod) -> None:
+        started = _clocks()
+        info = qp.info
+        if info.error is not None:
+            self._fail(qp, started, message=f"pod cannot be scheduled: {info.error}",
+                       rejected_by={POD_SPEC}, unschedulable=True)
+            return
+        self._cache.update_snapshot(self._snapshot)
+        try:
+            result = self._framework.schedule(info, self._snapshot, self._clock())
+        except Exception as exc:
+            _log.exception("scheduling failed", pod=info.key)
+            self._fail(qp, started, message=f"internal error: {exc}", rejected_by=set(),
+                       unschedulable=False)
+            return
+        if result.node is None:
+            diagnosis = result.diagnosis
+            message = summarize(diagnosis) if diagnosis is not None else result.status.message
+            self._fail(qp, started, message=message,
+                       rejected_by=diagnosis.rejecting_plugins if diagnosis else set(),
+                       unschedulable=result.status.code is not Code.ERROR)
+            return
+        self._reserve_and_permit(qp, result.state, result.node, started)
+
+    def _reserve_and_permit(self, qp: QueuedPod, state: CycleState, node: str,
+                            started: tuple[float, float]) -> None:
+        info = qp.info
+        status = self._framework.reserve(state, info, node)
+        if not status.ok:
+            self._fail(qp, started, message=f"reserving on {node} failed: {status.message}",
+                       rejected_by={status.plugin}, unschedulable=status.rejected, node=node)
+            return
+        # What Reserve claimed counts in the cache before anything else is decided.
+        self._cache.assume(info, node, state.assignment)
+        status, waiting_for = self._framework.permit(state, info, node)
+        if status.code is Code.WAIT:
+            self._waiting.hold(Waiting(qp, state, node, waiting_for))
+            self._queue.done(info.key)
+            self._emit(info.key, node, "waiting", ", ".join(sorted(waiting_for)), started,
+                       queued=qp.waited)
+            return
+        if not status.ok:
+            self._undo(info, state, node)
+            self._fail(qp, started, message=f"permit on {node} refused: {status.message}",
+                       rejected_by={status.plugin}, unschedulable=status.rejected, node=node)
+            return
+        self._queue.done(info.key)
+        self._emit(info.key, node, "scheduled", "", started, queued=qp.waited)
+        self._submit_bind(qp, state, node)
+
+    def _forget(self, info: PodInfo) -> None:
+        rec = self._cache.forget(info.key)
+        if rec is not None:
+            self._queue.on_event(
+                ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
+
+    def _undo(self, info: PodInfo, state: CycleState, node: str) -> None:
+        self._framework.unreserve(state, info, node)
+        self._forget(info)
+
+    # -- the binding cycle -----------------------------------------------------------------
+
+    def _submit_bind(self, qp: QueuedPod, state: CycleState, node: str) -> None:
+        self.binder.submit(lambda: self.bind(qp, state, node))
+
+    def bind(self, qp: QueuedPod, state: CycleState, node: str) -> None:
+        started = _clocks()
+        info = qp.info
+        status: Status = self._framework.bind(state, info, node)
+        if status.ok:
+            self._cache.finish_binding(info.key, self._clock())
+            self._event(info, "Normal", "Scheduled", f"Successfully assigned {info.key} to {node}")
+            self._emit(info.key, node, "bound", "", started)
+            return
+        self._undo(info, state, node)
+        if status.code is Code.CONFLICT:
+            # Already bound (by another replica, or by an earlier try of ours whose answer
+            # was lost), or being deleted: not a failure. The watch shows what is true and
+            # the cache counts that; nothing to retry.
+            _log.info("pod already bound or going away", pod=info.key, node=node,
+                      detail=status.message)
+            self._emit(info.key, node, "bind-conflict", status.message, started)
+            return
+        _log.warning("binding failed", pod=info.key, node=node, error=status.message)
+        # kube's words: a PreBind failure says which plugin failed, a Bind one that the
+        # binding was rejected. Either way the pod backs off and is tried again.
+        pre_bind = any(p.name == status.plugin for p in self._framework.pre_binds)
+        message = status.message if pre_bind else f"binding rejected: {status.message}"
+        self._event(info, "Warning", "FailedScheduling", message)
+        if self._watched.still_pending(info.key):
+            self._queue.readd_failed(qp, message)
+        self._emit(info.key, node, "bind-failed", message, started)
+
+    def settle_waiting(self) -> None:
+        """Bind the Permit-held pods that were allowed; undo the rejected ones."""
+        for settled in self._waiting.settle():
+            waiting = settled.waiting
+            if settled.allowed:
+                self._submit_bind(waiting.qp, waiting.state, waiting.node)
+                continue
+            self._undo(waiting.qp.info, waiting.state, waiting.node)
+            if settled.reason != DELETED:
+                self._event(waiting.qp.info, "Warning", "FailedScheduling",
+                            f"permit on {waiting.node} rejected: {settled.reason}")
+                if self._watched.still_pending(waiting.qp.key):
+                    self._queue.readd_failed(waiting.qp, settled.reason)
