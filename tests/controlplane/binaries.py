@@ -2,9 +2,10 @@
 
 Separate from what runs them: ``ensure_binaries`` (etcd, kube-apiserver, kubectl) is also
 what tests that only need kubectl (``kubectl kustomize``) call; ``ensure_node_binaries``
-(a real node: kubelet, containerd, runc, busybox), ``ensure_kube_scheduler`` and
-``ensure_cluster_binaries`` (kube-controller-manager, kube-proxy, CNI plugins) build their
-target only when a test asks for it, so a run without those tests never waits for them.
+(a real node: kubelet, containerd, runc, busybox), ``ensure_kube_scheduler``,
+``ensure_kube_controller_manager`` and ``ensure_pod_network`` (kube-proxy, CNI plugins)
+build their target only when a test asks for it, so a run without those tests never waits
+for them.
 """
 
 from __future__ import annotations
@@ -59,15 +60,10 @@ class NodeBinaries:
 
 
 @dataclass(frozen=True)
-class ClusterBinaries:
-    """What a minimal real cluster adds (``build.sh cluster``): the controllers, the
-    Service proxy and the CNI plugins for pod networking."""
+class PodNetworkBinaries:
+    """Pods with addresses of their own, and Services (``build.sh pod-network``)."""
 
     bin_dir: Path
-
-    @property
-    def kube_controller_manager(self) -> Path:
-        return self.bin_dir / "kube-controller-manager"
 
     @property
     def kube_proxy(self) -> Path:
@@ -78,8 +74,7 @@ class ClusterBinaries:
         return self.bin_dir / "cni"
 
 
-CLUSTER_EXECUTABLES = ("kube-controller-manager", "kube-proxy", "cni/bridge", "cni/host-local",
-                       "cni/loopback")
+POD_NETWORK_EXECUTABLES = ("kube-proxy", "cni/bridge", "cni/host-local", "cni/loopback")
 NODE_EXECUTABLES = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc",
                     "busybox")
 
@@ -100,9 +95,16 @@ def ensure_kube_scheduler(build_script: Path = BUILD_SCRIPT) -> Path:
     return run_build(("kube-scheduler",), ("kube-scheduler",), build_script) / "kube-scheduler"
 
 
-def ensure_cluster_binaries(build_script: Path = BUILD_SCRIPT) -> ClusterBinaries:
-    """kube-controller-manager, kube-proxy and the CNI plugins (``build.sh cluster``)."""
-    return ClusterBinaries(run_build(("cluster",), CLUSTER_EXECUTABLES, build_script))
+def ensure_kube_controller_manager(build_script: Path = BUILD_SCRIPT) -> Path:
+    """kube-controller-manager (``build.sh kube-controller-manager``)."""
+    return run_build(("kube-controller-manager",), ("kube-controller-manager",),
+                     build_script) / "kube-controller-manager"
+
+
+def ensure_pod_network(build_script: Path = BUILD_SCRIPT) -> PodNetworkBinaries:
+    """kube-proxy and the CNI plugins (``build.sh pod-network``)."""
+    return PodNetworkBinaries(run_build(("pod-network",), POD_NETWORK_EXECUTABLES,
+                                        build_script))
 
 
 def run_build(targets: tuple[str, ...], executables: tuple[str, ...],

@@ -2,17 +2,20 @@
 # Build the Kubernetes binaries the e2e tests run, from Debian bookworm packages
 # alone (CI reaches only the package registries).
 #
-#   build.sh [TARGET...]      TARGET: controlplane, node, kube-scheduler, cluster,
-#                             all (default: every target)
+#   build.sh [TARGET...]      TARGET: controlplane, node, kube-scheduler,
+#                             kube-controller-manager, pod-network, all (default)
 #
 #   controlplane    kube-apiserver, kubectl (go build) and etcd (etcd-server's binary)
 #   node            kubelet (go build); containerd, containerd-shim-runc-v2, ctr, runc
 #                   and busybox (busybox-static, for the test images), unpacked from
 #                   Debian's packages: nothing is installed system-wide
 #   kube-scheduler  kube-scheduler (go build)
-#   cluster         what a minimal real cluster adds, for the install suite
-#                   (tests/e2e/test_install*.py): kube-controller-manager and kube-proxy
-#                   (go build), and the CNI plugins bridge, host-local and loopback
+#   kube-controller-manager
+#                   kube-controller-manager (go build); tests run only the
+#                   controllers they need (ResourceQuota, ReplicaSet, Deployment), the
+#                   install suite all of them
+#   pod-network     for the install suite (tests/e2e/test_install.py): kube-proxy (go
+#                   build) and the CNI plugins bridge, host-local and loopback
 #                   (containernetworking-plugins, unpacked into bin/cni/)
 #
 # Everything lands in a cache folder outside the repository, keyed by the
@@ -60,9 +63,9 @@ trap 'printf "[controlplane-build] FAILED at line %s: %s\n" "$LINENO" "$BASH_COM
 TARGETS=()
 for t in "${@:-all}"; do
     case "$t" in
-        all) TARGETS+=(controlplane node kube-scheduler cluster) ;;
-        controlplane | node | kube-scheduler | cluster) TARGETS+=("$t") ;;
-        *) printf 'build.sh: unknown target %s (controlplane, node, kube-scheduler, cluster, all)\n' "$t" >&2; exit 2 ;;
+        all) TARGETS+=(controlplane node kube-scheduler kube-controller-manager pod-network) ;;
+        controlplane | node | kube-scheduler | kube-controller-manager | pod-network) TARGETS+=("$t") ;;
+        *) printf 'build.sh: unknown target %s (controlplane, node, kube-scheduler, kube-controller-manager, pod-network, all)\n' "$t" >&2; exit 2 ;;
     esac
 done
 stamp_of() { if [ "$1" = controlplane ]; then echo "$BIN/.complete"; else echo "$BIN/.complete-$1"; fi; }
@@ -71,7 +74,8 @@ outputs_of() {
         controlplane) echo kube-apiserver kubectl etcd ;;
         node) echo kubelet containerd containerd-shim-runc-v2 ctr runc busybox ;;
         kube-scheduler) echo kube-scheduler ;;
-        cluster) echo kube-controller-manager kube-proxy cni/bridge cni/host-local cni/loopback ;;
+        kube-controller-manager) echo kube-controller-manager ;;
+        pod-network) echo kube-proxy cni/bridge cni/host-local cni/loopback ;;
     esac
 }
 target_built() {
@@ -375,13 +379,18 @@ build_kube_scheduler() {
     write_stamp kube-scheduler "$began"
 }
 
-# The rest of a minimal real cluster: the controllers (Deployments, DaemonSets, Jobs,
-# Endpoints, garbage collection, namespace deletion), the Service proxy, and pod networking
-# with the reference CNI plugins (a bridge per node and host-local addresses; static but for
-# libc). Run by tests/controlplane/real_cluster.py.
-build_cluster() {
-    local began=$SECONDS plugin version
+build_kube_controller_manager() {
+    local began=$SECONDS
     go_build kube-controller-manager
+    "$BIN/kube-controller-manager" --version >&2 || die "built kube-controller-manager does not run"
+    write_stamp kube-controller-manager "$began"
+}
+
+# Pods with addresses of their own and Services: the Service proxy, and pod networking
+# with the reference CNI plugins (a bridge per node and host-local addresses; static but
+# for libc). Run by tests/controlplane/cluster_node.py.
+build_pod_network() {
+    local began=$SECONDS plugin version
     go_build kube-proxy
     rm -rf "$WORK/debs-unpacked/containernetworking-plugins"
     unpack_deb containernetworking-plugins "$WORK/debs-unpacked/containernetworking-plugins"
@@ -390,10 +399,9 @@ build_cluster() {
     for plugin in bridge host-local loopback; do
         deb_binary containernetworking-plugins "usr/lib/cni/$plugin" "cni/$plugin"
     done
-    "$BIN/kube-controller-manager" --version >&2 || die "built kube-controller-manager does not run"
     "$BIN/kube-proxy" --version >&2 || die "built kube-proxy does not run"
     CNI_COMMAND=VERSION "$BIN/cni/bridge" >&2 </dev/null || die "unpacked CNI bridge plugin does not run"
-    write_stamp cluster "$began" "$version"
+    write_stamp pod-network "$began" "$version"
 }
 
 for t in "${TARGETS[@]}"; do
@@ -402,7 +410,8 @@ for t in "${TARGETS[@]}"; do
         controlplane) build_controlplane ;;
         node) build_node ;;
         kube-scheduler) build_kube_scheduler ;;
-        cluster) build_cluster ;;
+        kube-controller-manager) build_kube_controller_manager ;;
+        pod-network) build_pod_network ;;
     esac
 done
 log "done in $((SECONDS - START)) s: $BIN"

@@ -1,7 +1,7 @@
 """A real node with pod networking: :class:`RealNode` in a network namespace of its own,
 with a CNI bridge and kube-proxy (:mod:`tests.controlplane.real_cluster` runs it).
 
-    with ClusterNode(cp, "node-a", network, cluster=ensure_cluster_binaries()) as node:
+    with ClusterNode(cp, "node-a", network, pod_network=ensure_pod_network()) as node:
         ...  # pods get addresses of network.pod_cidr; Service IPs work on the node
 
 What it adds to :class:`RealNode`, so that manifests written for a real cluster run
@@ -31,7 +31,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.controlplane.binaries import ClusterBinaries, ControlPlaneError, NodeBinaries
+from tests.controlplane.binaries import ControlPlaneError, NodeBinaries, PodNetworkBinaries
 from tests.controlplane.control_plane import ControlPlane
 from tests.controlplane.node_daemons import (
     DEVICE_PLUGINS,
@@ -73,7 +73,7 @@ def kube_proxy_args(kube_proxy: Path, kubeconfig: Path, name: str,
 
 class ClusterNode(RealNode):
     def __init__(self, cp: ControlPlane, name: str, network: NodeNetwork, *,
-                 cluster: ClusterBinaries, labels: Mapping[str, str] | None = None,
+                 pod_network: PodNetworkBinaries, labels: Mapping[str, str] | None = None,
                  startup_timeout: float = 120.0, binaries: NodeBinaries | None = None) -> None:
         if shutil.which("iptables") is None:
             raise ControlPlaneError("kube-proxy needs iptables on this machine "
@@ -81,7 +81,7 @@ class ClusterNode(RealNode):
         super().__init__(cp, name, labels=labels, startup_timeout=startup_timeout,
                          binaries=binaries)
         self.network = network
-        self.cluster = cluster
+        self.pod_network = pod_network
         self.namespace = NodeNamespace(
             self.layout.root,
             {DEVICE_PLUGINS: self.layout.device_plugins, POD_LOGS: self.layout.pod_logs,
@@ -109,8 +109,9 @@ class ClusterNode(RealNode):
         port = self.cp.server.rsplit(":", 1)[1]
         write_kubeconfig(self.settings.kubeconfig, f"https://{self.network.host_ip}:{port}",
                          self.cp.workdir)
+        plugins = self.pod_network.cni_dir
         for plugin in CNI_PLUGINS:
-            (self.layout.root / "cni" / "bin" / plugin).symlink_to(self.cluster.cni_dir / plugin)
+            (self.layout.root / "cni" / "bin" / plugin).symlink_to(plugins / plugin)
         (self.layout.root / "cni" / "net.d" / "10-vgpu-e2e.conflist").write_text(
             cni_config(self.network))
         super()._start_containerd()
@@ -118,7 +119,7 @@ class ClusterNode(RealNode):
     def _start_kube_proxy(self) -> None:
         self.kube_proxy = ChildProcess(
             "kube-proxy", self.namespace.enter(kube_proxy_args(
-                self.cluster.kube_proxy, self.settings.kubeconfig, self.name, self.network)),
+                self.pod_network.kube_proxy, self.settings.kubeconfig, self.name, self.network)),
             self.layout.root / "kube-proxy.log")
         served_to = self.cp.served_to
         if served_to is None:

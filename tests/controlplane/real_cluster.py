@@ -4,9 +4,9 @@
         cluster.kubectl("apply", "-k", folder)    # the control plane's own kubectl
         cluster.node.ctr("images", "import", archive)
 
-On top of the e2e control plane (etcd, kube-apiserver): kube-controller-manager
-(:mod:`tests.controlplane.kube_controller_manager`), kube-scheduler as the default
-scheduler (no leader election), and one :class:`ClusterNode`: a kubelet with containerd,
+On top of the e2e control plane (etcd, kube-apiserver): kube-controller-manager with every
+controller (:class:`KubeControllers`), kube-scheduler as the default scheduler (no leader
+election), and one :class:`ClusterNode`: a kubelet with containerd,
 a CNI bridge and kube-proxy in a network namespace of its own. Pods get addresses, reach
 the apiserver at the ``kubernetes`` Service, and the apiserver reaches Services (a
 webhook's) through the node's kube-proxy, the way a control-plane machine does. The Node
@@ -31,16 +31,27 @@ import kubernetes.client
 from tests.controlplane.binaries import (
     ControlPlaneError,
     ensure_binaries,
-    ensure_cluster_binaries,
+    ensure_kube_controller_manager,
     ensure_kube_scheduler,
     ensure_node_binaries,
+    ensure_pod_network,
 )
 from tests.controlplane.cluster_node import ClusterNode
 from tests.controlplane.control_plane import ControlPlane
 from tests.controlplane.daemons import ServedTo
-from tests.controlplane.kube_controller_manager import ControllerManager
+from tests.controlplane.kube_controllers import KubeControllers
 from tests.controlplane.kube_scheduler import KubeScheduler
 from tests.controlplane.node_network import allocate
+
+
+def controller_args(cp: ControlPlane) -> list[str]:
+    """Every controller's extra flags: the token controller signs with the key the
+    apiserver verifies, the root CA goes into every namespace's ``kube-root-ca.crt`` (which
+    a pod's service-account volume mounts), and the Service range is the apiserver's."""
+    served_to = cp.served_to
+    return [f"--service-account-private-key-file={cp.workdir / 'sa.key'}",
+            f"--root-ca-file={cp.workdir / 'ca.crt'}",
+            *([f"--service-cluster-ip-range={served_to.service_cidr}"] if served_to else [])]
 
 
 class RealCluster:
@@ -49,13 +60,14 @@ class RealCluster:
         self._timeout = startup_timeout
         binaries = ensure_binaries()
         self._node_binaries = ensure_node_binaries()
-        self._cluster_binaries = ensure_cluster_binaries()
+        self._pod_network = ensure_pod_network()
+        self._kcm_binary = ensure_kube_controller_manager()
         self._scheduler_binary = ensure_kube_scheduler()
         self.network = allocate()
         self.cp = ControlPlane(binaries=binaries, startup_timeout=startup_timeout,
                                served_to=ServedTo(self.network.host_ip,
                                                   self.network.service_cidr))
-        self._kcm: ControllerManager | None = None
+        self._kcm: KubeControllers | None = None
         self._scheduler: KubeScheduler | None = None
         self._node: ClusterNode | None = None
         self.startup_seconds = 0.0
@@ -86,12 +98,13 @@ class RealCluster:
     def start(self) -> None:
         began = time.monotonic()
         self.cp.start()
-        self._kcm = ControllerManager(self.cp, self._cluster_binaries.kube_controller_manager)
+        self._kcm = KubeControllers(self.cp, ("*",), extra_args=controller_args(self.cp),
+                                    binary=self._kcm_binary)
         self._kcm.start()
         self._scheduler = KubeScheduler(self.cp, binary=self._scheduler_binary)
         self._scheduler.start()
         self._node = ClusterNode(self.cp, self.node_name, self.network,
-                                 cluster=self._cluster_binaries, binaries=self._node_binaries,
+                                 pod_network=self._pod_network, binaries=self._node_binaries,
                                  startup_timeout=self._timeout)
         self._node.start()
         self._wait("the Node Ready and the default ServiceAccount made", self._ready)

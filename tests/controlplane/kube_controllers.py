@@ -1,16 +1,15 @@
-"""kube-controller-manager v1.20.2 (``build.sh cluster``) on a test control plane.
+"""kube-controller-manager v1.20.2 (``build.sh kube-controller-manager``), running only
+the controllers a test names, on a control plane of that test's own.
 
-    with ControlPlane(...) as cp, ControllerManager(cp, binary) as kcm:
-        ...  # Deployments get ReplicaSets and pods, Services Endpoints, Jobs run
+    with ControlPlane() as cp, KubeControllers(cp, ("resourcequota", "replicaset")):
+        ...  # quotas get their status and `used`, ReplicaSets create their pods
 
-The controllers a cluster needs to run what ``kubectl apply -k`` creates: Deployments,
-ReplicaSets, DaemonSets, Jobs and CronJobs, Endpoints, ServiceAccounts and the
-``kube-root-ca.crt`` ConfigMap in every namespace, garbage collection (a deleted
-Deployment's ReplicaSets and pods), namespace deletion, the disruption budgets' status.
-It runs with the admin kubeconfig, without leader election, every controller acting
-under its own ServiceAccount (as kubeadm runs it), serving ``/healthz`` on a free
-loopback port. Only the shared e2e control plane lacks it (tests/controlplane/README.md):
-tests there assert on objects no controller touches.
+The shared e2e control plane has no controller-manager on purpose (tests there assert on
+objects no controller touches; a ReplicaSet controller would start creating pods for the
+ReplicaSets earlier tests left behind), so a test that needs one starts its own control
+plane. The controllers act with the admin kubeconfig (no ServiceAccount tokens, so no
+token controller is needed), without leader election; ``/healthz`` is served on a free
+loopback port with a self-signed certificate.
 """
 
 from __future__ import annotations
@@ -20,43 +19,26 @@ import shutil
 import ssl
 import tempfile
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from tests.controlplane.binaries import ControlPlaneError
+from tests.controlplane.binaries import ControlPlaneError, ensure_kube_controller_manager
 from tests.controlplane.control_plane import ControlPlane
 from tests.controlplane.processes import ChildProcess, ExitedEarly, free_port, wait_until
 
 
-def controller_manager_args(binary: Path, cp: ControlPlane, port: int,
-                            cert_dir: Path) -> list[str]:
-    wd = cp.workdir
-    served_to = cp.served_to
-    return [
-        str(binary),
-        f"--kubeconfig={cp.kubeconfig}",
-        "--leader-elect=false",
-        "--use-service-account-credentials=true",
-        # The token controller signs the controllers' tokens with the key the apiserver
-        # verifies; the root CA goes into tokens and every namespace's kube-root-ca.crt.
-        f"--service-account-private-key-file={wd / 'sa.key'}",
-        f"--root-ca-file={wd / 'ca.crt'}",
-        *([f"--service-cluster-ip-range={served_to.service_cidr}"] if served_to else []),
-        "--bind-address=127.0.0.1",
-        f"--secure-port={port}",
-        "--port=0",
-        f"--cert-dir={cert_dir}",
-        "--authorization-always-allow-paths=/healthz",
-        "--profiling=false",
-        "--v=2",
-    ]
-
-
-class ControllerManager:
-    def __init__(self, cp: ControlPlane, binary: Path, *, startup_timeout: float = 60.0) -> None:
+class KubeControllers:
+    def __init__(self, cp: ControlPlane, controllers: Sequence[str], *,
+                 extra_args: Sequence[str] = (), startup_timeout: float = 60.0,
+                 binary: Path | None = None) -> None:
+        if not controllers:
+            raise ValueError("name at least one controller")
         self.cp = cp
-        self.binary = binary
+        self.controllers = tuple(controllers)
+        self._extra = list(extra_args)
         self._timeout = startup_timeout
+        self.binary = binary or ensure_kube_controller_manager()
         self.workdir = Path(tempfile.mkdtemp(prefix="vgpu-kcm-"))
         self.port = 0
         self._proc: ChildProcess | None = None
@@ -69,7 +51,7 @@ class ControllerManager:
     def log_path(self) -> Path:
         return self.workdir / "kube-controller-manager.log"
 
-    def __enter__(self) -> ControllerManager:
+    def __enter__(self) -> KubeControllers:
         self.start()
         return self
 
@@ -77,13 +59,18 @@ class ControllerManager:
                  tb: TracebackType | None) -> None:
         self.stop()
 
+    def argv(self) -> list[str]:
+        return [str(self.binary), f"--kubeconfig={self.cp.kubeconfig}",
+                f"--controllers={','.join(self.controllers)}", "--leader-elect=false",
+                "--bind-address=127.0.0.1", f"--secure-port={self.port}", "--port=0",
+                f"--cert-dir={self.workdir / 'pki'}",
+                "--authorization-always-allow-paths=/healthz", "--profiling=false",
+                "--v=2", *self._extra]
+
     def start(self) -> None:
         for _attempt in range(3):  # a port picked here can be taken before it binds
             self.port = free_port()
-            self._proc = ChildProcess(
-                "kube-controller-manager",
-                controller_manager_args(self.binary, self.cp, self.port,
-                                        self.workdir / "pki"), self.log_path)
+            self._proc = ChildProcess("kube-controller-manager", self.argv(), self.log_path)
             try:
                 wait_until(self._proc, "kube-controller-manager /healthz", self._healthy,
                            self._timeout)
