@@ -45,11 +45,14 @@ from tests.controlplane.node_network import allocate
 
 
 def controller_args(cp: ControlPlane) -> list[str]:
-    """Every controller's extra flags: the token controller signs with the key the
-    apiserver verifies, the root CA goes into every namespace's ``kube-root-ca.crt`` (which
-    a pod's service-account volume mounts), and the Service range is the apiserver's."""
+    """Every controller's extra flags: each controller acts under its own ServiceAccount
+    (as kubeadm runs them, so the bootstrap RBAC policy is what they get), the token
+    controller signs with the key the apiserver verifies, the root CA goes into every
+    namespace's ``kube-root-ca.crt`` (which a pod's service-account volume mounts), and the
+    Service range is the apiserver's."""
     served_to = cp.served_to
-    return [f"--service-account-private-key-file={cp.workdir / 'sa.key'}",
+    return ["--use-service-account-credentials=true",
+            f"--service-account-private-key-file={cp.workdir / 'sa.key'}",
             f"--root-ca-file={cp.workdir / 'ca.crt'}",
             *([f"--service-cluster-ip-range={served_to.service_cidr}"] if served_to else [])]
 
