@@ -215,6 +215,10 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
         rollouts(cluster, user)
     assert not meanwhile.errors, meanwhile.errors
     assert len(meanwhile.names) >= 5, meanwhile.names
+    # The webhook's preStop hook ran in every replaced pod (a failed one is only an event).
+    events = json.loads(cluster.kubectl("get", "events", "-n", NAMESPACE, "-o", "json").stdout)
+    failed = [e["message"] for e in events["items"] if e.get("reason") == "FailedPreStopHook"]
+    assert not failed, failed
     for name in meanwhile.names:
         # Mutated (not let through unmutated while a webhook pod went away), bound, run.
         pod = running(cluster, WORKLOADS, name, timeout=180)
