@@ -245,6 +245,8 @@ class NodeAgent:
         self._stop.set()
         self._wake.set()
         self._inventory_due.set()
+        # Before the plugin goes: from here on the kubelet would refuse a GPU pod.
+        self.publisher.withdraw()
         self.server.stop()
         if self.metrics_server is not None:
             self.metrics_server.stop()

@@ -6,6 +6,7 @@ interval.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 
@@ -45,7 +46,8 @@ class InventoryPublisher:
 
     ``publish_due`` is called by the agent's loop: it writes when the inventory changed or
     the heartbeat is due, and retries a failed write on the next call after a backoff.
-    Without a cluster it only logs each new inventory.
+    Without a cluster it only logs each new inventory. ``withdraw`` removes the heartbeat
+    when the agent stops.
     """
 
     def __init__(self, port: ClusterPort | None, node: str, heartbeat_seconds: float, *,
@@ -60,9 +62,35 @@ class InventoryPublisher:
         self._retry_at = float("-inf")
         self._backoff = 0.5
         self.writes = 0
+        # withdraw() runs on the stopping thread while the agent's loop may be publishing.
+        self._lock = threading.Lock()
+        self._withdrawn = False
 
     def publish_due(self, inventory: NodeInventory) -> bool:
-        """Write if needed; True when a write happened."""
+        """Write if needed; True when a write happened. Nothing after ``withdraw``."""
+        with self._lock:
+            return not self._withdrawn and self._publish_due(inventory)
+
+    def withdraw(self) -> None:
+        """Remove the node's heartbeat: the agent is stopping (a rolling update, a drain).
+        Until another agent has registered with the kubelet and published again, the
+        kubelet refuses every GPU pod (it has no healthy device to give), so schedulers
+        must stop sending them now, not when the heartbeat expires minutes later. The
+        inventory stays: the webhook sizes requests by it meanwhile."""
+        with self._lock:
+            self._withdrawn = True
+            if self._port is None or self._written is None:
+                return
+            try:
+                self._port.patch_annotations("nodes", self._node, {NODE_HEARTBEAT: None})
+            except ClusterError as exc:
+                _log.warning("withdrawing the node's heartbeat failed; it expires by itself",
+                             node=self._node, error=str(exc))
+                return
+        _log.info("node heartbeat withdrawn: no GPU pods until an agent publishes again",
+                  node=self._node)
+
+    def _publish_due(self, inventory: NodeInventory) -> bool:
         encoded = encode_inventory(inventory)
         now = self._clock()
         changed = encoded != self._written

@@ -2,9 +2,10 @@
 
 Separate from what runs them: ``ensure_binaries`` (etcd, kube-apiserver, kubectl) is also
 what tests that only need kubectl (``kubectl kustomize``) call; ``ensure_node_binaries``
-(a real node: kubelet, containerd, runc, busybox), ``ensure_kube_scheduler`` and
-``ensure_kube_controller_manager`` build their target only when a test asks for it, so a
-run without those tests never waits for them.
+(a real node: kubelet, containerd, runc, busybox), ``ensure_kube_scheduler``,
+``ensure_kube_controller_manager`` and ``ensure_pod_network`` (kube-proxy, CNI plugins)
+build their target only when a test asks for it, so a run without those tests never waits
+for them.
 """
 
 from __future__ import annotations
@@ -58,6 +59,22 @@ class NodeBinaries:
         return self.bin_dir / "busybox"
 
 
+@dataclass(frozen=True)
+class PodNetworkBinaries:
+    """Pods with addresses of their own, and Services (``build.sh pod-network``)."""
+
+    bin_dir: Path
+
+    @property
+    def kube_proxy(self) -> Path:
+        return self.bin_dir / "kube-proxy"
+
+    @property
+    def cni_dir(self) -> Path:
+        return self.bin_dir / "cni"
+
+
+POD_NETWORK_EXECUTABLES = ("kube-proxy", "cni/bridge", "cni/host-local", "cni/loopback")
 NODE_EXECUTABLES = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc",
                     "busybox")
 
@@ -82,6 +99,12 @@ def ensure_kube_controller_manager(build_script: Path = BUILD_SCRIPT) -> Path:
     """kube-controller-manager (``build.sh kube-controller-manager``)."""
     return run_build(("kube-controller-manager",), ("kube-controller-manager",),
                      build_script) / "kube-controller-manager"
+
+
+def ensure_pod_network(build_script: Path = BUILD_SCRIPT) -> PodNetworkBinaries:
+    """kube-proxy and the CNI plugins (``build.sh pod-network``)."""
+    return PodNetworkBinaries(run_build(("pod-network",), POD_NETWORK_EXECUTABLES,
+                                        build_script))
 
 
 def run_build(targets: tuple[str, ...], executables: tuple[str, ...],

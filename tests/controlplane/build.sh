@@ -3,7 +3,7 @@
 # alone (CI reaches only the package registries).
 #
 #   build.sh [TARGET...]      TARGET: controlplane, node, kube-scheduler,
-#                             kube-controller-manager, all (default)
+#                             kube-controller-manager, pod-network, all (default)
 #
 #   controlplane    kube-apiserver, kubectl (go build) and etcd (etcd-server's binary)
 #   node            kubelet (go build); containerd, containerd-shim-runc-v2, ctr, runc
@@ -12,7 +12,11 @@
 #   kube-scheduler  kube-scheduler (go build)
 #   kube-controller-manager
 #                   kube-controller-manager (go build); tests run only the
-#                   controllers they need (ResourceQuota, ReplicaSet, Deployment)
+#                   controllers they need (ResourceQuota, ReplicaSet, Deployment), the
+#                   install suite all of them
+#   pod-network     for the install suite (tests/e2e/test_install.py): kube-proxy (go
+#                   build) and the CNI plugins bridge, host-local and loopback
+#                   (containernetworking-plugins, unpacked into bin/cni/)
 #
 # Everything lands in a cache folder outside the repository, keyed by the
 # Debian version of the `kubernetes` source package:
@@ -59,9 +63,9 @@ trap 'printf "[controlplane-build] FAILED at line %s: %s\n" "$LINENO" "$BASH_COM
 TARGETS=()
 for t in "${@:-all}"; do
     case "$t" in
-        all) TARGETS+=(controlplane node kube-scheduler kube-controller-manager) ;;
-        controlplane | node | kube-scheduler | kube-controller-manager) TARGETS+=("$t") ;;
-        *) printf 'build.sh: unknown target %s (controlplane, node, kube-scheduler, kube-controller-manager, all)\n' "$t" >&2; exit 2 ;;
+        all) TARGETS+=(controlplane node kube-scheduler kube-controller-manager pod-network) ;;
+        controlplane | node | kube-scheduler | kube-controller-manager | pod-network) TARGETS+=("$t") ;;
+        *) printf 'build.sh: unknown target %s (controlplane, node, kube-scheduler, kube-controller-manager, pod-network, all)\n' "$t" >&2; exit 2 ;;
     esac
 done
 stamp_of() { if [ "$1" = controlplane ]; then echo "$BIN/.complete"; else echo "$BIN/.complete-$1"; fi; }
@@ -71,6 +75,7 @@ outputs_of() {
         node) echo kubelet containerd containerd-shim-runc-v2 ctr runc busybox ;;
         kube-scheduler) echo kube-scheduler ;;
         kube-controller-manager) echo kube-controller-manager ;;
+        pod-network) echo kube-proxy cni/bridge cni/host-local cni/loopback ;;
     esac
 }
 target_built() {
@@ -381,6 +386,24 @@ build_kube_controller_manager() {
     write_stamp kube-controller-manager "$began"
 }
 
+# Pods with addresses of their own and Services: the Service proxy, and pod networking
+# with the reference CNI plugins (a bridge per node and host-local addresses; static but
+# for libc). Run by tests/controlplane/cluster_node.py.
+build_pod_network() {
+    local began=$SECONDS plugin version
+    go_build kube-proxy
+    rm -rf "$WORK/debs-unpacked/containernetworking-plugins"
+    unpack_deb containernetworking-plugins "$WORK/debs-unpacked/containernetworking-plugins"
+    version="containernetworking-plugins=$(dpkg-deb -f "$WORK/debs/containernetworking-plugins"_*.deb Version)"
+    mkdir -p "$BIN/cni"
+    for plugin in bridge host-local loopback; do
+        deb_binary containernetworking-plugins "usr/lib/cni/$plugin" "cni/$plugin"
+    done
+    "$BIN/kube-proxy" --version >&2 || die "built kube-proxy does not run"
+    CNI_COMMAND=VERSION "$BIN/cni/bridge" >&2 </dev/null || die "unpacked CNI bridge plugin does not run"
+    write_stamp pod-network "$began" "$version"
+}
+
 for t in "${TARGETS[@]}"; do
     target_built "$t" && continue
     case "$t" in
@@ -388,6 +411,7 @@ for t in "${TARGETS[@]}"; do
         node) build_node ;;
         kube-scheduler) build_kube_scheduler ;;
         kube-controller-manager) build_kube_controller_manager ;;
+        pod-network) build_pod_network ;;
     esac
 done
 log "done in $((SECONDS - START)) s: $BIN"

@@ -22,6 +22,7 @@ import kubernetes.client
 
 from tests.controlplane.binaries import Binaries, ControlPlaneError, ensure_binaries
 from tests.controlplane.daemons import (
+    ServedTo,
     apiserver_args,
     apiserver_ready,
     etcd_args,
@@ -47,10 +48,14 @@ class ControlPlane:
         extra_apiserver_args: Sequence[str] = (),
         startup_timeout: float = 90.0,
         binaries: Binaries | None = None,
+        served_to: ServedTo | None = None,
     ) -> None:
         self._requested_workdir = workdir
         self._keep = keep_workdir or bool(os.environ.get("VGPUDEV_KEEP_CP"))
-        self._extra_args = list(extra_apiserver_args)
+        #: Set for a cluster with pod networking (``real_cluster``), None on loopback only.
+        self.served_to = served_to
+        self._extra_args = [*(served_to.apiserver_args() if served_to else ()),
+                            *extra_apiserver_args]
         self._startup_timeout = startup_timeout
         self._binaries = binaries
         self._procs: list[ChildProcess] = []
@@ -181,7 +186,9 @@ class ControlPlane:
         else:
             self._workdir = Path(tempfile.mkdtemp(prefix="vgpu-cp-"))
         try:
-            write_pki(self.workdir)
+            write_pki(self.workdir, [self.served_to.advertise_address,
+                                     self.served_to.kubernetes_service_ip]
+                      if self.served_to else [])
             # Ports are picked and then bound by the child, so another process
             # can take one in between; a retry with fresh ports covers that.
             last_error: ControlPlaneError | None = None

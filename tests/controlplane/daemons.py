@@ -7,11 +7,13 @@ and adds a test's own apiserver flags after these.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,31 @@ from typing import Any
 SERVICE_CIDR = "10.0.0.0/24"
 KUBERNETES_SERVICE_IP = "10.0.0.1"
 SA_ISSUER = "https://kubernetes.default.svc"
+
+
+@dataclass(frozen=True)
+class ServedTo:
+    """Where the apiserver of a cluster with pod networking is reached
+    (:mod:`tests.controlplane.real_cluster`): the pods reach it through the ``kubernetes``
+    Service, whose endpoint is ``advertise_address``, and the cluster's Services get their
+    IPs from ``service_cidr``, which is routed to the node where kube-proxy serves them."""
+
+    advertise_address: str
+    service_cidr: str
+
+    @property
+    def kubernetes_service_ip(self) -> str:
+        """The first address of the range: the ``kubernetes`` Service's, in the
+        apiserver's certificate as the pods' clients dial it."""
+        return str(next(ipaddress.ip_network(self.service_cidr).hosts()))
+
+    def apiserver_args(self) -> list[str]:
+        # Every address: the host's clients keep using 127.0.0.1, the node's the
+        # advertised one. The lease reconciler writes that one into the kubernetes
+        # Service's Endpoints, which kube-proxy reads.
+        return ["--bind-address=0.0.0.0", f"--advertise-address={self.advertise_address}",
+                "--endpoint-reconciler-type=lease",
+                f"--service-cluster-ip-range={self.service_cidr}"]
 
 
 def etcd_args(etcd: Path, data_dir: Path, client_url: str, peer_url: str) -> list[str]:

@@ -9,7 +9,9 @@ objects no controller touches; a ReplicaSet controller would start creating pods
 ReplicaSets earlier tests left behind), so a test that needs one starts its own control
 plane. The controllers act with the admin kubeconfig (no ServiceAccount tokens, so no
 token controller is needed), without leader election; ``/healthz`` is served on a free
-loopback port with a self-signed certificate.
+loopback port with a self-signed certificate. The install suite's cluster
+(:mod:`tests.controlplane.real_cluster`) runs every controller (``"*"``), each under its
+own ServiceAccount, with the flags that needs.
 """
 
 from __future__ import annotations

@@ -45,6 +45,9 @@ KUBELET_SYSCTLS = {
 #: The paths the 1.20 kubelet does not take from its flags.
 DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 POD_LOGS = "/var/log/pods"
+#: Where a DaemonSet finds the pod-resources socket of a kubelet at the default root
+#: (``--root-dir`` moves it; a node running vgpu's DaemonSet binds it here).
+POD_RESOURCES = "/var/lib/kubelet/pod-resources"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The private mount and PID namespaces a real node's daemons run in.
+"""The private mount and PID namespaces a real node's daemons run in (and, for a node
+with pod networking, a network namespace: :mod:`tests.controlplane.node_network`).
 
 :class:`NodeNamespace` starts ``node_init.py`` as PID 1 of new namespaces (``unshare``)
 and hands out the command line that runs a program inside them (``nsenter``). Stopping it
@@ -38,8 +39,9 @@ def _tool(name: str) -> str:
 
 class NodeNamespace:
     def __init__(self, workdir: Path, binds: Mapping[str, Path],
-                 sysctls: Mapping[str, str]) -> None:
-        """``binds``: path inside -> host folder; ``sysctls``: what the kubelet must read."""
+                 sysctls: Mapping[str, str], *, network: bool = False) -> None:
+        """``binds``: path inside -> host folder; ``sysctls``: what the kubelet must read;
+        ``network``: a network namespace of its own too (else the host's network)."""
         for inside in binds:
             if not any(inside.startswith(d + "/") for d in PRIVATE_DIRS):
                 raise ValueError(f"{inside} is not under a private folder {PRIVATE_DIRS}")
@@ -49,12 +51,14 @@ class NodeNamespace:
         self.workdir = workdir
         self._binds = dict(binds)
         self._sysctls = dict(sysctls)
+        self.network = network
         self._ready = workdir / "namespace.ready"
         self._proc: ChildProcess | None = None
         self.init_pid = 0
 
     def start(self, timeout: float = 30.0) -> None:
-        argv = [_tool("unshare"), "--mount", "--pid", "--fork", "--mount-proc",
+        argv = [_tool("unshare"), "--mount", "--pid", *(["--net"] if self.network else []),
+                "--fork", "--mount-proc",
                 "--kill-child=SIGKILL", "--", sys.executable, str(NODE_INIT),
                 "--ready", str(self._ready), "--sysctl-dir", str(self.workdir / "sysctl")]
         for folder in PRIVATE_DIRS:
@@ -83,8 +87,8 @@ class NodeNamespace:
         """``argv`` run inside the namespaces (nsenter forks it into the PID namespace)."""
         if not self.alive():
             raise ControlPlaneError("the node's namespace is not running")
-        return [_tool("nsenter"), f"--target={self.init_pid}", "--mount", "--pid", "--",
-                *argv]
+        return [_tool("nsenter"), f"--target={self.init_pid}", "--mount", "--pid",
+                *(["--net"] if self.network else []), "--", *argv]
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.alive()

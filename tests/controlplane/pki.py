@@ -116,9 +116,10 @@ def make_client_cert(ca: KeyPair, user: str, group: str | None = None) -> KeyPai
     return _issue(_name(user, group), ca, client=True)
 
 
-def write_pki(wd: Path) -> None:
+def write_pki(wd: Path, extra_ips: Sequence[str] = ()) -> None:
     """The CA, the apiserver's serving certificate, the admin client certificate and the
-    ServiceAccount signing key, written into ``wd`` (mode 600)."""
+    ServiceAccount signing key, written into ``wd`` (mode 600). ``extra_ips`` are more
+    addresses the apiserver is reached at (a cluster's advertised address and Service IP)."""
     ca = make_ca("vgpu-e2e-ca")
     serving = make_serving_cert(
         ca,
@@ -130,7 +131,7 @@ def write_pki(wd: Path) -> None:
             "kubernetes.default.svc",
             "kubernetes.default.svc.cluster.local",
         ],
-        ips=["127.0.0.1", KUBERNETES_SERVICE_IP],
+        ips=["127.0.0.1", KUBERNETES_SERVICE_IP, *extra_ips],
     )
     admin = make_client_cert(ca, ADMIN_USER, "system:masters")
     sa_key = ec.generate_private_key(ec.SECP256R1())

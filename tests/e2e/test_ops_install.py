@@ -187,7 +187,7 @@ CAN = {
     "vgpu-webhook": [("list", "nodes"), ("watch", "nodes")],
     "vgpu-nodeagent": [
         ("list", "pods", "-A"), ("watch", "pods", "-A"), ("get", "pods", "-n", "team-a"),
-        ("patch", "pods", "-n", "team-a"), ("patch", "nodes"),
+        ("patch", "pods", "-n", "team-a"), ("patch", "nodes"), ("get", "nodes/node-a"),
         ("create", "events", "-n", "team-a"), ("create", "pods", "--subresource=eviction", "-A"),
     ],
     "vgpu-certs": [

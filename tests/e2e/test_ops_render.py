@@ -47,3 +47,24 @@ def test_overlays_change_what_they_say(kubectl_path: Path) -> None:
     old = kustomize(kubectl_path, "overlays/k8s-1.20")
     hook = named(old, "MutatingWebhookConfiguration", "vgpu-webhook")["webhooks"][0]
     assert "matchConditions" not in hook and hook["failurePolicy"] == "Ignore"
+
+
+def test_the_1_20_fake_gpu_overlay_is_the_1_20_overlay_with_the_fake_gpu_one(
+        kubectl_path: Path) -> None:
+    """k8s-1.20-fake-gpus holds copies of fake-gpus' files (kustomize reads none outside a
+    kustomization's folder): rendered, its agent and devices are fake-gpus', and the rest
+    is the 1.20 overlay's."""
+    old_fake = kustomize(kubectl_path, "overlays/k8s-1.20-fake-gpus")
+    fake = kustomize(kubectl_path, "overlays/fake-gpus")
+    old = kustomize(kubectl_path, "overlays/k8s-1.20")
+    for kind, name in (("DaemonSet", "vgpu-nodeagent"), ("ConfigMap", "vgpu-fake-devices")):
+        assert named(old_fake, kind, name) == named(fake, kind, name), (kind, name)
+
+    def key(o: Obj) -> tuple[str, str]:
+        return o["kind"], o["metadata"]["name"]
+
+    assert sorted(map(key, old_fake)) == sorted(
+        [*map(key, old), key(named(fake, "ConfigMap", "vgpu-fake-devices"))])
+    agent = named(old, "DaemonSet", "vgpu-nodeagent")
+    assert [o for o in old_fake if key(o) not in {key(agent), key(named(
+        fake, "ConfigMap", "vgpu-fake-devices"))}] == [o for o in old if key(o) != key(agent)]

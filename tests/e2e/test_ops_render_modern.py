@@ -23,11 +23,12 @@ from tests.e2e.ops_support import RENDERABLE, Obj, check_rendered, kustomize
 from tests.ops import modern_kubectl
 
 SCHEMA_VERSION = "1.32.0"
-#: Objects with no 1.32 schema, by folder: the 1.20 overlay's v1beta1 forms (removed in
-#: 1.25; that overlay is for 1.20 only) and the Prometheus operator's custom resource.
+#: Objects with no 1.32 schema, by folder: the 1.20 overlays' v1beta1 forms (removed in
+#: 1.25; those overlays are for 1.20 only) and the Prometheus operator's custom resource.
+V1BETA1 = {("CronJob", "batch/v1beta1"), ("PodDisruptionBudget", "policy/v1beta1")}
 NO_SCHEMA = {
-    "overlays/k8s-1.20": {("CronJob", "batch/v1beta1"),
-                          ("PodDisruptionBudget", "policy/v1beta1")},
+    "overlays/k8s-1.20": V1BETA1,
+    "overlays/k8s-1.20-fake-gpus": V1BETA1,
     "overlays/prometheus-operator": {("PodMonitor", "monitoring.coreos.com/v1")},
 }
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",

@@ -19,6 +19,10 @@
 #   isolation): the image's own ENTRYPOINT with `--help`, `nodeagent --help` and
 #   `inspect --help`; tests/image/imports.py (every component module imports, the
 #   compiled libraries work, no kubernetes client); `certs --out-dir` (cryptography).
+# - Archive for a real node: the image as a docker-archive tar
+#   which `ctr images import` reads (the install suite, tests/e2e/test_install*.py, imports it
+#   into its node's containerd): $VGPUDEV_IMAGE_CACHE/archives/<inputs>.tar, named by the
+#   digest of the build's inputs (tests/image/context.py), with a .json naming the image id.
 # - Record: uncompressed size (the sum of its layers, what `docker images` shows) and
 #   compressed size (gzip, what a registry stores), in $VGPUDEV_IMAGE_CACHE/report.json
 #   and on stdout. The build fails above VGPUDEV_IMAGE_MAX_MB (default 200, the target), so
@@ -31,6 +35,8 @@ TARGET_MB=200
 MAX_MB="${VGPUDEV_IMAGE_MAX_MB:-$TARGET_MB}"
 TAG="localhost/vgpu:ci"
 mkdir -p "$CACHE"
+# Taken before the build reads them: the archive's record names what it was built from.
+INPUTS="$(python3 tests/image/context.py .)"
 
 log() { printf '[image %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 trap 'printf "[image] FAILED at line %s: %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
@@ -105,8 +111,12 @@ if [ -n "$ca" ] && [ -f "$ca" ]; then
 fi
 start=$SECONDS
 "${B[@]}" bud --quiet --layers --isolation chroot --build-arg "BASE=$BASE" \
-    --build-arg "BUILD_BASE=$BUILD_BASE" "${trust[@]}" \
+    --build-arg "BUILD_BASE=$BUILD_BASE" "${trust[@]}" --iidfile "$CACHE/iid.$$" \
     -t "$TAG" -f Dockerfile . >"$CACHE/build.log" 2>&1 || { tail -30 "$CACHE/build.log" >&2; exit 1; }
+# This build's image, whatever another checkout sharing the cache tags meanwhile.
+image_id="$(cat "$CACHE/iid.$$")"
+image_id="${image_id#sha256:}"
+rm -f "$CACHE/iid.$$"
 build_s=$((SECONDS - start))
 
 # --- checks inside the image ---------------------------------------------------------------
@@ -166,3 +176,24 @@ print(f"image {report['image']}: {int(size) / 1e6:.1f} MB uncompressed (target <
       f"built in {seconds} s")
 sys.exit(0 if int(size) <= int(max_mb) * 1e6 else 1)
 PY
+
+# --- the archive a real node imports ---------------------------------------------------------
+# One per set of inputs, so that checkouts sharing this cache (and the tag) each find their
+# own; the newest four are kept.
+mkdir -p "$CACHE/archives"
+archive="$CACHE/archives/$INPUTS.tar"
+if [ -f "$archive" ] && grep -qF "\"$image_id\"" "$CACHE/archives/$INPUTS.json" 2>/dev/null; then
+    log "archive $archive holds this image already"
+else
+    rm -f "$archive"
+    "${B[@]}" push --quiet "$image_id" "docker-archive:$archive.$$:$TAG" >/dev/null
+    mv -f "$archive.$$" "$archive"
+    python3 - "$CACHE/archives/$INPUTS.json" "$TAG" "$image_id" "$INPUTS" <<'PY'
+import json, sys
+path, tag, image_id, inputs = sys.argv[1:]
+json.dump({"image": tag, "id": image_id, "inputs": inputs}, open(path, "w"), indent=2)
+PY
+    log "wrote $archive"
+fi
+# shellcheck disable=SC2012  # names are hex digests
+ls -t "$CACHE/archives"/*.tar | tail -n +5 | while read -r old; do rm -f "$old" "${old%.tar}.json"; done

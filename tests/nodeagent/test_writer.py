@@ -98,6 +98,33 @@ def test_without_a_cluster_nothing_is_written() -> None:
     assert publisher.writes == 0
 
 
+def test_withdraw_removes_the_heartbeat_keeps_the_inventory_and_ends_publishing() -> None:
+    cluster = MemoryCluster()
+    cluster.create("nodes", {"metadata": {"name": "n"}})
+    clock = Clock()
+    publisher = InventoryPublisher(cluster, "n", 30, now=lambda: T0, clock=clock)
+    assert publisher.publish_due(INV)
+    publisher.withdraw()
+    assert NODE_HEARTBEAT not in annotations(cluster)
+    assert decode_inventory(annotations(cluster)[NODE_GPUS]) == INV
+    clock.now = 60
+    assert not publisher.publish_due(INV2)  # the agent's loop may still be running
+    assert NODE_HEARTBEAT not in annotations(cluster)
+
+
+def test_withdraw_writes_nothing_before_a_publish_and_survives_a_failed_write() -> None:
+    cluster = Flaky(failures=1)
+    cluster.create("nodes", {"metadata": {"name": "n"}})
+    InventoryPublisher(cluster, "n", 30, now=lambda: T0).withdraw()
+    assert cluster.patches == 0  # never published: nothing of ours to remove
+    publisher = InventoryPublisher(cluster, "n", 30, now=lambda: T0)
+    cluster.failures = 0
+    assert publisher.publish_due(INV)
+    cluster.failures = 1
+    publisher.withdraw()  # logged; the heartbeat then expires by itself
+    assert NODE_HEARTBEAT in annotations(cluster)
+
+
 def pod(cluster: MemoryCluster) -> None:
     cluster.create("pods", {"metadata": {"name": "p", "namespace": "ns",
                                          "annotations": {BIND_PHASE: "allocating"}}})

@@ -70,7 +70,8 @@ EXPECTED_RIGHTS = {
                      | _rights("cluster", "", "events", "create")),
     "vgpu-nodeagent": (
         _rights("cluster", "", "pods", "get", "list", "watch", "patch")
-        | _rights("cluster", "", "nodes", "patch")
+        # Its own Node's vgpu.io/isolation label (get); inventory and heartbeat (patch).
+        | _rights("cluster", "", "nodes", "get", "patch")
         # Warnings on its pods (assignment mismatch, memory over grant); the watchdog's
         # evict action, through the Eviction API so budgets hold.
         | _rights("cluster", "", "events", "create")

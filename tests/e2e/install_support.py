@@ -1,0 +1,231 @@
+"""vgpu installed as a user installs it, on a :class:`RealCluster` (``test_install``).
+
+The image comes from ``tests/image/build.sh`` (built here when the checkout has none,
+before the cluster starts: builds are never timed), imported into the node's containerd
+under a local name. The user's kustomization is written exactly as README "Install on a
+cluster" shows it: a folder beside ``manifests/`` naming one of its folders as base, with
+``images:`` pointing ``vgpu`` at the local image; nothing else.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.controlplane.binaries import ControlPlaneError
+from tests.controlplane.images import BUSYBOX
+from tests.controlplane.real_cluster import RealCluster
+from tests.e2e.harness_processes import wait_until
+from tests.image.context import digest
+from vgpu import codecs, meta, pods
+from vgpu.annotations import PHASE_SUCCESS
+from vgpu.cluster.port import Obj, Selector
+from vgpu.kube.adapter import KubeCluster, connect
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE_CACHE = Path(os.environ.get("VGPUDEV_IMAGE_CACHE", Path.home() / ".cache" / "vgpu-image"))
+#: The names the image goes by on the node: what build.sh tags, and the "new release" an
+#: upgrade applies (the same image under a second tag: what the roll does is the point).
+IMAGE = "localhost/vgpu"
+TAG = "ci"
+UPGRADE_TAG = "ci-upgrade"
+#: What README "Install on a cluster" bases a Kubernetes 1.20 install without GPUs on.
+BASE = "overlays/k8s-1.20-fake-gpus"
+NAMESPACE = "vgpu-system"
+NODE = "node-a"
+#: The users' namespace.
+WORKLOADS = "team-a"
+GPU = "nvidia.com/gpu"
+#: Prints the environment, then waits; SIGTERM ends it at once.
+WAIT = "trap 'exit 0' TERM; env; echo ENV-END; while true; do sleep 1; done"
+
+
+def ensure_image(root: Path = ROOT) -> Path:
+    """The image archive of this checkout's sources, built (minutes) when missing."""
+    archive = IMAGE_CACHE / "archives" / f"{digest(root)}.tar"
+    if not archive.is_file():
+        result = subprocess.run(["bash", str(root / "tests" / "image" / "build.sh")],
+                                stdout=sys.stderr, stderr=sys.stderr, check=False,
+                                stdin=subprocess.DEVNULL)
+        if result.returncode != 0 or not archive.is_file():
+            raise ControlPlaneError(f"tests/image/build.sh exited {result.returncode} "
+                                    f"without writing {archive}")
+    return archive
+
+
+@dataclass(frozen=True)
+class UserKustomization:
+    """The operator's own folder (README: ``mkdir my-vgpu``), beside ``manifests``'s."""
+
+    folder: Path
+
+    def write(self, tag: str) -> None:
+        base = os.path.relpath(ROOT / "manifests" / BASE, self.folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "kustomization.yaml").write_text(
+            f"bases: [{base}]\n"
+            f"images: [{{name: vgpu, newName: {IMAGE}, newTag: \"{tag}\"}}]\n")
+
+    def rendered(self, cluster: RealCluster) -> list[Obj]:
+        out = cluster.kubectl("kustomize", str(self.folder)).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+
+def api(cluster: RealCluster) -> KubeCluster:
+    port = connect(str(cluster.cp.kubeconfig))
+    assert port is not None
+    return port
+
+
+def container(name: str, **limits: str | int) -> dict[str, Any]:
+    return {"name": name, "image": BUSYBOX, "imagePullPolicy": "Never",
+            "command": ["sh", "-c", WAIT],
+            "resources": {"limits": {f"nvidia.com/{k.replace('_', '-')}": str(v)
+                                     for k, v in limits.items()}}}
+
+
+def gpu_pod(name: str, *containers: dict[str, Any]) -> dict[str, Any]:
+    """A GPU pod as a user writes it: no scheduler, no annotations, the pod network."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 2,
+                     "containers": list(containers)}}
+
+
+def create(cluster: RealCluster, namespace: str, pod: Mapping[str, Any]) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(pod))
+
+
+def running(cluster: RealCluster, namespace: str, name: str, timeout: float = 90) -> Obj:
+    """Wait until the pod runs with its GPUs allocated; fail at once if it failed."""
+    port = api(cluster)
+
+    def ready() -> Obj | None:
+        pod = port.get("pods", name, namespace)
+        status = pod.get("status") or {}
+        if status.get("phase") == "Failed":
+            raise AssertionError(f"{namespace}/{name} failed: {status}")
+        return pod if status.get("phase") == "Running" and \
+            pods.bind_phase(pod) == PHASE_SUCCESS else None
+
+    return wait_until(f"{namespace}/{name} running with its GPUs", ready, timeout,
+                      interval=0.5, context=cluster.logs)
+
+
+def assignment(pod: Obj) -> codecs.Assignment:
+    found = codecs.assignment_of(pod)
+    assert found is not None, f"{pods.pod_key(pod)} has no assignment"
+    return found
+
+
+def env_of(cluster: RealCluster, namespace: str, pod: str, name: str) -> dict[str, str]:
+    """The environment a container started with (it prints it first)."""
+
+    def printed() -> dict[str, str] | None:
+        text = cluster.kubectl("logs", "-n", namespace, pod, "-c", name, check=False).stdout
+        if "ENV-END" not in text:
+            return None
+        lines = text.split("ENV-END", 1)[0].splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line)
+
+    return wait_until(f"{namespace}/{pod} {name} printed its environment", printed, 30,
+                      interval=0.5)
+
+
+def kubectl_vgpu(cluster: RealCluster, *args: str) -> str:
+    """``kubectl vgpu ARGS`` with the control plane's kubectl: the plugin is found on PATH,
+    where ``pip install .`` puts ``kubectl-vgpu``."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.cp.kubeconfig),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    result = subprocess.run([str(cluster.cp.kubectl_path), "vgpu", *args], env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, f"kubectl vgpu {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(cluster: RealCluster, path: str) -> Samples:
+    """A ``/metrics`` page fetched through the API server's proxy (``kubectl get --raw``)."""
+    text = cluster.kubectl("get", "--raw", path).stdout
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def sample_sum(samples: Samples, name: str, **labels: str) -> float:
+    return sum(v for (n, got), v in samples.items()
+               if n == name and labels.items() <= dict(got).items())
+
+
+def component_pods(port: KubeCluster, component: str) -> list[Obj]:
+    """vgpu's running pods of one component (not being deleted)."""
+    return [p for p in port.list("pods", Selector(namespace=NAMESPACE)).items
+            if meta.labels_of(p).get("app.kubernetes.io/component") == component
+            and not meta.deleting(p) and (p.get("status") or {}).get("phase") == "Running"]
+
+
+def slices_per_gpu(pods: list[Obj]) -> dict[str, tuple[int, int]]:
+    """Per GPU UUID: (vGPU slices, MiB) the pods' assignments hold."""
+    count: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for pod in pods:
+        for slices in assignment(pod).containers.values():
+            for s in slices:
+                count[s.uuid][0] += 1
+                count[s.uuid][1] += s.memory_mib
+    return {uuid: (n, mib) for uuid, (n, mib) in count.items()}
+
+
+def rollouts(cluster: RealCluster, user: UserKustomization, timeout: int = 240) -> None:
+    """``kubectl rollout status`` of every Deployment and DaemonSet the install has."""
+    for obj in user.rendered(cluster):
+        if obj["kind"] in ("Deployment", "DaemonSet"):
+            cluster.kubectl("rollout", "status", "-n", NAMESPACE,
+                            f"{obj['kind'].lower()}/{obj['metadata']['name']}",
+                            f"--timeout={timeout}s", timeout=timeout + 30)
+
+
+def webhook_configurations(cluster: RealCluster, user: UserKustomization) -> list[Obj]:
+    return [o for o in user.rendered(cluster)
+            if o["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
+
+
+class PodsMeanwhile:
+    """Creates a GPU pod every ``every`` seconds on a thread until stopped: users do not
+    wait for an upgrade to finish."""
+
+    def __init__(self, cluster: RealCluster, most: int, every: float = 3.0) -> None:
+        self.cluster, self.most, self.every = cluster, most, every
+        self.names: list[str] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PodsMeanwhile:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and len(self.names) < self.most:
+            name = f"meanwhile-{len(self.names)}"
+            try:
+                create(self.cluster, WORKLOADS, gpu_pod(name, container("main", gpu=1,
+                                                                        gpumem=1000)))
+                self.names.append(name)
+            except Exception as exc:  # reported by the test, not lost on this thread
+                self.errors.append(f"{name}: {exc}")
+            self._stop.wait(self.every)
