@@ -1,0 +1,82 @@
+"""Randomized differential test: seeded random scheduling problems
+(:mod:`tests.parity.random_cases`), each laid out for kube-scheduler v1.20.2 and for
+vgpu-scheduler on the same API server (:mod:`tests.e2e.parity.differential`). Every
+disagreement fails the test unless a documented version difference explains it (README,
+"Known differences"); each failure prints the command that replays its case alone.
+
+CI runs a fixed seed. By hand, any seed and any cases::
+
+    PARITY_SEED=7 PARITY_CASES=0-59 python -m pytest -q -s \\
+        tests/e2e/parity/test_differential.py
+
+``PARITY_REPORT=FILE`` also writes every case's outcome there as JSON lines; ``python
+-m tests.parity.random_cases SEED INDEX`` prints a case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.parity.differential import Runner
+from tests.parity.random_cases import generate
+from vgpu.kube import adapter
+
+pytestmark = pytest.mark.usefixtures("schedulers")
+
+SEED = int(os.environ.get("PARITY_SEED", "30"))
+CASES = os.environ.get("PARITY_CASES", "0-59")
+
+
+def indices(text: str) -> list[int]:
+    """``0-59``, ``3,17`` or a mix."""
+    out: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        out += range(int(first), int(last or first) + 1)
+    return out
+
+
+def replay(index: int) -> str:
+    return (f"PARITY_SEED={SEED} PARITY_CASES={index} python -m pytest -q -s "
+            f"tests/e2e/parity/test_differential.py")
+
+
+def test_random_cases_agree_with_kube_scheduler(kube: adapter.KubeCluster) -> None:
+    runner = Runner(kube)
+    runner.ensure_runtime_class()
+    report = Path(os.environ["PARITY_REPORT"]) if os.environ.get(
+        "PARITY_REPORT") else None
+    failures: list[str] = []
+    counts = {"agree": 0, "explained": 0, "unexplained": 0}
+    started = time.monotonic()
+    try:
+        for index in indices(CASES):
+            case = generate(SEED, index)
+            verdict = runner.verdict(case)
+            explained = None if verdict.agree else runner.explain(case, verdict)
+            kind = "agree" if verdict.agree else "explained" if explained else "unexplained"
+            counts[kind] += 1
+            line = (f"seed {SEED} case {index}: {kind}{f' ({explained})' if explained else ''}"
+                    f": kube-scheduler {verdict.kube}; vgpu-scheduler {verdict.vgpu}"
+                    f"{f'; {verdict.detail}' if verdict.detail else ''}")
+            print(line)
+            if report is not None:
+                with report.open("a") as out:
+                    out.write(json.dumps({"seed": SEED, "case": index, "kind": kind,
+                                          "explained": explained, "detail": verdict.detail,
+                                          "kube": str(verdict.kube),
+                                          "vgpu": str(verdict.vgpu)}) + "\n")
+            if kind == "unexplained":
+                failures.append(f"{line}\n  replay: {replay(index)}")
+    finally:
+        runner.close()
+    print(f"seed {SEED}: {counts['agree']} agree, {counts['explained']} explained by a "
+          f"documented difference, {counts['unexplained']} unexplained, of "
+          f"{sum(counts.values())} cases in {time.monotonic() - started:.0f} s")
+    assert not failures, "disagreements no documented difference explains:\n" + "\n".join(
+        failures)
