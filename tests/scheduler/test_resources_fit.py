@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.scheduler.e2e_support import gpu_node, node_of, setup
 from vgpu import builders
 from vgpu.cluster.port import Obj
-from vgpu.config import Config, NodeResourcesFitArgs, SchedulerConfig
+from vgpu.config import Config, NodeResourcesFitArgs, SchedulerConfig, from_mapping
+from vgpu.errors import ConfigError
 
 FPGA = "example.com/fpga"
 
@@ -110,3 +113,32 @@ def test_a_zero_request_fits_a_node_its_pods_overcommit() -> None:
     cluster.create("pods", asking("p", {"cpu": "1"}))
     sched.run_until_idle()
     assert node_of(cluster, "p") == "n"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"ignoredResources": ["not a name"]}, "ignoredResources: 'not a name' is not"),
+    ({"ignoredResourceGroups": ["example.com/fpga"]}, "without '/'"),
+    ({"ignoredResourceGroups": ["-bad"]}, "is not a resource group"),
+])
+def test_bad_ignored_resources_are_config_errors(args: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        from_mapping({"scheduler": {"nodeResourcesFit": args}})
+
+
+def test_ignored_resources_load_from_file_and_env() -> None:
+    config = from_mapping({"scheduler": {"nodeResourcesFit": {"ignoredResources": [FPGA]}}},
+                          {"VGPU_SCHEDULER__NODE_RESOURCES_FIT__IGNORED_RESOURCE_GROUPS":
+                           "rdma,example.org"})
+    args = config.scheduler.node_resources_fit
+    assert (args.ignored_resources, args.ignored_resource_groups) == (
+        (FPGA,), ("rdma", "example.org"))
+
+
+def test_what_vgpu_owns() -> None:
+    config = from_mapping({"resourceNames": {"gpumem": "example.com/vram"},
+                           "nodeagent": {"resourceName": "example.com/vgpu"}})
+    owned = ["vgpu.io/memory-mib", "vgpu.io/anything", "nvidia.com/gpu", "example.com/vram",
+             "example.com/vgpu", "nvidia.com/gpucores"]
+    assert all(config.owns_resource(name) for name in owned)
+    assert not any(config.owns_resource(name) for name in (
+        "nvidia.com/gpumem", FPGA, "cpu", "vgpu.io", "hugepages-2Mi"))

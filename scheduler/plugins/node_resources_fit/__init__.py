@@ -149,8 +149,15 @@ class NodeResourcesFit:
         return PreFilterResult(mask=mask), SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        if node.static.error:
+        s = node.static
+        if s.error:
             return unresolvable(MALFORMED)
+        # The common pod asks for CPU and memory only, and mostly fits: said without
+        # building the full check (this runs for every pod on every node it visits).
+        if not pod.resources and node.pod_count < s.alloc_pods and (
+                pod.cpu_milli <= 0 or pod.cpu_milli <= s.alloc_cpu - node.requested_cpu) and (
+                pod.memory <= 0 or pod.memory <= s.alloc_memory - node.requested_memory):
+            return SUCCESS
         return node_fit(node, pod, self._ignored)
 
     def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
