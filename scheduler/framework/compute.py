@@ -121,7 +121,10 @@ def _never(name: str) -> bool:
 
 
 def _wanted(name: str, skip: Skip) -> bool:
-    return (name in (CPU, MEMORY) or is_counted(name)) and not skip(name)
+    return name in _CPU_MEMORY or (is_counted(name) and not skip(name))
+
+
+_CPU_MEMORY = frozenset({CPU, MEMORY})
 
 
 def _container_requests(container: Mapping[str, Any], where: str, skip: Skip) -> dict[str, int]:
@@ -129,11 +132,12 @@ def _container_requests(container: Mapping[str, Any], where: str, skip: Skip) ->
     requests = as_map(resources.get("requests"), f"{where}.resources.requests")
     limits = as_map(resources.get("limits"), f"{where}.resources.limits")
     out: dict[str, int] = {}
-    for key in (*requests, *(k for k in limits if k not in requests)):
-        name = str(key)
-        if _wanted(name, skip):
-            raw = requests[key] if key in requests else limits[key]
-            out[name] = amount(name, raw, f"{where} {name}")
+    for key, raw in requests.items():
+        if _wanted(key, skip):
+            out[key] = amount(key, raw, f"{where} {key}")
+    for key, raw in limits.items():  # a limit stands in for a missing request
+        if key not in requests and _wanted(key, skip):
+            out[key] = amount(key, raw, f"{where} {key}")
     return out
 
 
@@ -149,7 +153,9 @@ def _at_least(into: dict[str, int], more: Mapping[str, int]) -> None:
 
 
 def _requests(total: Mapping[str, int]) -> Requests:
-    other = {k: v for k, v in total.items() if k not in (CPU, MEMORY) and v}
+    if len(total) <= 2 and all(k in _CPU_MEMORY for k in total):
+        return Requests(total.get(CPU, 0), total.get(MEMORY, 0))
+    other = {k: v for k, v in total.items() if k not in _CPU_MEMORY and v}
     return Requests(total.get(CPU, 0), total.get(MEMORY, 0),
                     MappingProxyType(other) if other else NONE)
 
@@ -158,8 +164,12 @@ def pod_requests(pod: Mapping[str, Any], skip: Skip = _never) -> Requests:
     """What the pod needs on a node (see the module docstring); resources ``skip``
     accepts are left out."""
     spec = as_map(pod.get("spec"), "pod spec")
-    for key in ("containers", "initContainers"):
-        as_list(spec.get(key), f"spec.{key}")  # a list, or the error says where
+    apps = as_list(spec.get("containers"), "spec.containers")
+    if not spec.get("initContainers") and not spec.get("overhead") and len(apps) == 1:
+        # Most pods: one container, nothing else to add up.
+        return _requests(_container_requests(as_map(apps[0], "spec.containers[0]"),
+                                             "spec.containers[0]", skip))
+    as_list(spec.get("initContainers"), "spec.initContainers")  # a list, or the error says where
     running: dict[str, int] = {}  # app containers and sidecars, running together
     sidecars: dict[str, int] = {}  # the sidecars started so far
     init: dict[str, int] = {}  # the largest need while an init container runs

@@ -7,6 +7,7 @@ prints the docs.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from vgpu import policy
@@ -248,5 +249,8 @@ class Config:
         ``vgpu.io/`` and every configured vGPU resource name. No node advertises them as
         Kubernetes counts resources (or, for the count, not as vgpu counts it), so the
         scheduler never checks them against a node's allocatable."""
-        return (name.startswith(OWNED_PREFIX) or name in self.resource_names.all()
-                or name == self.nodeagent.resource_name)
+        return name.startswith(OWNED_PREFIX) or name in self._owned_names
+
+    @functools.cached_property
+    def _owned_names(self) -> frozenset[str]:
+        return frozenset((*self.resource_names.all(), self.nodeagent.resource_name))
