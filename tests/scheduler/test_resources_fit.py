@@ -13,6 +13,7 @@ from vgpu import builders
 from vgpu.cluster.port import Obj
 from vgpu.config import Config, NodeResourcesFitArgs, SchedulerConfig, from_mapping
 from vgpu.errors import ConfigError
+from vgpu.quota import NAMES
 
 FPGA = "example.com/fpga"
 
@@ -71,13 +72,14 @@ def test_ephemeral_storage_and_hugepages_count_every_pod_on_the_node() -> None:
 
 
 def test_the_names_vgpu_owns_are_never_node_resources() -> None:
-    # The node advertises fewer nvidia.com/gpu than the pod's vGPUs, and no gpumem or
-    # vgpu.io/ resource at all: the VGPU plugin decides, on the inventory.
+    # The node advertises fewer nvidia.com/gpu than the pod's vGPUs, and no gpumem,
+    # gpucores, priority or vgpu.io/ resource at all: the VGPU plugin decides, on the inventory.
     node = with_allocatable(gpu_node("g", 2), {"nvidia.com/gpu": "1"})
     sched, cluster, _ = setup([node])
     pod = builders.pod("p", [builders.container(gpus=2, gpumem=1000)])
     pod["spec"]["containers"][0]["resources"]["limits"].update(
-        {"vgpu.io/memory-mib": "2000", "vgpu.io/vgpus": "2"})
+        {"vgpu.io/memory-mib": "2000", "vgpu.io/vgpus": "2", "nvidia.com/gpucores": "30",
+         "nvidia.com/priority": "1"})
     cluster.create("pods", pod)
     sched.run_until_idle()
     assert node_of(cluster, "p") == "g"
@@ -142,3 +144,14 @@ def test_what_vgpu_owns() -> None:
     assert all(config.owns_resource(name) for name in owned)
     assert not any(config.owns_resource(name) for name in (
         "nvidia.com/gpumem", FPGA, "cpu", "vgpu.io", "hugepages-2Mi"))
+
+
+def test_the_default_names_are_all_owned() -> None:
+    # Every configured vGPU name (the phase B split: NodeResourcesFit never checks them;
+    # the quota work relies on it), the node agent's and the derived vgpu.io/ ones.
+    config = Config()
+    names = (*config.resource_names.all(), config.nodeagent.resource_name, *NAMES)
+    assert set(config.resource_names.all()) == {
+        "nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage",
+        "nvidia.com/gpucores", "nvidia.com/priority"}
+    assert all(config.owns_resource(name) for name in names)
