@@ -9,7 +9,7 @@ update copies one node (copy-on-write), never the cluster.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import vgpu.annotations as ann
 from vgpu import codecs, heartbeat, meta, times, usage
@@ -39,6 +39,9 @@ class NodeStatic:
     inventory_error: str | None = None
     #: Why the node object itself is malformed (the node then takes no pod).
     error: str | None = None
+    #: Every other resource the node offers (ephemeral-storage, hugepages, extended
+    #: resources), by name.
+    alloc_other: Mapping[str, int] = field(default_factory=lambda: compute.NONE)
 
 
 def parse_node(node: Obj) -> NodeStatic:
@@ -49,9 +52,9 @@ def parse_node(node: Obj) -> NodeStatic:
     error = None
     try:
         taints = objects.parse_taints(node)
-        cpu, memory, pods = compute.node_allocatable(node)
+        alloc = compute.node_allocatable(node)
     except RequestError as exc:
-        taints, cpu, memory, pods, error = (), 0, 0, 0, f"node {name}: {exc}"
+        taints, alloc, error = (), compute.Allocatable(), f"node {name}: {exc}"
     devices: tuple[Device, ...] = ()
     inventory_error = None
     raw = annotations.get(ann.NODE_GPUS)
@@ -69,9 +72,9 @@ def parse_node(node: Obj) -> NodeStatic:
             inventory_error = inventory_error or str(exc)
     return NodeStatic(
         name=name, node=node, labels=labels, taints=taints,
-        unschedulable=bool(spec.get("unschedulable")), alloc_cpu=cpu, alloc_memory=memory,
-        alloc_pods=pods, devices=devices, heartbeat=heartbeat,
-        inventory_error=inventory_error, error=error,
+        unschedulable=bool(spec.get("unschedulable")), alloc_cpu=alloc.cpu,
+        alloc_memory=alloc.memory, alloc_pods=alloc.pods, alloc_other=alloc.other,
+        devices=devices, heartbeat=heartbeat, inventory_error=inventory_error, error=error,
     )
 
 
@@ -85,8 +88,9 @@ def static_changes(old: NodeStatic, new: NodeStatic, expiry: float, now: float) 
         changes.add("taints")
     if old.unschedulable != new.unschedulable:
         changes.add("unschedulable")
-    if (old.alloc_cpu, old.alloc_memory, old.alloc_pods) != (
-            new.alloc_cpu, new.alloc_memory, new.alloc_pods) or old.error != new.error:
+    if (old.alloc_cpu, old.alloc_memory, old.alloc_pods, old.alloc_other) != (
+            new.alloc_cpu, new.alloc_memory, new.alloc_pods, new.alloc_other) or (
+            old.error != new.error):
         changes.add("allocatable")
     if old.devices != new.devices or old.inventory_error != new.inventory_error:
         changes.add("inventory")
@@ -113,18 +117,21 @@ class NodeInfo:
     __slots__ = (
         "_used_ports", "gpu_cores_total", "gpu_cores_used", "gpu_memory_total",
         "gpu_memory_used", "gpu_usage", "max_fit_percent", "max_free_cores", "max_free_memory",
-        "pod_count", "pods", "requested_cpu", "requested_memory", "scaling", "static",
-        "usable", "usages",
+        "pod_count", "pods", "requested_cpu", "requested_memory", "requested_other", "scaling",
+        "static", "usable", "usages",
     )
 
     def __init__(self, static: NodeStatic, scaling: float, *, requested_cpu: int = 0,
                  requested_memory: int = 0, pod_count: int = 0,
                  gpu_usage: Mapping[str, Usage] | None = None,
-                 pods: Mapping[str, NodePod] | None = None) -> None:
+                 pods: Mapping[str, NodePod] | None = None,
+                 requested_other: Mapping[str, int] = compute.NONE) -> None:
         self.static = static
         self.scaling = scaling
         self.requested_cpu = requested_cpu
         self.requested_memory = requested_memory
+        #: What the pods ask of the node's other resources (``NodeStatic.alloc_other``).
+        self.requested_other = requested_other
         self.pod_count = pod_count
         #: The pods on the node by key, for plugins that look at them (ports, affinity,
         #: spread, volumes, preemption); the totals above are what they add up to.
@@ -174,7 +181,9 @@ class NodeInfo:
             usage.apply(usages, pod.assignment, +1)
         return cls(static, scaling, requested_cpu=sum(p.info.cpu_milli for p in pods.values()),
                    requested_memory=sum(p.info.memory for p in pods.values()),
-                   pod_count=len(pods), gpu_usage=usages, pods=pods)
+                   pod_count=len(pods), gpu_usage=usages, pods=pods,
+                   requested_other=compute.added(compute.NONE, (
+                       (p.info.resources, 1) for p in pods.values())))
 
     @property
     def used_ports(self) -> tuple[HostPort, ...]:
@@ -195,7 +204,8 @@ class NodeInfo:
     def replace(self, *, static: NodeStatic | None = None, requested_cpu: int | None = None,
                 requested_memory: int | None = None, pod_count: int | None = None,
                 gpu_usage: Mapping[str, Usage] | None = None,
-                pods: Mapping[str, NodePod] | None = None) -> NodeInfo:
+                pods: Mapping[str, NodePod] | None = None,
+                requested_other: Mapping[str, int] | None = None) -> NodeInfo:
         return NodeInfo(
             static or self.static, self.scaling,
             requested_cpu=self.requested_cpu if requested_cpu is None else requested_cpu,
@@ -204,6 +214,8 @@ class NodeInfo:
             pod_count=self.pod_count if pod_count is None else pod_count,
             gpu_usage=self.gpu_usage if gpu_usage is None else gpu_usage,
             pods=self.pods if pods is None else pods,
+            requested_other=(self.requested_other if requested_other is None
+                             else requested_other),
         )
 
     def __repr__(self) -> str:

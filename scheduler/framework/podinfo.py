@@ -62,6 +62,10 @@ class PodInfo:
     spread: tuple[SpreadConstraint, ...] = ()
     #: ``metadata.deletionTimestamp`` is set: spreading no longer counts the pod.
     terminating: bool = False
+    #: Every other resource the pod asks of a node besides CPU and memory
+    #: (ephemeral-storage, hugepages, extended resources), by name; the names vgpu owns
+    #: are left out (its own plugins account for them).
+    resources: Mapping[str, int] = field(default_factory=lambda: compute.NONE)
 
     @property
     def shape(self) -> tuple[Any, ...]:
@@ -69,7 +73,7 @@ class PodInfo:
         shape get the same answer from the same node."""
         return (self.cpu_milli, self.memory, self.gpu, self.tolerations,
                 tuple(sorted(self.node_selector.items())), self.required_terms, self.error,
-                self.host_ports, self.claims)
+                self.host_ports, self.claims, tuple(sorted(self.resources.items())))
 
     @property
     def is_gpu_pod(self) -> bool:
@@ -147,14 +151,15 @@ def parse(pod: Obj, config: Config) -> PodInfo:
         "preemption_policy": str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
     }
     try:
-        cpu, memory = compute.pod_requests(pod)
+        requests = compute.pod_requests(pod, config.owns_resource)
     except RequestError as exc:
         return PodInfo(**base, cpu_milli=0, memory=0, gpu=None, tolerations=(),
                        node_selector={}, required_terms=None, error=str(exc))
+    base.update(cpu_milli=requests.cpu, memory=requests.memory, resources=requests.other)
     try:
         gpu = parse_pod(pod, config)
         return PodInfo(
-            **base, cpu_milli=cpu, memory=memory,
+            **base,
             gpu=_shared(gpu) if gpu.is_gpu_pod else None,
             tolerations=objects.parse_tolerations(pod),
             node_selector=objects.parse_node_selector(pod) or _NO_SELECTOR,
@@ -168,5 +173,5 @@ def parse(pod: Obj, config: Config) -> PodInfo:
     except RequestError as exc:
         # What the pod takes on a node is known even when the rest is malformed: a bound
         # pod like that still counts.
-        return PodInfo(**base, cpu_milli=cpu, memory=memory, gpu=None, tolerations=(),
-                       node_selector={}, required_terms=None, error=str(exc))
+        return PodInfo(**base, gpu=None, tolerations=(), node_selector={},
+                       required_terms=None, error=str(exc))

@@ -21,6 +21,7 @@ from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
 from vgpu.pods import is_terminated, node_name, pod_key
+from vgpu_scheduler.framework import compute
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
 from vgpu_scheduler.framework.podinfo import PodInfo
@@ -160,9 +161,11 @@ class Cache:
             cpu += sign * rec.cpu
             memory += sign * rec.memory
             count += sign
+        other = compute.added(info.requested_other,
+                              ((rec.info.resources, sign) for rec, sign in changes))
         info = self._infos[name] = info.replace(
             requested_cpu=cpu, requested_memory=memory, pod_count=count, gpu_usage=usages,
-            pods=pods)
+            pods=pods, requested_other=other)
         return info
 
     def set_pod(self, pod: Obj) -> tuple[PodRecord | None, PodRecord | None]:

@@ -153,8 +153,8 @@ def events_of(kube: adapter.KubeCluster, namespace: str, pod: str,
 
 
 def reasons(message: str) -> tuple[int, dict[str, int]]:
-    """``0/7 nodes are available: 6 too many pods, 1 insufficient GPU memory.`` as
-    ``(7, {"too many pods": 6, "insufficient GPU memory": 1})``; the preemption's part
+    """``0/7 nodes are available: 6 Too many pods, 1 insufficient GPU memory.`` as
+    ``(7, {"Too many pods": 6, "insufficient GPU memory": 1})``; the preemption's part
     that follows (``preemption: ...``) is left out."""
     message = message.split(" preemption: ", 1)[0]
     match = re.fullmatch(r"0/(\d+) nodes are available: (.*)\.", message)

@@ -11,7 +11,7 @@ from vgpu import builders
 from vgpu.config import Config
 from vgpu.errors import RequestError
 from vgpu.labels import LabelRequirement, LabelSelector, parse_selector
-from vgpu_scheduler.framework.compute import pod_requests
+from vgpu_scheduler.framework.compute import Requests, pod_requests
 from vgpu_scheduler.framework.host_ports import HostPort, conflicting, parse_host_ports
 from vgpu_scheduler.framework.objects import Requirement, SelectorTerm
 from vgpu_scheduler.framework.podinfo import parse
@@ -43,7 +43,7 @@ def ctr(name: str, cpu: str, *, sidecar: bool = False) -> dict[str, Any]:
 def test_requests_count_sidecars_beside_the_app(init: list[dict[str, Any]], cpu: int,
                                                 memory: int) -> None:
     pod = {"spec": {"containers": [APP], "initContainers": init}}
-    assert pod_requests(pod) == (cpu, memory)
+    assert pod_requests(pod) == Requests(cpu, memory)
 
 
 def test_host_ports_of_app_containers_and_sidecars_only() -> None:

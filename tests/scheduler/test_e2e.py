@@ -114,7 +114,7 @@ def test_every_pod_on_a_node_counts_for_cpu() -> None:
     cluster.create("pods", builders.pod("p", [builders.container(gpumem=100, cpu="2")]))
     sched.run_until_idle()
     assert node_of(cluster, "p") is None
-    assert "insufficient CPU" in cluster.events(name="p")[0].message
+    assert "Insufficient cpu" in cluster.events(name="p")[0].message
 
 
 def test_non_gpu_pods_and_other_schedulers() -> None:

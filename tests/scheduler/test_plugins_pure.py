@@ -10,8 +10,15 @@ from __future__ import annotations
 import pytest
 
 from vgpu import builders, codecs, times
+from vgpu.config import Config
 from vgpu.errors import RequestError
-from vgpu_scheduler.framework.compute import pod_requests
+from vgpu_scheduler.framework.compute import (
+    Allocatable,
+    Requests,
+    is_counted,
+    is_extended,
+    pod_requests,
+)
 from vgpu_scheduler.framework.interfaces import Diagnosis
 from vgpu_scheduler.framework.objects import (
     Requirement,
@@ -21,7 +28,7 @@ from vgpu_scheduler.framework.objects import (
     parse_required_terms,
     parse_tolerations,
 )
-from vgpu_scheduler.framework.status import Status, unresolvable, unschedulable
+from vgpu_scheduler.framework.status import Code, Status, unresolvable, unschedulable
 from vgpu_scheduler.host.summary import summarize
 from vgpu_scheduler.plugins import binder, node_affinity, node_resources_fit, node_unschedulable
 from vgpu_scheduler.plugins import taint_toleration as tt
@@ -150,41 +157,100 @@ def test_affinity_parsing() -> None:
 
 # --- NodeResourcesFit --------------------------------------------------------------------
 
-@pytest.mark.parametrize(("free", "request_", "reasons"), [
-    ((1000, 1 << 30, 5), (500, 1 << 29), ()),
-    ((1000, 1 << 30, 5), (1000, 1 << 30), ()),
-    ((1000, 1 << 30, 5), (1001, 0), (node_resources_fit.CPU,)),
-    ((1000, 1 << 30, 5), (0, (1 << 30) + 1), (node_resources_fit.MEMORY,)),
-    ((1000, 1 << 30, 0), (0, 0), (node_resources_fit.PODS,)),
-    ((-5, -5, 1), (0, 0), ()),  # an overcommitted node still takes a zero request
-    ((0, 0, 0), (1, 1), (node_resources_fit.PODS, node_resources_fit.CPU,
-                         node_resources_fit.MEMORY)),
+GI = 1 << 30
+FPGA = "example.com/fpga"
+NODE = Allocatable(1000, GI, 5, {"ephemeral-storage": 10 * GI, FPGA: 2, "hugepages-2Mi": 0})
+IGNORED = node_resources_fit.Ignored(frozenset({"example.com/ignored"}),
+                                     frozenset({"ignored.io"}))
+
+
+def _short(*names: str) -> tuple[str, ...]:
+    return tuple(node_resources_fit.insufficient(n) for n in names)
+
+
+@pytest.mark.parametrize(("used", "pods", "want", "code", "reasons"), [
+    (Requests(), 0, Requests(500, GI >> 1), Code.SUCCESS, ()),
+    (Requests(), 0, Requests(1000, GI), Code.SUCCESS, ()),
+    (Requests(), 0, Requests(1001, 0), Code.UNSCHEDULABLE_AND_UNRESOLVABLE, _short("cpu")),
+    (Requests(1), 0, Requests(1000, 0), Code.UNSCHEDULABLE, _short("cpu")),
+    (Requests(), 0, Requests(0, GI + 1), Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+     _short("memory")),
+    (Requests(), 5, Requests(), Code.UNSCHEDULABLE, (node_resources_fit.PODS,)),
+    # An overcommitted node still takes a zero request (kube-scheduler since 1.28).
+    (Requests(2000, 2 * GI, {FPGA: 3}), 0, Requests(0, 0, {"ephemeral-storage": 1}),
+     Code.SUCCESS, ()),
+    (Requests(900, 0), 5, Requests(200, 2 * GI), Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+     (node_resources_fit.PODS, *_short("cpu", "memory"))),
+    # Every other resource by name, ephemeral storage first, then the others sorted.
+    (Requests(0, 0, {FPGA: 1}), 0,
+     Requests(0, 0, {"hugepages-2Mi": 2 << 20, FPGA: 2, "ephemeral-storage": 11 * GI}),
+     Code.UNSCHEDULABLE_AND_UNRESOLVABLE, _short("ephemeral-storage", FPGA, "hugepages-2Mi")),
+    (Requests(0, 0, {FPGA: 1}), 0, Requests(0, 0, {FPGA: 1}), Code.SUCCESS, ()),
+    (Requests(0, 0, {FPGA: 1}), 0, Requests(0, 0, {FPGA: 2}), Code.UNSCHEDULABLE,
+     _short(FPGA)),
+    # A resource the node does not list, it has none of.
+    (Requests(), 0, Requests(0, 0, {"rdma/hca": 1}), Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+     _short("rdma/hca")),
+    # Ignored: by name or by group, extended resources only.
+    (Requests(), 0, Requests(0, 0, {"example.com/ignored": 1, "ignored.io/x": 4}),
+     Code.SUCCESS, ()),
+    (Requests(), 0, Requests(0, 0, {"hugepages-1Gi": GI}), Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+     _short("hugepages-1Gi")),
 ])
-
-
-def test_resources_fit(free: tuple[int, int, int], request_: tuple[int, int],
+def test_resources_fit(used: Requests, pods: int, want: Requests, code: Code,
                        reasons: tuple[str, ...]) -> None:
-    assert node_resources_fit.fit(*free, *request_) == reasons
+    status = node_resources_fit.fit(NODE, used, pods, want, IGNORED)
+    assert (status.code, status.reasons) == (code, reasons)
+
+
+def test_ignored_groups_name_extended_resources_only() -> None:
+    ignored = node_resources_fit.Ignored(groups=frozenset({"hugepages-2Mi", "example.com"}))
+    assert "example.com/fpga" in ignored
+    assert "hugepages-2Mi" not in ignored
+    assert "kubernetes.io/foo" not in node_resources_fit.Ignored(
+        frozenset({"kubernetes.io/foo"}))
 
 
 @pytest.mark.parametrize(("containers", "init", "overhead", "expected"), [
-    ([builders.container(gpus=None, cpu="500m", memory="1Gi")], [], None, (500, 1 << 30)),
+    ([builders.container(gpus=None, cpu="500m", memory="1Gi")], [], None,
+     Requests(500, 1 << 30)),
     ([builders.container("a", gpus=None, cpu="1", memory="1Gi"),
       builders.container("b", gpus=None, cpu="250m", memory="512Mi")], [], None,
-     (1250, (1 << 30) + (1 << 29))),
-    ([builders.container(gpus=None, cpu="1")], [builders.container("i", gpus=None, cpu="2")], None,
-     (2000, 0)),
+     Requests(1250, (1 << 30) + (1 << 29))),
+    ([builders.container(gpus=None, cpu="1")], [builders.container("i", gpus=None, cpu="2")],
+     None, Requests(2000, 0)),
     ([builders.container(gpus=None, cpu="1")], [], {"cpu": "100m", "memory": "10Mi"},
-     (1100, 10 << 20)),
+     Requests(1100, 10 << 20)),
     ([{"name": "c", "resources": {"limits": {"cpu": "3", "memory": "1Gi"}}}], [], None,
-     (3000, 1 << 30)),
+     Requests(3000, 1 << 30)),
+    # Every counted resource, overhead included; zeros and names kube ignores left out.
+    ([{"name": "c", "resources": {"limits": {FPGA: "2", "hugepages-2Mi": "4Mi",
+                                             "example.com/zero": "0", "foo": "1"},
+                                  "requests": {"ephemeral-storage": "1Gi", "pods": "3"}}}],
+     [{"name": "i", "resources": {"limits": {FPGA: "3"}}}],
+     {"ephemeral-storage": "100Mi", FPGA: "1"},
+     Requests(0, 0, {FPGA: 4, "hugepages-2Mi": 4 << 20,
+                     "ephemeral-storage": (1 << 30) + (100 << 20)})),
+    # vgpu's own names are never node resources.
+    ([builders.container(gpus=2, gpumem=1000, cpu="1")], [], {"vgpu.io/cores": "100"},
+     Requests(1000, 0)),
 ])
-
-
 def test_pod_requests(containers: list[dict[str, object]], init: list[dict[str, object]],
-                      overhead: dict[str, str] | None, expected: tuple[int, int]) -> None:
+                      overhead: dict[str, str] | None, expected: Requests) -> None:
     extra = {"overhead": overhead} if overhead else {}
-    assert pod_requests(builders.pod("p", containers, init_containers=init, **extra)) == expected
+    pod = builders.pod("p", containers, init_containers=init, **extra)
+    assert pod_requests(pod, Config().owns_resource) == expected
+
+
+@pytest.mark.parametrize(("name", "extended", "counted"), [
+    ("example.com/fpga", True, True), ("nvidia.com/gpu", True, True),
+    ("hugepages-2Mi", False, True), ("ephemeral-storage", False, True),
+    ("kubernetes.io/batch", False, True), ("attachable-volumes-csi-x", False, True),
+    ("requests.example.com/fpga", False, False), ("foo", False, False),
+    ("cpu", False, False), ("Example.com/fpga", False, False),
+])
+def test_resource_names_as_kube_reads_them(name: str, extended: bool, counted: bool) -> None:
+    assert (is_extended(name), is_counted(name)) == (extended, counted)
 
 
 # --- summary -----------------------------------------------------------------------------
@@ -195,9 +261,9 @@ def test_pod_requests(containers: list[dict[str, object]], init: list[dict[str, 
     ([unschedulable("b"), unschedulable("a"), unschedulable("a", "b")], None,
      "0/3 nodes are available: 2 a, 2 b."),
     ([unschedulable("x", "x")], None, "0/1 nodes are available: 1 x."),
-    ([unresolvable("node is unschedulable"), unschedulable("insufficient CPU",
-                                                            "insufficient memory")], None,
-     "0/2 nodes are available: 1 insufficient CPU, 1 insufficient memory, "
+    ([unresolvable("node is unschedulable"), unschedulable("Insufficient cpu",
+                                                            "Insufficient memory")], None,
+     "0/2 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, "
      "1 node is unschedulable."),
     ([], None, "no nodes available to schedule pods"),
     ([], unresolvable("pod asks for 9 GPUs."), "no nodes available to schedule pods"),

@@ -65,20 +65,20 @@ POST_FILTER: list[tuple[str, dict[str, Any], str | None, str]] = [
      {"nodes": [node("node1", SMALL_NODE), node("node2", SMALL_NODE)],
       "pods": [pod("p1", on="node1"), pod("p2", on="node2")],
       "pod": pod("p", HIGH, LARGE), "statuses": rejected("node1", "node2")},
-     None, "preemption: 0/2 nodes are available: 2 insufficient CPU."),
+     None, "preemption: 0/2 nodes are available: 2 Insufficient cpu."),
     ("mixed reasons: too small, or nobody to preempt",
      {"nodes": [node("node1", ONE_POD, pods=1), node("node2", SMALL_NODE),
                 node("node3", ONE_POD, pods=1)],
       "pods": [pod("p1", HIGH, on="node1"), pod("p2", on="node2"),
                pod("p3", HIGH, on="node3")],
       "pod": pod("p", HIGH, LARGE), "statuses": rejected("node1", "node2", "node3")},
-     None, f"preemption: 0/3 nodes are available: 2 {NO_VICTIMS}, 1 insufficient CPU."),
+     None, f"preemption: 0/3 nodes are available: 2 {NO_VICTIMS}, 1 Insufficient cpu."),
     ("mixed reasons: unresolvable, unknown and too small",
      {"nodes": [node(f"node{i}", SMALL_NODE) for i in range(1, 5)],
       "pods": [pod("p1", on="node1"), pod("p2", on="node2")],
       "pod": pod("p", HIGH, LARGE),
       "statuses": {**rejected("node1", "node2"), **rejected("node4", code=UNRESOLVABLE)}},
-     None, f"preemption: 0/4 nodes are available: 2 {NOT_HELPFUL}, 2 insufficient CPU."),
+     None, f"preemption: 0/4 nodes are available: 2 Insufficient cpu, 2 {NOT_HELPFUL}."),
 ]
 
 

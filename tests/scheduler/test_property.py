@@ -179,7 +179,8 @@ class SchedulerMachine(RuleBasedStateMachine):
                 "annotations"].get(ann.NODE_GPUS) else codecs.NodeInventory(())
             for d in inventory.devices:
                 devices[d.uuid] = d
-            nodes[node["metadata"]["name"]] = node_allocatable(node)
+            alloc = node_allocatable(node)
+            nodes[node["metadata"]["name"]] = (alloc.cpu, alloc.memory, alloc.pods)
         mem: dict[str, int] = defaultdict(int)
         cores: dict[str, list[int]] = defaultdict(list)
         used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -187,9 +188,9 @@ class SchedulerMachine(RuleBasedStateMachine):
             node = pod["spec"].get("nodeName")
             if not node or node not in nodes:
                 continue
-            cpu, memory = pod_requests(pod)
-            used[node][0] += cpu
-            used[node][1] += memory
+            requests = pod_requests(pod)
+            used[node][0] += requests.cpu
+            used[node][1] += requests.memory
             used[node][2] += 1
             raw = pod["metadata"]["annotations"].get(ann.ASSIGNMENT)
             if raw is None:

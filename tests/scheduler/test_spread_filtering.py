@@ -65,6 +65,12 @@ SINGLE: list[tuple[str, Any, list[Any], list[Any], str]] = [
       *on("node-x", HAS_FOO), *on("node-y", HAS_FOO)], FOUR, "ok ok skew skew"),
     ("a null selector matches no existing pod", incoming(HAS_FOO, spread(1, "zone", None)),
      [*on("node-x", HAS_FOO), *on("node-y", HAS_FOO)], FOUR, "ok ok ok ok"),
+    # LabelSelectorAsSelector: {} selects every pod of the namespace (kube-scheduler 1.27
+    # up to kubernetes#141340 counted none; v1.20 and current count them all).
+    ("an empty selector matches every pod of the namespace",
+     incoming({"bar": ""}, spread(1, "zone", {})),
+     [*on("node-x", HAS_FOO), *on("node-y", {}), *on("node-a", HAS_FOO, ns="ns1")], FOUR,
+     "ok ok skew skew"),
     ("3/3 across zones: every node fits", incoming(HAS_FOO, spread(1, "zone", FOO)),
      SPREAD_2103, FOUR, "ok ok ok ok"),
     ("a node without the zone label is no domain",

@@ -21,6 +21,7 @@ from vgpu.config.plugin_args import (
     SYSTEM_DEFAULT_CONSTRAINTS,
     DefaultConstraint,
     InterPodAffinityArgs,
+    NodeResourcesFitArgs,
     PodTopologySpreadArgs,
 )
 from vgpu.config.sections import (
@@ -42,6 +43,7 @@ __all__ = [
     "DefaultConstraint",
     "InterPodAffinityArgs",
     "NodeAgentConfig",
+    "NodeResourcesFitArgs",
     "PodTopologySpreadArgs",
     "QuotaConfig",
     "ResourceNames",

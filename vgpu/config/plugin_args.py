@@ -1,5 +1,6 @@
 """Settings of single scheduler plugins, as kube-scheduler's plugin args
-(``InterPodAffinityArgs``, ``PodTopologySpreadArgs``) with its defaults and validation."""
+(``InterPodAffinityArgs``, ``NodeResourcesFitArgs``, ``PodTopologySpreadArgs``) with its
+defaults and validation."""
 
 from __future__ import annotations
 
@@ -59,6 +60,28 @@ class InterPodAffinityArgs:
     ignore_preferred_terms_of_existing_pods: bool = knob(
         False, "skip scoring by existing pods' terms when the incoming pod has no preferred "
         "(anti-)affinity of its own")
+
+
+@dataclass(frozen=True)
+class NodeResourcesFitArgs:
+    ignored_resources: tuple[str, ...] = knob(
+        (), "extended resources NodeResourcesFit does not check (kube-scheduler's "
+        "ignoredResources), e.g. example.com/fpga; the names vgpu owns are never checked")
+    ignored_resource_groups: tuple[str, ...] = knob(
+        (), "domains whose extended resources NodeResourcesFit does not check "
+        "(kube-scheduler's ignoredResourceGroups), e.g. example.com")
+
+    def __post_init__(self) -> None:
+        # kube-scheduler's ValidateNodeResourcesFitArgs: qualified names, and groups
+        # without a '/'.
+        where = "scheduler.nodeResourcesFit"
+        for name in self.ignored_resources:
+            if not valid_key(name):
+                raise ConfigError(f"{where}.ignoredResources: {name!r} is not a resource name")
+        for group in self.ignored_resource_groups:
+            if "/" in group or not valid_key(group):
+                raise ConfigError(f"{where}.ignoredResourceGroups: {group!r} is not a "
+                                  "resource group (a domain, without '/')")
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,18 @@ prints the docs.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from vgpu import policy
 from vgpu.config.isolation import IsolationConfig, check_split
 from vgpu.config.knobs import knob as _knob
 from vgpu.config.knobs import section as _section
-from vgpu.config.plugin_args import InterPodAffinityArgs, PodTopologySpreadArgs
+from vgpu.config.plugin_args import (
+    InterPodAffinityArgs,
+    NodeResourcesFitArgs,
+    PodTopologySpreadArgs,
+)
 from vgpu.errors import ConfigError
 
 
@@ -41,6 +46,10 @@ class WebhookConfig:
     cert_reload_seconds: float = _knob(
         10.0, "how often the certificate and key files are checked for a change", lo=0.1,
         hi=3600)
+
+
+#: Every resource name under this prefix is vgpu's (:meth:`Config.owns_resource`).
+OWNED_PREFIX = "vgpu.io/"
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,8 @@ class SchedulerConfig:
     )
     inter_pod_affinity: InterPodAffinityArgs = _section(
         InterPodAffinityArgs, "the InterPodAffinity plugin")
+    node_resources_fit: NodeResourcesFitArgs = _section(
+        NodeResourcesFitArgs, "the NodeResourcesFit plugin")
     pod_topology_spread: PodTopologySpreadArgs = _section(
         PodTopologySpreadArgs, "the PodTopologySpread plugin")
 
@@ -247,3 +258,14 @@ class Config:
         problem = check_split(self.isolation.mode, self.device_split_count, self.isolation.mps)
         if problem is not None:
             raise ConfigError(f"isolation.mode mps: {problem}")
+
+    def owns_resource(self, name: str) -> bool:
+        """Whether vgpu accounts for resource ``name`` itself: every name under
+        ``vgpu.io/`` and every configured vGPU resource name. No node advertises them as
+        Kubernetes counts resources (or, for the count, not as vgpu counts it), so the
+        scheduler never checks them against a node's allocatable."""
+        return name.startswith(OWNED_PREFIX) or name in self._owned_names
+
+    @functools.cached_property
+    def _owned_names(self) -> frozenset[str]:
+        return frozenset((*self.resource_names.all(), self.nodeagent.resource_name))

@@ -69,11 +69,12 @@ class FilterState:
 
 
 def counted(constraint: SpreadConstraint, namespace: str, other: PodInfo) -> bool:
-    """Whether a pod counts in the constraint's domains; an empty selector counts none, as
-    kube-scheduler's ``countPodsMatchSelector``."""
-    sel = constraint.selector
-    return (sel is not None and not sel.empty and other.namespace == namespace
-            and not other.terminating and sel.matches(other.labels))
+    """Whether a pod counts in the constraint's domains (kube-scheduler's
+    ``countPodsMatchSelector``): same namespace, not terminating, selected. A missing
+    selector selects no pod and an empty one (``{}``) every pod, as
+    ``LabelSelectorAsSelector`` reads them (see README "Known differences")."""
+    return (other.namespace == namespace and not other.terminating
+            and constraint.selects(other.labels))
 
 
 def compute(index: PodIndex, pod: PodInfo, constraints: Sequence[SpreadConstraint],
@@ -88,7 +89,7 @@ def compute(index: PodIndex, pod: PodInfo, constraints: Sequence[SpreadConstrain
         domains[topology.codes[eligible]] = True
         counts = np.zeros(size, dtype=np.int64)
         sel = constraint.selector
-        if sel is not None and not sel.empty:
+        if sel is not None:
             for group, nodes in index.groups.items():
                 if (group.namespace == pod.namespace and not group.terminating
                         and sel.matches(group.labels)):

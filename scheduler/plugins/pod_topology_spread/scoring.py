@@ -65,7 +65,7 @@ def _domains(constraints: tuple[SpreadConstraint, ...], feasible: Sequence[NodeI
 def _count(index: PodIndex, pod: PodInfo, constraint: SpreadConstraint,
            eligible: npt.NDArray[np.bool_], counts: dict[str, int]) -> None:
     sel = constraint.selector
-    if sel is None or sel.empty:
+    if sel is None:
         return
     key = constraint.topology_key
     for group, nodes in index.groups.items():

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from vgpu import meta, times, usage
 from vgpu.cluster.port import Obj
 from vgpu.pods import node_name
+from vgpu_scheduler.framework import compute
 from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
@@ -114,6 +115,7 @@ class _Trial:
         self.usages = dict(node.gpu_usage)
         self.cpu, self.memory, self.count = (node.requested_cpu, node.requested_memory,
                                              node.pod_count)
+        self.other = node.requested_other
         self.room = node
 
     def _move(self, placed: NodePod, sign: int) -> None:
@@ -124,12 +126,13 @@ class _Trial:
         usage.apply(self.usages, placed.assignment, sign)
         self.cpu += sign * placed.info.cpu_milli
         self.memory += sign * placed.info.memory
+        self.other = compute.added(self.other, ((placed.info.resources, sign),))
         self.count += sign
 
     def _rebuild(self) -> NodeInfo:
         return self.node.replace(requested_cpu=self.cpu, requested_memory=self.memory,
                                  pod_count=self.count, gpu_usage=dict(self.usages),
-                                 pods=dict(self.pods))
+                                 pods=dict(self.pods), requested_other=self.other)
 
     def remove(self, removed: Sequence[NodePod]) -> Status | None:
         for placed in removed:

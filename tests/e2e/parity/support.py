@@ -39,22 +39,25 @@ VGPU = "vgpu-parity"
 
 
 def gpu_node(name: str, run: str, gpus: int = 2, *, labels: dict[str, str] | None = None,
-             taints: list[dict[str, str]] | None = None) -> Obj:
-    """A node both schedulers can place whole GPUs on."""
+             taints: list[dict[str, str]] | None = None,
+             allocatable: dict[str, str] | None = None) -> Obj:
+    """A node both schedulers can place whole GPUs on (and ``allocatable``'s resources)."""
     node = builders.node(name, builders.devices(name, gpus), cpu="16", heartbeat=time.time(),
                          labels={RUN: run, **(labels or {})}, taints=taints or ())
     for part in ("allocatable", "capacity"):
-        node["status"][part]["nvidia.com/gpu"] = str(gpus)
+        node["status"][part].update({"nvidia.com/gpu": str(gpus), **(allocatable or {})})
     return node
 
 
 def gpu_pod(name: str, namespace: str, scheduler: str, run: str, *, gpus: int = 1,
             labels: dict[str, str] | None = None, ports: list[dict[str, Any]] | None = None,
-            **spec: Any) -> Obj:
-    """A pod of whole GPUs that selects its run's nodes (and whatever ``nodeSelector``
-    adds)."""
+            limits: dict[str, str] | None = None, **spec: Any) -> Obj:
+    """A pod of whole GPUs (and ``limits``) that selects its run's nodes (and whatever
+    ``nodeSelector`` adds)."""
     selector = {RUN: run, **spec.pop("nodeSelector", {})}
-    pod = builders.pod(name, [builders.container(gpus=gpus, cpu="100m")], namespace=namespace,
+    container = builders.container(gpus=gpus, cpu="100m")
+    container["resources"]["limits"].update(limits or {})
+    pod = builders.pod(name, [container], namespace=namespace,
                        scheduler_name=scheduler, nodeSelector=selector, **spec)
     pod["metadata"]["labels"] = dict(labels or {})
     if ports:
