@@ -11,11 +11,11 @@ from vgpu.cluster.port import ClusterPort
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube import adapter
-from vgpu_kubectl import inspect
+from vgpu_kubectl import inspect, inspect_render
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
-HELP = "show GPU allocation per node and GPU"
+HELP = "show GPU allocation per node and GPU, and the links between GPUs"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -26,8 +26,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "expiry (default: $VGPU_CONFIG, else the defaults)")
     parser.add_argument("-d", "--details", action="store_true",
                         help="list the pods on each GPU")
+    parser.add_argument("-t", "--topology", action="store_true",
+                        help="print each node's GPU links as nvidia-smi topo -m does")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
-                        help="output format (json always lists the pods)")
+                        help="output format (json always lists the pods and the links)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,9 +39,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("no cluster configuration")
     report = collect(cluster, cfg, dt.datetime.now(dt.UTC))
     if args.output == "json":
-        print(inspect.render_json(report))
+        print(inspect_render.render_json(report))
     else:
-        print(inspect.render_table(report, details=args.details))
+        print(inspect_render.render_table(report, details=args.details,
+                                          topology=args.topology))
     sys.stdout.flush()
     return 0
 

@@ -21,6 +21,18 @@ def _more(text: str) -> str:
     return f"  {'':<{_W}} {text}"
 
 
+def _placed(report: Report) -> list[str]:
+    """The node, the GPUs and how they are linked, of a placed pod."""
+    lines = []
+    if report.node is not None:
+        lines.append(_row("Node", f"{report.node} (bound {report.bind_time or '?'})"))
+    for g in report.gpus:
+        index = "?" if g.index is None else g.index
+        lines.append(_row("GPU", f"{g.container}: GPU {index} {g.uuid} ({g.model}) "
+                                 f"{g.memory_mib} MiB, {g.cores}% cores"))
+    return lines + [_row("Links", line) for line in report.links]
+
+
 def render_text(report: Report) -> str:
     lines = [f"Pod {report.namespace}/{report.name}: {report.state}",
              _row("Summary", report.summary)]
@@ -41,12 +53,7 @@ def render_text(report: Report) -> str:
                 f"{fit.fitting}/{fit.containers} GPU containers fit")
             lines.append(_more(f"{fit.node}: {verdict}"))
             lines += [_more(f"  {short}") for short in fit.short]
-    if report.node is not None:
-        lines.append(_row("Node", f"{report.node} (bound {report.bind_time or '?'})"))
-    for g in report.gpus:
-        index = "?" if g.index is None else g.index
-        lines.append(_row("GPU", f"{g.container}: GPU {index} {g.uuid} ({g.model}) "
-                                 f"{g.memory_mib} MiB, {g.cores}% cores"))
+    lines += _placed(report)
     if report.allocation is not None:
         a = report.allocation
         after = ("" if a.bind_to_allocate_seconds is None
