@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vgpu.topology import shapes
-from vgpu.topology.choice import best_worst, choose
+from vgpu.topology.choice import _Idle, best_worst, choose
 from vgpu.topology.links import PCIE_LEVELS, GpuLink, Link, LinkMatrix, label, matrix
 
 
@@ -162,3 +162,19 @@ def test_uniform_links_leave_the_choice_to_the_policy(n: int, data: st.DataObjec
     count = data.draw(st.integers(1, n))
     pick = choose(order, count, m, idle=range(n))
     assert pick is not None and list(pick.positions) == order[:count]
+
+
+@settings(max_examples=200, deadline=None)
+@given(nodes())
+def test_one_gpu_by_its_group_sizes_is_the_leftover_rule(
+        case: tuple[LinkMatrix, list[int], list[int], int, list[int]]) -> None:
+    """For one GPU the cheap rule (the smallest idle group at each speed, fastest first)
+    picks what comparing the whole leftover would."""
+    m, _, _, _, idle = case
+    if not idle:
+        return
+    view = _Idle(m, idle)
+    everyone = list(range(len(m)))
+    by_alone = min(everyone, key=lambda p: (view.alone(p), p))
+    by_leftover = max(everyone, key=lambda p: (view.leftover([p]), -p))
+    assert by_alone == by_leftover

@@ -45,34 +45,39 @@ class Pick:
 
 class _Idle:
     """The node's idle GPUs grouped, for every rank present among them, into the groups
-    linked at that rank or faster (the "fast sets" a later multi-GPU pod could get)."""
+    linked at that rank or faster (the "fast sets" a later multi-GPU pod could get).
+
+    One pass over the pairs, fastest first, joining groups (the groups of a slower rank
+    contain those of a faster one), with the groups noted at the end of each rank.
+    """
 
     def __init__(self, links: LinkMatrix, idle: Collection[int]) -> None:
         members = sorted(idle)
         ranks = links.ranks
-        levels = sorted({ranks[a][b] for i, a in enumerate(members) for b in members[i + 1:]},
-                        reverse=True)
+        pairs = sorted(((ranks[a][b], a, b) for i, a in enumerate(members)
+                        for b in members[i + 1:]), reverse=True)
+        parent = {m: m for m in members}
+        size = dict.fromkeys(members, 1)
+
+        def root(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
         self.groups: list[dict[int, int]] = []
         self.sizes: list[dict[int, int]] = []
-        for level in levels:
-            parent = {m: m for m in members}
-
-            def root(x: int, parent: dict[int, int] = parent) -> int:
-                while parent[x] != x:
-                    parent[x] = parent[parent[x]]
-                    x = parent[x]
-                return x
-
-            for i, a in enumerate(members):
-                for b in members[i + 1:]:
-                    if ranks[a][b] >= level:
-                        parent[root(a)] = root(b)
-            group = {m: root(m) for m in members}
-            sizes: dict[int, int] = {}
-            for g in group.values():
-                sizes[g] = sizes.get(g, 0) + 1
-            self.groups.append(group)
-            self.sizes.append(sizes)
+        for i, (level, a, b) in enumerate(pairs):
+            ra, rb = root(a), root(b)
+            if ra != rb:
+                if size[ra] < size[rb]:
+                    ra, rb = rb, ra
+                parent[rb] = ra
+                size[ra] += size[rb]
+            if i + 1 == len(pairs) or pairs[i + 1][0] != level:
+                group = {m: root(m) for m in members}
+                self.groups.append(group)
+                self.sizes.append({g: size[g] for g in set(group.values())})
 
     def leftover(self, taken: Sequence[int]) -> tuple[tuple[int, ...], ...]:
         """Per rank, fastest first, the sizes of the idle groups left once ``taken`` is
@@ -86,6 +91,13 @@ class _Idle:
                     left[g] -= 1
             out.append(tuple(sorted((s for s in left.values() if s), reverse=True)))
         return tuple(out)
+
+    def alone(self, position: int) -> tuple[int, ...]:
+        """For one GPU taken: per rank, fastest first, the size of its idle group (0 when
+        it is not idle). Taking from a smaller group leaves the larger ones whole, so the
+        smaller tuple is :meth:`leftover`'s larger one."""
+        return tuple(sizes[group[position]] if position in group else 0
+                     for group, sizes in zip(self.groups, self.sizes, strict=True))
 
 
 def _search(order: Sequence[int], count: int, links: LinkMatrix, classes: Sequence[int], *,
@@ -146,8 +158,11 @@ def choose(order: Sequence[int], count: int, links: LinkMatrix, *,
     best = tied[0]
     if len(tied) > 1 and idle:
         view = _Idle(links, idle)
-        best = max(tied, key=lambda s: (view.leftover([order[i] for i in s]),
-                                        tuple(-i for i in s)))
+        if count == 1:
+            best = min(tied, key=lambda s: (view.alone(order[s[0]]), s))
+        else:
+            best = max(tied, key=lambda s: (view.leftover([order[i] for i in s]),
+                                            tuple(-i for i in s)))
     return Pick(tuple(order[i] for i in best), worst)
 
 
