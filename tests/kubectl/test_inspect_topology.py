@@ -5,7 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from vgpu import builders
+import pytest
+
+from vgpu import builders, cli
+from vgpu.cluster.memory import MemoryCluster
+from vgpu.kube import adapter
 from vgpu_kubectl import inspect, inspect_render
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
@@ -69,3 +73,16 @@ def test_json_carries_the_inventory_links() -> None:
     assert len(pairs["links"]) == 6
     assert pairs["links"][0] == {"gpus": ["GPU-pairs-0", "GPU-pairs-1"], "pcie": "switch",
                                  "nvlinks": 12, "generation": 3, "nvswitch": False}
+
+
+def test_the_command_prints_the_matrix(monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = MemoryCluster()
+    gpus, links = builders.shaped_devices("pairs", 4, "nvlink-pairs")
+    cluster.create("nodes", builders.node("pairs", gpus, links=links))
+    monkeypatch.setattr(adapter, "connect", lambda kubeconfig, **_: cluster)
+    assert cli.main(["inspect", "--topology"]) == 0
+    out = capsys.readouterr().out
+    assert "Links on pairs:" in out and "  GPU0  X     NV12  SYS   SYS" in out
+    assert cli.main(["inspect"]) == 0
+    assert "Links on pairs:" not in capsys.readouterr().out
