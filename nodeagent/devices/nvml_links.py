@@ -2,7 +2,9 @@
 
 Per GPU and NVLink index (up to ``NVML_NVLINK_MAX_LINKS``): ``nvmlDeviceGetNvLinkState``
 says whether the link is up, ``nvmlDeviceGetNvLinkRemotePciInfo`` (the C API's ``_v2``)
-whose PCI device is at the other end, and ``nvmlDeviceGetNvLinkVersion`` its generation.
+whose PCI device is at the other end, and ``nvmlDeviceGetNvLinkVersion`` its generation
+(or, where ``nvmlDeviceGetArchitecture`` names an NVLink architecture, the generation of
+that architecture: H100s have been seen to answer version 5.0 for their NVLink 4).
 A link whose far end is another GPU of the node joins that pair directly. On NVSwitch
 systems (HGX/DGX A100, H100, B200) the far end is a switch, never the peer GPU, so a link
 whose far end is no GPU of ours counts as a switch link when
@@ -29,6 +31,9 @@ _log = logs.get("vgpu.nodeagent.nvml")
 
 #: ``nvmlNvlinkVersion_t`` (nvidia-ml-py's ``NVML_NVLINK_VERSION_*``) -> NVLink generation.
 _GENERATION = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
+#: ``nvmlDeviceArchitecture_t`` -> the NVLink generation of its data-center parts (Pascal,
+#: Volta, Turing, Ampere, Hopper, Blackwell); Ada has no NVLink.
+_ARCH_GENERATION = {4: 1, 5: 2, 6: 2, 7: 3, 9: 4, 10: 5}
 #: ``nvmlGpuTopologyLevel_t`` -> the PCIe ancestor.
 _ANCESTOR = {0: tl.BOARD, 10: tl.SWITCH, 20: tl.SWITCHES, 30: tl.HOSTBRIDGE, 40: tl.SOCKET,
              50: tl.SYSTEM}
@@ -67,14 +72,19 @@ class _Reader:
         """Links to each peer GPU (by UUID), links to the NVSwitch fabric, the generation."""
         direct: dict[str, int] = {}
         switch = generation = 0
+        arch = self.call("nvmlDeviceGetArchitecture", handle)
+        by_arch = _ARCH_GENERATION.get(int(arch), 0) if arch is not None else 0
         for link in range(self.max_links):
             if self.call("nvmlDeviceGetNvLinkState", handle, link) != self.enabled:
                 continue
             remote = self.call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
             if remote is None:
                 continue
-            version = self.call("nvmlDeviceGetNvLinkVersion", handle, link)
-            generation = max(generation, _GENERATION.get(int(version or 0), 0))
+            if by_arch:
+                generation = by_arch
+            else:
+                version = self.call("nvmlDeviceGetNvLinkVersion", handle, link)
+                generation = max(generation, _GENERATION.get(int(version or 0), 0))
             peer = gpus.get(pci_key(remote.busId))
             if peer is not None:
                 direct[peer] = direct.get(peer, 0) + 1

@@ -29,6 +29,9 @@ NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01
 NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02
 NVML_NVLINK_VERSION_3_0 = 4
 NVML_NVLINK_VERSION_4_0 = 6
+NVML_NVLINK_VERSION_5_0 = 7
+NVML_DEVICE_ARCH_AMPERE = 7
+NVML_DEVICE_ARCH_HOPPER = 9
 NVML_TOPOLOGY_INTERNAL = 0
 NVML_TOPOLOGY_SINGLE = 10
 NVML_TOPOLOGY_MULTIPLE = 20
@@ -76,6 +79,8 @@ class Gpu:
     processes: list[tuple[int, int | None]] = field(default_factory=list)
     #: None: a GPU without NVLink (NVML answers NOT_SUPPORTED for every link)
     nvlinks: list[NvLink] | None = None
+    #: NVML_DEVICE_ARCH_*; None: nvmlDeviceGetArchitecture fails (older drivers)
+    arch: int | None = None
 
 
 @dataclass
@@ -192,6 +197,12 @@ class FakeNvml:
         if level < 0:
             raise NVMLError(NVML_ERROR_UNKNOWN)
         return level
+
+    def nvmlDeviceGetArchitecture(self, handle: Any) -> int:
+        arch = self._gpu(handle).arch
+        if arch is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return arch
 
     def nvmlDeviceGetMigMode(self, handle: Any) -> tuple[int, int]:
         gpu = self._gpu(handle)

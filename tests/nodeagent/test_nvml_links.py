@@ -4,10 +4,13 @@ has not run on a real one yet)."""
 from __future__ import annotations
 
 from tests.nodeagent.fake_pynvml import (
+    NVML_DEVICE_ARCH_AMPERE,
+    NVML_DEVICE_ARCH_HOPPER,
     NVML_NVLINK_DEVICE_TYPE_GPU,
     NVML_NVLINK_DEVICE_TYPE_IBMNPU,
     NVML_NVLINK_DEVICE_TYPE_SWITCH,
     NVML_NVLINK_VERSION_4_0,
+    NVML_NVLINK_VERSION_5_0,
     NVML_TOPOLOGY_HOSTBRIDGE,
     NVML_TOPOLOGY_INTERNAL,
     NVML_TOPOLOGY_MULTIPLE,
@@ -64,6 +67,22 @@ def test_nvswitch_pairs_talk_at_the_fewer_switch_links() -> None:
     assert links["GPU-0", "GPU-1"] == Link("system", 18, 4, nvswitch=True)
     assert label(links["GPU-0", "GPU-2"]) == "NVS16"
     assert label(links["GPU-0", "GPU-3"]) == "SYS"  # GPU 3 has no NVLink at all
+
+
+def test_the_architecture_names_the_generation_when_nvml_gives_it() -> None:
+    # H100s have been seen to answer NVLink version 5.0: Hopper's NVLink is the 4th.
+    hopper = [NvLink(SWITCHES[0], NVML_NVLINK_DEVICE_TYPE_SWITCH, NVML_NVLINK_VERSION_5_0)] * 18
+    discovery = NvmlDiscovery(FakeNvml([gpu(i, hopper, arch=NVML_DEVICE_ARCH_HOPPER)
+                                        for i in range(2)]))
+    assert [g.link for g in discovery.links() or ()] == [Link("system", 18, 4, nvswitch=True)]
+    # No architecture answer: the version decides (5.0 is NVLink 5).
+    discovery = NvmlDiscovery(FakeNvml([gpu(i, hopper) for i in range(2)]))
+    assert [g.link.generation for g in discovery.links() or ()] == [5]
+    # An Ampere bridge whose version NVML cannot read still has its generation.
+    bridged = [NvLink(BUS[1], version=0)] * 4, [NvLink(BUS[0], version=0)] * 4
+    discovery = NvmlDiscovery(FakeNvml([gpu(i, bridged[i], arch=NVML_DEVICE_ARCH_AMPERE)
+                                        for i in range(2)]))
+    assert [g.link for g in discovery.links() or ()] == [Link("system", 4, 3)]
 
 
 def test_an_unknown_far_end_counts_as_a_switch_when_the_driver_cannot_say() -> None:
