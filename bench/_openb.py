@@ -13,6 +13,8 @@ from typing import Any
 from _support import ROOT
 
 from vgpu import builders
+from vgpu.devices import Device
+from vgpu.topology.links import GpuLink
 
 TRACES = Path(os.environ.get("VGPUDEV_TRACES", ROOT.parent / "shared" / "traces" / "openb"))
 NODES_CSV = TRACES / "openb_node_list_gpu_node.csv"
@@ -29,23 +31,37 @@ def clock() -> float:
     return NOW
 
 
-def openb_nodes() -> list[dict[str, Any]]:
+def _gpus(name: str, count: int, topology: str | None, **kind: Any
+          ) -> tuple[tuple[Device, ...], tuple[GpuLink, ...] | None]:
+    """The node's GPUs, and with ``topology`` (a vgpu.topology.shapes name) their links."""
+    if topology is None:
+        return builders.devices(name, count, **kind), None
+    return builders.shaped_devices(name, count, topology, **kind)
+
+
+def openb_nodes(topology: str | None = None) -> list[dict[str, Any]]:
     out = []
     with NODES_CSV.open() as f:
         for row in csv.DictReader(f):
             name, model, count = row["sn"], row["model"], int(row["gpu"])
-            gpus = builders.devices(name, count, model=model,
-                                 memory_mib=MODEL_MEMORY.get(model, 32768))
+            gpus, links = _gpus(name, count, topology, model=model,
+                                memory_mib=MODEL_MEMORY.get(model, 32768))
             out.append(builders.node(name, gpus, cpu=f"{row['cpu_milli']}m",
-                                  memory=f"{row['memory_mib']}Mi", heartbeat=NOW))
+                                  memory=f"{row['memory_mib']}Mi", heartbeat=NOW,
+                                  links=links))
     return out
 
 
-def synthetic_nodes(count: int = 1000, gpus: int = 8) -> list[dict[str, Any]]:
+def synthetic_nodes(count: int = 1000, gpus: int = 8,
+                    topology: str | None = None) -> list[dict[str, Any]]:
     # 8 × A100-40GB, 192 cores, 2 TiB: enough CPU that 10,000 trace pods (about 130,000
     # cores of requests) are bound by GPUs, not CPU.
-    return [builders.node(f"syn-{i:04d}", builders.devices(f"syn-{i:04d}", gpus), cpu="192",
-                       memory="2Ti", heartbeat=NOW) for i in range(count)]
+    out = []
+    for i in range(count):
+        devices, links = _gpus(f"syn-{i:04d}", gpus, topology)
+        out.append(builders.node(f"syn-{i:04d}", devices, cpu="192", memory="2Ti",
+                                 heartbeat=NOW, links=links))
+    return out
 
 
 def trace_pods(limit: int | None = None, suffix: str = "") -> list[dict[str, Any]]:

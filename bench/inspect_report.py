@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from vgpu.codecs import encode_heartbeat
-from vgpu_kubectl import inspect
+from vgpu_kubectl import inspect, inspect_render
 
 
 def cluster(nodes: int, gpus: int, per_gpu: int) -> tuple[list[dict[str, Any]],
@@ -71,11 +71,11 @@ def main() -> None:
         report = inspect.build(nodes, pods, now=now, heartbeat_expiry_seconds=180,
                                scheduler_name="vgpu-scheduler")
         t1 = time.perf_counter()
-        inspect.render_table(report)
+        inspect_render.render_table(report)
         t2 = time.perf_counter()
-        inspect.render_table(report, details=True)
+        inspect_render.render_table(report, details=True)
         t3 = time.perf_counter()
-        inspect.render_json(report)
+        inspect_render.render_json(report)
         t4 = time.perf_counter()
         for key, value in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
             value_ms = value * 1000

@@ -23,7 +23,9 @@ node would stay gated after its first GPU pod.
 With ``--constrained 0.2`` every fifth pod belongs to one of 40 replica groups and carries,
 by turns, required anti-affinity one per node, a hard zone spread (maxSkew 1) or a soft one,
 and the nodes are spread over four zones: the cost of InterPodAffinity and
-PodTopologySpread when they have work to do.
+PodTopologySpread when they have work to do. With ``--topology mixed`` (a
+``vgpu.topology.shapes`` name) every node's inventory carries that GPU topology, so the
+trace's multi-GPU pods are placed by their links: the cost of the topology-aware choice.
 
 With ``--nodes N`` it runs the scale case instead (see ``bench/_scale.py``): N synthetic
 nodes with ``--placed`` pods already bound, a cold start (list through the cluster port,
@@ -158,7 +160,7 @@ def scale_main(args: argparse.Namespace, cpu: int) -> int:
         print(json.dumps({"run": run, **rows[-1]}), flush=True)
     summary: dict[str, Any] = {"runs": args.runs, "cpu": cpu,
                                "nodes_to_score": args.nodes_to_score,
-                               "constrained": args.constrained}
+                               "constrained": args.constrained, "topology": args.topology}
     summary.update({key: statistics.median(r[key] for r in rows)
                     for key in rows[0] if isinstance(rows[0][key], (int, float))})
     print(json.dumps(summary))
@@ -189,6 +191,10 @@ def main() -> int:
     parser.add_argument("--placed", type=int, default=50_000,
                         help="scale case: pods already bound when the scheduler starts")
     parser.add_argument("--scale-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--topology", default=None, metavar="SHAPE",
+                        help="give the nodes of both sets this GPU topology (a "
+                             "vgpu.topology.shapes name), so that multi-GPU pods are "
+                             "placed by their links")
     args = parser.parse_args()
     cpu = pin(args.cpu)
     if args.scale_only:
@@ -199,7 +205,8 @@ def main() -> int:
     if args.memory_only:
         print(json.dumps(memory_run(args.memory_target, args.nodes_to_score)))
         return 0
-    sets = {"openb-1213": openb_nodes(), "synthetic-1000x8": synthetic_nodes()}
+    sets = {"openb-1213": openb_nodes(args.topology),
+            "synthetic-1000x8": synthetic_nodes(topology=args.topology)}
     if args.constrained:
         sets = {name: zoned(nodes) for name, nodes in sets.items()}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in sets}
@@ -219,7 +226,7 @@ def main() -> int:
         print(json.dumps({"run": run, **memory[-1]}), flush=True)
     summary: dict[str, Any] = {"runs": args.runs, "cpu": cpu,
                                "nodes_to_score": args.nodes_to_score,
-                               "constrained": args.constrained}
+                               "constrained": args.constrained, "topology": args.topology}
     for name, rows in results.items():
         summary[name] = {key: statistics.median(r[key] for r in rows)
                          for key in rows[0] if isinstance(rows[0][key], (int, float))}

@@ -10,7 +10,7 @@ cluster as it is then, so the scheduler writes nothing extra for it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from vgpu.annotations import GpuSelector
@@ -75,12 +75,27 @@ def container_fit(request: ContainerRequest, devices: Sequence[Device],
     return f"{head}; closest {_why_not(device, usage, request, reason, scaling)}"
 
 
+#: What else keeps a container that fits by count off a node (the links it requires):
+#: called with the node's name and the container, None when nothing does.
+Beyond = Callable[[str, ContainerRequest], "str | None"]
+
+
+def _short(node: str, request: ContainerRequest, devices: Sequence[Device], *,
+           usages: Mapping[str, Usage], selector: GpuSelector, scaling: float,
+           beyond: Beyond | None) -> str | None:
+    short = container_fit(request, devices, usages, selector, scaling)
+    if short is None and beyond is not None:
+        short = beyond(node, request)
+    return short
+
+
 def closest_nodes(requests: Sequence[ContainerRequest],
                   inventories: Mapping[str, Sequence[Device]], *, stale: Mapping[str, str],
                   usages: Mapping[str, Usage], selector: GpuSelector, scaling: float,
-                  limit: int = 3) -> tuple[NodeFit, ...]:
+                  limit: int = 3, beyond: Beyond | None = None) -> tuple[NodeFit, ...]:
     """The ``limit`` nodes holding most of the pod's GPU containers, most free memory
-    first among equals. ``stale`` names nodes whose agent stopped reporting, and why."""
+    first among equals. ``stale`` names nodes whose agent stopped reporting, and why;
+    ``beyond`` what else a container that fits by count needs."""
     wanted = [r for r in requests if r.count > 0]
     ranked: list[tuple[tuple[int, int, int, str], NodeFit]] = []
     for node, devices in inventories.items():
@@ -89,7 +104,8 @@ def closest_nodes(requests: Sequence[ContainerRequest],
             ranked.append(((1, 0, 0, node), fit))
             continue
         short = [s for r in wanted
-                 if (s := container_fit(r, devices, usages, selector, scaling)) is not None]
+                 if (s := _short(node, r, devices, usages=usages, selector=selector,
+                                 scaling=scaling, beyond=beyond)) is not None]
         free = sum(memory_capacity(d, scaling) - usages.get(d.uuid, EMPTY).memory_mib
                    for d in devices if d.healthy)
         fit = NodeFit(node, len(wanted) - len(short), len(wanted), tuple(short))

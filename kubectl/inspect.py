@@ -1,8 +1,9 @@
 """Where the GPU memory went: the allocation report behind ``vgpu inspect``.
 
 A pure function from the cluster's nodes and pods (plain API dicts) to a :class:`Report`
-of per node and GPU rows with cluster totals, plus its two renderings (a table for people,
-JSON for programs). Everything is derived from the node inventories and the pod
+of per node and GPU rows with cluster totals (the links between each node's GPUs
+included), rendered by :mod:`vgpu_kubectl.inspect_render`: a table for people, JSON for
+programs. Everything is derived from the node inventories and the pod
 assignments, the same facts the scheduler rebuilds its state from, so the report shows
 what the scheduler believes, not what NVML sees. One malformed annotation becomes a
 warning in the report; the rest of the cluster is still shown.
@@ -11,7 +12,6 @@ warning in the report; the rest of the cluster is still shown.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +22,7 @@ from vgpu.codecs import Assignment, decode_inventory
 from vgpu.devices import EMPTY, Device, Usage, memory_capacity
 from vgpu.errors import CodecError
 from vgpu.pods import bind_phase, is_terminated, node_name, pod_key
+from vgpu.topology.links import GpuLink
 from vgpu.usage import claimed, tally
 
 
@@ -53,6 +54,8 @@ class NodeRow:
     gpus: tuple[GpuRow, ...]
     heartbeat: dt.datetime | None
     stale: bool
+    #: The links between its GPUs as its agent publishes them; None: unknown.
+    links: tuple[GpuLink, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,7 @@ def _node_row(obj: Mapping[str, Any], pods: _Pods, *, now: dt.datetime, expiry: 
                         key=lambda s: (s.namespace, s.pod, s.container))
         gpus.append(GpuRow(device, usages.get(device.uuid, EMPTY), tuple(on_gpu),
                            memory_capacity(device, scaling)))
-    return NodeRow(name, tuple(gpus), beat, stale)
+    return NodeRow(name, tuple(gpus), beat, stale, inventory.links)
 
 
 def _totals(rows: Sequence[NodeRow], pending: int) -> Totals:
@@ -196,98 +199,3 @@ def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
                     f"container {s.container} is assigned GPU {uuid} on node {node}, "
                     f"which no node inventory lists"))
     return Report(tuple(rows), _totals(rows, on_pods.pending), tuple(warnings))
-
-
-# --- rendering ---------------------------------------------------------------------------
-
-def _percent(part: int, whole: int) -> str:
-    return f"{100 * part // whole}%" if whole else "-"
-
-
-def _health(node: NodeRow, gpu: GpuRow) -> str:
-    health = "healthy" if gpu.device.healthy else "unhealthy"
-    # The scheduler places nothing on a node whose heartbeat expired, whatever its GPUs say.
-    return f"{health}, node stale" if node.stale else health
-
-
-def to_json(report: Report) -> dict[str, Any]:
-    """The report as plain JSON values (pods always included)."""
-    t = report.totals
-    return {
-        "nodes": [{
-            "name": n.name,
-            "heartbeat": n.heartbeat.astimezone(dt.UTC).isoformat() if n.heartbeat else None,
-            "stale": n.stale,
-            "gpus": [{
-                "uuid": g.device.uuid, "index": g.device.index, "model": g.device.model,
-                "healthy": g.device.healthy, "isolation": g.device.isolation,
-                "memoryMiB": g.device.memory_mib, "memoryCapacityMiB": g.capacity_mib,
-                "memoryAllocatedMiB": g.usage.memory_mib,
-                "cores": g.device.cores, "coresAllocated": g.usage.cores,
-                "tasks": g.usage.tasks, "split": g.device.split,
-                "pods": [{"namespace": p.namespace, "name": p.pod, "container": p.container,
-                          "memoryMiB": p.memory_mib, "cores": p.cores,
-                          "bindPhase": p.bind_phase} for p in g.pods],
-            } for g in n.gpus],
-        } for n in report.nodes],
-        "totals": {
-            "nodes": t.nodes, "gpus": t.gpus, "healthyGpus": t.healthy_gpus,
-            "memoryCapacityMiB": t.memory_mib, "memoryAllocatedMiB": t.memory_allocated_mib,
-            "cores": t.cores, "coresAllocated": t.cores_allocated,
-            "tasks": t.tasks, "slots": t.slots, "pendingPods": t.pending_pods,
-        },
-        "warnings": [{"object": w.object, "message": w.message} for w in report.warnings],
-    }
-
-
-def render_json(report: Report) -> str:
-    return json.dumps(to_json(report), indent=2)
-
-
-_HEADER = ("NODE", "GPU", "MODEL", "MEMORY MiB (ALLOC/TOTAL)", "MEM%", "CORES", "TASKS",
-           "ISOLATION", "HEALTH")
-
-
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
-            for r in rows]
-
-
-def render_table(report: Report, details: bool = False) -> str:
-    """Aligned columns, one row per GPU, a TOTAL row; with ``details`` the pods on each GPU
-    follow their GPU's row, indented."""
-    rows: list[tuple[str, ...]] = [_HEADER]
-    # Detail lines do not take part in the column alignment; remember where they go.
-    after: dict[int, list[str]] = {}
-    for node in report.nodes:
-        for i, gpu in enumerate(node.gpus):
-            d, u = gpu.device, gpu.usage
-            rows.append((node.name if i == 0 else "", str(d.index), d.model,
-                         f"{u.memory_mib}/{gpu.capacity_mib}",
-                         _percent(u.memory_mib, gpu.capacity_mib),
-                         f"{u.cores}/{d.cores}", f"{u.tasks}/{d.split}", d.isolation,
-                         _health(node, gpu)))
-            if details and gpu.pods:
-                after[len(rows) - 1] = [
-                    f"    {p.namespace}/{p.pod}  container={p.container}  "
-                    f"memory={p.memory_mib}MiB  cores={p.cores}"
-                    + (f"  phase={p.bind_phase}" if p.bind_phase else "")
-                    for p in gpu.pods]
-        if not node.gpus:
-            rows.append((node.name, "-", "(no GPUs)", "", "", "", "", "",
-                         "node stale" if node.stale else ""))
-    t = report.totals
-    rows.append(("TOTAL", str(t.gpus), f"{t.nodes} nodes",
-                 f"{t.memory_allocated_mib}/{t.memory_mib}",
-                 _percent(t.memory_allocated_mib, t.memory_mib),
-                 f"{t.cores_allocated}/{t.cores}", f"{t.tasks}/{t.slots}", "",
-                 f"{t.healthy_gpus}/{t.gpus} healthy"))
-    lines: list[str] = []
-    for i, line in enumerate(_table(rows)):
-        lines.append(line)
-        lines.extend(after.get(i, ()))
-    lines.append(f"Pending GPU pods: {t.pending_pods}")
-    for w in report.warnings:
-        lines.append(f"WARNING {w.object}: {w.message}")
-    return "\n".join(lines)

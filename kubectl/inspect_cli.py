@@ -12,11 +12,11 @@ from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config import cli as config_cli
 from vgpu.errors import ClusterError, ConfigError
 from vgpu.kube import adapter
-from vgpu_kubectl import inspect, quota
+from vgpu_kubectl import inspect, inspect_render, quota
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
-HELP = "show GPU allocation per node and GPU, and the namespaces' GPU quotas"
+HELP = "show GPU allocation per node and GPU, the links between GPUs, and GPU quotas"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "expiry (default: $VGPU_CONFIG, else the defaults)")
     parser.add_argument("-d", "--details", action="store_true",
                         help="list the pods on each GPU and those charged to each quota")
+    parser.add_argument("-t", "--topology", action="store_true",
+                        help="print each node's GPU links as nvidia-smi topo -m does")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
-                        help="output format (json always lists the pods)")
+                        help="output format (json always lists the pods and the links)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,12 +42,13 @@ def run(args: argparse.Namespace) -> int:
     report = collect(cluster, cfg, dt.datetime.now(dt.UTC), pods)
     quotas, warnings = collect_quotas(cluster, pods)
     if args.output == "json":
-        body = inspect.to_json(report)
+        body = inspect_render.to_json(report)
         body["quotas"] = quota.to_json(quotas)
         body["warnings"] += [{"object": "resourcequotas", "message": w} for w in warnings]
         print(json.dumps(body, indent=2))
     else:
-        print(inspect.render_table(report, details=args.details))
+        print(inspect_render.render_table(report, details=args.details,
+                                          topology=args.topology))
         lines = quota.render_lines(quotas, details=args.details)
         if lines or warnings:
             print("\n".join(["", "GPU quotas:", *lines, *(f"WARNING {w}" for w in warnings)]))

@@ -12,7 +12,9 @@ the fact, at no extra API call:
   attempt's per-node summary); ``vgpu.io/assignment``, ``bind-phase``, ``bind-time``;
 - ``vgpu.io/allocation`` (the node agent's success patch): the Allocate answer's time,
   its delay after the binding, the isolation given;
-- for a pending pod, the nodes closest to holding it now (:mod:`vgpu_kubectl.closest`).
+- for a pending pod, the nodes closest to holding it now (:mod:`vgpu_kubectl.closest`);
+- the node inventory's links: how fast a placed pod's GPUs talk, or what a pod that
+  requires the fastest links is short of (:mod:`vgpu_kubectl.why_links`).
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ from vgpu.config import Config
 from vgpu.errors import CodecError, RequestError
 from vgpu.pod_history import ADMISSION, ALLOCATION, Allocation, decode_admission, decode_allocation
 from vgpu.pods import node_name, pod_key
-from vgpu.requests import parse_pod
+from vgpu.requests import ContainerRequest, parse_pod
 from vgpu.usage import claimed, tally
-from vgpu_kubectl import why_quota
+from vgpu_kubectl import why_links, why_quota
 from vgpu_kubectl.closest import NodeFit, closest_nodes
 
 Obj = Mapping[str, Any]
@@ -75,6 +77,8 @@ class Report:
     node: str | None = None
     bind_time: str | None = None
     gpus: tuple[GpuLine, ...] = ()
+    #: Per container of several vGPUs, how fast its GPUs are linked.
+    links: tuple[str, ...] = ()
     allocation: Allocation | None = None
     #: GPU memory in use vs granted: no component measures per-container use yet (the
     #: node agent's usage watchdog will); None until then.
@@ -114,28 +118,28 @@ def _missing(namespace: str, name: str, events: list[EventLine],
                   events=tuple(events[-5:]))
 
 
-def _placement(pod: Obj, nodes: Sequence[Obj]) -> tuple[tuple[GpuLine, ...], list[str]]:
+def _placement(pod: Obj, nodes: Sequence[Obj]) -> dict[str, Any]:
     try:
         assignment = assignment_of(pod)
     except CodecError as exc:
-        return (), [str(exc)]
+        return {"warnings": [str(exc)]}
     if assignment is None:
-        return (), []
-    devices = {}
+        return {}
+    inventory = None
     for n in nodes:
         if meta.name(n) == assignment.node:
             try:
-                devices = {d.uuid: d for d in decode_inventory(
-                    meta.annotations_of(n).get(NODE_GPUS)).devices}
+                inventory = decode_inventory(meta.annotations_of(n).get(NODE_GPUS))
             except CodecError:
-                devices = {}
+                inventory = None
+    devices = {d.uuid: d for d in inventory.devices} if inventory is not None else {}
     lines = []
     for container, granted in assignment.containers.items():
         for g in granted:
             d = devices.get(g.uuid)
             lines.append(GpuLine(container, g.uuid, d.index if d else None,
                                  d.model if d else "?", g.memory_mib, g.cores))
-    return tuple(lines), []
+    return {"gpus": tuple(lines), "links": why_links.placed_lines(assignment, inventory)}
 
 
 def _bound_state(pod: Obj, phase: str | None) -> tuple[str, str]:
@@ -185,7 +189,7 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
         if NODE_GPUS not in ann:
             continue
         try:
-            inventories[name] = decode_inventory(ann[NODE_GPUS]).devices
+            inventories[name] = decode_inventory(ann[NODE_GPUS])
             beat = times.parse(ann.get(NODE_HEARTBEAT), NODE_HEARTBEAT).timestamp()
         except CodecError:
             beat = None
@@ -199,10 +203,17 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
             continue
         if a is not None and pod_key(p) != pod_key(pod):
             assignments.append(a)
-    out["closest"] = closest_nodes(request.containers, inventories, stale=stale,
-                                   usages=tally(assignments),
-                                   selector=request.choices.selector,
-                                   scaling=config.device_memory_scaling)
+    usages = tally(assignments)
+    selector, scaling = request.choices.selector, config.device_memory_scaling
+
+    def beyond(node: str, container: ContainerRequest) -> str | None:
+        return why_links.required_short(container, inventories[node], usages=usages,
+                                        selector=selector, scaling=scaling)
+
+    out["closest"] = closest_nodes(
+        request.containers, {n: i.devices for n, i in inventories.items()}, stale=stale,
+        usages=usages, selector=selector, scaling=scaling,
+        beyond=beyond if request.choices.topology_required else None)
     return out
 
 
@@ -240,10 +251,10 @@ def build(namespace: str, name: str, seen: Cluster, *, config: Config,
         fields.update(state=phase.lower(), summary=f"finished: {phase}")
     elif node_name(pod) is not None:
         state, summary = _bound_state(pod, phase)
-        gpus, problems = _placement(pod, nodes)
-        fields.update(state=state, summary=summary, node=node_name(pod), gpus=gpus,
-                      bind_time=ann.get(BIND_TIME))
-        warnings += problems
+        placed = _placement(pod, nodes)
+        warnings += placed.pop("warnings", ())
+        fields.update(state=state, summary=summary, node=node_name(pod),
+                      bind_time=ann.get(BIND_TIME), **placed)
     elif spec.get("schedulerName") != config.scheduler_name:
         other = spec.get("schedulerName") or "default-scheduler"
         fields.update(state="not-ours", summary=f"scheduled by {other}, not "

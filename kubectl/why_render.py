@@ -22,7 +22,7 @@ def _more(text: str) -> str:
 
 
 def _placement(report: Report) -> list[str]:
-    """Where the pod went: node, GPUs, the Allocate answer."""
+    """Where the pod went: node, GPUs and how they are linked, the Allocate answer."""
     lines = []
     if report.node is not None:
         lines.append(_row("Node", f"{report.node} (bound {report.bind_time or '?'})"))
@@ -30,6 +30,7 @@ def _placement(report: Report) -> list[str]:
         index = "?" if g.index is None else g.index
         lines.append(_row("GPU", f"{g.container}: GPU {index} {g.uuid} ({g.model}) "
                                  f"{g.memory_mib} MiB, {g.cores}% cores"))
+    lines += [_row("Links", line) for line in report.links]
     if report.allocation is not None:
         a = report.allocation
         after = ("" if a.bind_to_allocate_seconds is None

@@ -21,8 +21,9 @@ from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
 from vgpu.errors import ConfigError
+from vgpu.topology.links import matrix
 from vgpu_nodeagent import events
-from vgpu_nodeagent.allocation import progress
+from vgpu_nodeagent.allocation import preferred, progress
 from vgpu_nodeagent.allocation.allocator import Allocator
 from vgpu_nodeagent.allocation.inflight import InFlight
 from vgpu_nodeagent.allocation.phases import PhaseWriter
@@ -101,7 +102,8 @@ class NodeAgent:
                                    self._known_uuids,
                                    wait_seconds=config.nodeagent.allocate_wait_seconds,
                                    on_complete=self.metrics.observe_bind_to_allocate,
-                                   backend=self.backend, totals=self._totals)
+                                   backend=self.backend, totals=self._totals,
+                                   links=self._links)
         self.service = DevicePluginService(self.devices, self.allocator, self._stop,
                                            observe=self.metrics.observe_allocate)
         self.server = PluginServer(self.service, config.nodeagent.device_plugin_dir,
@@ -153,10 +155,19 @@ class NodeAgent:
                      assigned=list(mismatch.assigned))
         events.warn(self.port, self._pods, key, "GPUAssignmentMismatch", mismatch.message)
 
+    def _links(self) -> preferred.Links | None:
+        links = self.discovery.links()
+        if links is None:
+            return None
+        with self._lock:
+            uuids = tuple(f.uuid for f in sorted(self._facts, key=lambda f: f.index))
+        return preferred.Links(uuids, matrix(uuids, links), self.split)
+
     def inventory(self) -> NodeInventory:
         mode = self.backend.current().mode
         with self._lock:
-            return inventory.inventory(self._facts, self._unhealthy, self.split, mode)
+            return inventory.inventory(self._facts, self._unhealthy, self.split, mode,
+                                       self.discovery.links())
 
     def healthz(self) -> tuple[bool, str]:
         stalled = time.monotonic() - self._last_tick > 10 * max(self.options.poll_seconds, 0.5)

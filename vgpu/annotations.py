@@ -39,6 +39,12 @@ USE_GPUUUID = "nvidia.com/use-gpuuuid"
 NOUSE_GPUUUID = "nvidia.com/nouse-gpuuuid"
 NUMA_BIND = "nvidia.com/numa-bind"
 GPU_POLICY = "vgpu.io/gpu-scheduler-policy"
+#: How a container of several vGPUs weighs the links between them: ``preferred`` (the
+#: default: the fastest set that fits) or ``required`` (only the fastest set the node has).
+GPU_TOPOLOGY = "vgpu.io/gpu-topology"
+TOPOLOGY_PREFERRED = "preferred"
+TOPOLOGY_REQUIRED = "required"
+TOPOLOGY_MODES = (TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED)
 NODE_POLICY = "vgpu.io/node-scheduler-policy"
 # HAMi's spellings, accepted so that pods written for HAMi keep working.
 GPU_POLICY_HAMI = "hami.io/gpu-scheduler-policy"
@@ -90,6 +96,11 @@ class PodChoices:
     selector: GpuSelector = GpuSelector()
     gpu_policy: str | None = None
     node_policy: str | None = None
+    topology: str = TOPOLOGY_PREFERRED
+
+    @property
+    def topology_required(self) -> bool:
+        return self.topology == TOPOLOGY_REQUIRED
 
 
 def _policy(annotations: Mapping[str, str], keys: tuple[str, str],
@@ -119,8 +130,19 @@ def _bool(annotations: Mapping[str, str], key: str) -> bool:
     raise RequestError(f"annotation {key}: {value!r} is not a boolean; use \"true\" or \"false\"")
 
 
+def _topology(annotations: Mapping[str, str]) -> str:
+    value = annotations.get(GPU_TOPOLOGY)
+    if value is None:
+        return TOPOLOGY_PREFERRED
+    mode = str(value).strip().lower()
+    if mode not in TOPOLOGY_MODES:
+        raise RequestError(f"annotation {GPU_TOPOLOGY}: {value!r} is not a topology mode; use "
+                           f"{' or '.join(TOPOLOGY_MODES)}")
+    return mode
+
+
 _CHOICE_KEYS = (USE_GPUTYPE, NOUSE_GPUTYPE, USE_GPUUUID, NOUSE_GPUUUID, NUMA_BIND,
-                GPU_POLICY, GPU_POLICY_HAMI, NODE_POLICY, NODE_POLICY_HAMI)
+                GPU_POLICY, GPU_POLICY_HAMI, NODE_POLICY, NODE_POLICY_HAMI, GPU_TOPOLOGY)
 # Most pods give none of these: one shared value instead of three objects a pod (the
 # scheduler keeps one per pod in its cache).
 _NO_CHOICES = PodChoices()
@@ -142,4 +164,5 @@ def parse_pod_choices(annotations: Mapping[str, str] | None) -> PodChoices:
         selector=selector,
         gpu_policy=_policy(ann, (GPU_POLICY, GPU_POLICY_HAMI), policy.GPU_POLICIES),
         node_policy=_policy(ann, (NODE_POLICY, NODE_POLICY_HAMI), policy.NODE_POLICIES),
+        topology=_topology(ann),
     )

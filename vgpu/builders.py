@@ -16,6 +16,8 @@ from vgpu import codecs
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.devices import Device
+from vgpu.topology import shapes
+from vgpu.topology.links import GpuLink
 
 
 def devices(node: str, count: int, *, model: str = "NVIDIA A100-SXM4-40GB",
@@ -30,15 +32,26 @@ def devices(node: str, count: int, *, model: str = "NVIDIA A100-SXM4-40GB",
     )
 
 
+def shaped_devices(node: str, count: int, shape: str, **kw: Any
+                   ) -> tuple[tuple[Device, ...], tuple[GpuLink, ...]]:
+    """``count`` GPUs with the named topology (:mod:`vgpu.topology.shapes`): the devices,
+    on the shape's NUMA nodes, and their links, for :func:`node`."""
+    layout = shapes.SHAPES[shape](count)
+    gpus = devices(node, count, numa=layout.numa, **kw)
+    return gpus, shapes.links_of(layout, [g.uuid for g in gpus])
+
+
 def node(name: str, gpus: Sequence[Device] = (), *, cpu: str | int = "64",
          memory: str | int = "256Gi", pods: int = 110, heartbeat: float | None = 0.0,
          labels: Mapping[str, str] | None = None, taints: Sequence[Mapping[str, str]] = (),
-         unschedulable: bool = False) -> Obj:
+         unschedulable: bool = False, links: Sequence[GpuLink] | None = None) -> Obj:
     """A Node with the vgpu inventory of ``gpus`` (none: a CPU-only node without the
-    annotations) and a heartbeat at ``heartbeat`` epoch seconds (None: no heartbeat)."""
+    annotations) and their ``links`` (None: unknown), and a heartbeat at ``heartbeat``
+    epoch seconds (None: no heartbeat)."""
     annotations: dict[str, str] = {}
     if gpus:
-        annotations[ann.NODE_GPUS] = codecs.encode_inventory(codecs.NodeInventory(tuple(gpus)))
+        annotations[ann.NODE_GPUS] = codecs.encode_inventory(codecs.NodeInventory(
+            tuple(gpus), links=None if links is None else tuple(links)))
         if heartbeat is not None:
             annotations[ann.NODE_HEARTBEAT] = codecs.encode_heartbeat(
                 dt.datetime.fromtimestamp(heartbeat, dt.UTC))

@@ -18,15 +18,24 @@ from typing import Any
 
 from vgpu import meta, times
 from vgpu.annotations import ASSIGNMENT, BIND_TIME, NODE_GPUS
+from vgpu.codec_fields import boolean as _bool
+from vgpu.codec_fields import dump as _dump
+from vgpu.codec_fields import integer as _int
+from vgpu.codec_fields import load as _load
+from vgpu.codec_fields import obj as _obj
+from vgpu.codec_fields import string as _str
 from vgpu.devices import Device
 from vgpu.errors import CodecError
 from vgpu.isolation import UNKNOWN
+from vgpu.topology.codec import decode_links, encode_links
+from vgpu.topology.links import GpuLink
 
 VERSION = 1
-#: The node inventory is at version 2: each device carries the isolation mode it runs in.
-#: Version 1 inventories (agents from before the modes) still decode, as mode ``unknown``.
-INVENTORY_VERSION = 2
-INVENTORY_VERSIONS = (1, 2)
+#: The node inventory is at version 3: the links between its GPUs (version 2 added each
+#: device's isolation mode). Version 1 inventories still decode, as mode ``unknown``, and
+#: versions 1 and 2 as an unknown topology.
+INVENTORY_VERSION = 3
+INVENTORY_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,9 @@ class NodeInventory:
     devices: tuple[Device, ...]
     #: The version it was read at; encoding always writes the current one.
     version: int = field(default=INVENTORY_VERSION, compare=False)
+    #: The links between the GPUs; None when the agent does not know them (an older agent,
+    #: a fake-devices file without links), which placement treats as unknown topology.
+    links: tuple[GpuLink, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,58 +77,12 @@ class Assignment:
 
 # --- helpers -----------------------------------------------------------------------------
 
-def _load(text: Any, key: str) -> Any:
-    if not isinstance(text, str):
-        raise CodecError(f"{key}: expected a JSON string, got {type(text).__name__}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CodecError(f"{key}: not valid JSON: {exc.msg} at position {exc.pos}") from None
-    except (ValueError, RecursionError) as exc:
-        # An integer of more than 4300 digits, or nesting deeper than the parser recurses.
-        raise CodecError(f"{key}: not valid JSON: {exc}") from None
-
-
-def _obj(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise CodecError(f"{where}: expected an object, got {json.dumps(value)[:60]}")
-    return value
-
-
-def _int(obj: Mapping[str, Any], name: str, where: str, *, lo: int | None = 0) -> int:
-    value = obj.get(name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise CodecError(f"{where}.{name}: expected an integer, got {json.dumps(value)[:60]}")
-    if lo is not None and value < lo:
-        raise CodecError(f"{where}.{name}: {value} is below {lo}")
-    return value
-
-
-def _str(obj: Mapping[str, Any], name: str, where: str) -> str:
-    value = obj.get(name)
-    if not isinstance(value, str) or not value:
-        raise CodecError(f"{where}.{name}: expected a non-empty string, got "
-                         f"{json.dumps(value)[:60]}")
-    return value
-
-
-def _bool(obj: Mapping[str, Any], name: str, where: str) -> bool:
-    value = obj.get(name)
-    if not isinstance(value, bool):
-        raise CodecError(f"{where}.{name}: expected true or false, got {json.dumps(value)[:60]}")
-    return value
-
-
 def _version(obj: Mapping[str, Any], key: str) -> int:
     version = obj.get("version")
     if version != VERSION:
         raise CodecError(f"{key}: unsupported version {json.dumps(version)}; this vgpu reads "
                          f"version {VERSION}")
     return VERSION
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 # --- node inventory ----------------------------------------------------------------------
@@ -130,8 +96,11 @@ def device_to_dict(device: Device) -> dict[str, Any]:
 
 
 def encode_inventory(inventory: NodeInventory) -> str:
-    return _dump({"version": INVENTORY_VERSION,
-                  "devices": [device_to_dict(d) for d in inventory.devices]})
+    out: dict[str, Any] = {"version": INVENTORY_VERSION,
+                           "devices": [device_to_dict(d) for d in inventory.devices]}
+    if inventory.links is not None:
+        out["links"] = encode_links(inventory.links)
+    return _dump(out)
 
 
 def decode_inventory(text: Any) -> NodeInventory:
@@ -161,7 +130,10 @@ def decode_inventory(text: Any) -> NodeInventory:
             raise CodecError(f"{where}.uuid: {device.uuid} appears twice")
         seen.add(device.uuid)
         devices.append(device)
-    return NodeInventory(devices=tuple(devices), version=version)
+    links = None
+    if version >= 3 and root.get("links") is not None:
+        links = decode_links(root["links"], f"{key}.links", seen)
+    return NodeInventory(devices=tuple(devices), version=version, links=links)
 
 
 # --- heartbeat ---------------------------------------------------------------------------

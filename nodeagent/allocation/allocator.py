@@ -62,7 +62,8 @@ class Allocator:
                  on_complete: Callable[[float], None] | None = None,
                  now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  backend: Backend | None = None,
-                 totals: Callable[[], Mapping[str, int]] = dict) -> None:
+                 totals: Callable[[], Mapping[str, int]] = dict,
+                 links: Callable[[], preferred.Links | None] = lambda: None) -> None:
         self._config = config
         self.backend = backend if backend is not None else Backend(config)
         # MiB of each GPU, so that a whole-GPU grant gets no MPS memory pin.
@@ -73,6 +74,8 @@ class Allocator:
         self._inflight = inflight
         self._phases = phases
         self._known_gpus = known_gpus
+        # The node's GPU links, for GetPreferredAllocation when no assignment steers it.
+        self._links = links
         self._wait = wait_seconds
         self._prepare_host_dirs = prepare_host_dirs
         # Told the bind-to-Allocate seconds of each pod this agent completes (a metric).
@@ -272,5 +275,6 @@ class Allocator:
             wanted = [g.uuid for g in assignment.containers[container]]
             break
         chosen = preferred.choose(available, must_include, size, wanted,
-                                  lambda i: physical_uuid(i, known))
+                                  lambda i: physical_uuid(i, known),
+                                  links=None if wanted else self._links())
         return chosen, container

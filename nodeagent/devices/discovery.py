@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from vgpu.topology.links import GpuLink
+
 #: NUMA node of a GPU whose node is unknown (single-socket machines, VMs).
 NUMA_UNKNOWN = -1
 
@@ -59,6 +61,11 @@ class Discovery(Protocol):
 
     def devices(self) -> tuple[GpuFacts, ...]:
         """The GPUs as last read, in index order."""
+        ...
+
+    def links(self) -> tuple[GpuLink, ...] | None:
+        """The links between the GPUs of :meth:`devices` as last read; None when the
+        backend does not know them (a fake file without ``links``)."""
         ...
 
     def refresh(self) -> bool:

@@ -2,7 +2,8 @@
 
 ``{"devices": [{"uuid": "GPU-...", "index": 0, "model": "NVIDIA A100-SXM4-40GB",
 "memory_mib": 40960, "numa": 0}]}``, each device optionally with ``healthy``,
-``memory_used_mib`` and ``utilization`` (percent) for the metrics, and ``mig``. The file is
+``memory_used_mib`` and ``utilization`` (percent) for the metrics, and ``mig``; optionally
+``links`` between the GPUs (:mod:`vgpu_nodeagent.devices.fake_links`). The file is
 read again when it changes (its size, modification time or inode), so a test or an operator
 flips a GPU's health by rewriting it. A file that turns unreadable or invalid later keeps
 the last good devices and logs why; at startup it is an error.
@@ -14,12 +15,14 @@ import json
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from vgpu import logs
 from vgpu.errors import DiscoveryError
+from vgpu.topology.links import GpuLink
 from vgpu_nodeagent.devices.discovery import (
     NUMA_UNKNOWN,
     FaultHandler,
@@ -27,6 +30,7 @@ from vgpu_nodeagent.devices.discovery import (
     GpuProcess,
     GpuSample,
 )
+from vgpu_nodeagent.devices.fake_links import parse_links
 
 _log = logs.get("vgpu.nodeagent.fake")
 
@@ -75,7 +79,17 @@ def _processes(raw: Any, where: str) -> tuple[GpuProcess, ...]:
     return tuple(out)
 
 
-def parse(text: str, source: str) -> tuple[tuple[GpuFacts, ...], dict[str, GpuSample]]:
+@dataclass(frozen=True)
+class FakeFile:
+    """A fake-devices file, read: the GPUs in index order, their samples by UUID, and the
+    links between them (None: the file gives none)."""
+
+    facts: tuple[GpuFacts, ...]
+    samples: dict[str, GpuSample] = field(default_factory=dict)
+    links: tuple[GpuLink, ...] | None = None
+
+
+def parse(text: str, source: str) -> FakeFile:
     """Validate a fake-device document; errors name the file, the device and the key."""
     try:
         data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
@@ -117,7 +131,10 @@ def parse(text: str, source: str) -> tuple[tuple[GpuFacts, ...], dict[str, GpuSa
             utilization=_opt_int(item, "utilization", where, lo=0, hi=100),
             processes=_processes(item.get("processes", []), f"{where}.processes"),
         )
-    return tuple(sorted(facts, key=lambda f: f.index)), samples
+    ordered = tuple(sorted(facts, key=lambda f: f.index))
+    links = data.get("links")
+    return FakeFile(ordered, samples,
+                    None if links is None else parse_links(links, source, ordered))
 
 
 class FakeDiscovery:
@@ -127,13 +144,13 @@ class FakeDiscovery:
         self.path = path
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
-        self._facts, self._samples = self._read_now()
+        self._file = self._read_now()
 
     def _stat(self) -> tuple[int, int, int]:
         st = os.stat(self.path)
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
-    def _read_now(self) -> tuple[tuple[GpuFacts, ...], dict[str, GpuSample]]:
+    def _read_now(self) -> FakeFile:
         try:
             stamp = self._stat()
             with open(self.path, encoding="utf-8") as handle:
@@ -147,7 +164,11 @@ class FakeDiscovery:
 
     def devices(self) -> tuple[GpuFacts, ...]:
         with self._lock:
-            return self._facts
+            return self._file.facts
+
+    def links(self) -> tuple[GpuLink, ...] | None:
+        with self._lock:
+            return self._file.links
 
     def refresh(self) -> bool:
         try:
@@ -157,7 +178,7 @@ class FakeDiscovery:
         if stamp == self._stamp:
             return False
         try:
-            facts, samples = self._read_now()
+            read = self._read_now()
         except DiscoveryError as exc:
             if stamp != self._stamp:
                 _log.error("fake-device file unusable, keeping the last devices",
@@ -165,15 +186,15 @@ class FakeDiscovery:
                 self._stamp = stamp
             return False
         with self._lock:
-            changed = facts != self._facts
-            self._facts, self._samples = facts, samples
+            changed = (read.facts, read.links) != (self._file.facts, self._file.links)
+            self._file = read
         if changed:
-            _log.info("fake-device file changed", path=self.path, gpus=len(facts))
+            _log.info("fake-device file changed", path=self.path, gpus=len(read.facts))
         return changed
 
     def samples(self) -> Mapping[str, GpuSample]:
         with self._lock:
-            return dict(self._samples)
+            return dict(self._file.samples)
 
     def watch_faults(self, on_fault: FaultHandler, stop: threading.Event) -> None:
         # The file states health directly (its `healthy` key); there are no XIDs to watch.

@@ -17,6 +17,7 @@ from vgpu.codecs import NodeInventory, encode_heartbeat, encode_inventory
 from vgpu.devices import FULL_CORES, Device
 from vgpu.errors import ClusterError
 from vgpu.isolation import UNKNOWN
+from vgpu.topology.links import GpuLink
 from vgpu_nodeagent.devices.discovery import GpuFacts
 from vgpu_nodeagent.devices.virtual import is_healthy
 
@@ -31,14 +32,21 @@ def _utcnow() -> dt.datetime:
 
 
 def inventory(facts: Iterable[GpuFacts], unhealthy: Collection[str],
-              split: int, mode: str = UNKNOWN) -> NodeInventory:
-    """The node inventory annotation's content (docs/contracts.md#node-inventory)."""
-    return NodeInventory(devices=tuple(
+              split: int, mode: str = UNKNOWN,
+              links: Iterable[GpuLink] | None = None) -> NodeInventory:
+    """The node inventory annotation's content (docs/contracts.md#node-inventory): the
+    GPUs ``facts``, and the ``links`` among them (None: unknown)."""
+    devices = tuple(
         Device(uuid=f.uuid, index=f.index, model=f.model, memory_mib=f.memory_mib,
                cores=FULL_CORES, split=split, numa=f.numa, healthy=is_healthy(f, unhealthy),
                isolation=mode)
         for f in facts
-    ))
+    )
+    listed = {d.uuid for d in devices}
+    # Links of GPUs the agent does not share (MIG) stay out: the inventory names its own.
+    kept = None if links is None else tuple(
+        g for g in links if g.a in listed and g.b in listed)
+    return NodeInventory(devices=devices, links=kept)
 
 
 class InventoryPublisher:

@@ -14,6 +14,7 @@ from typing import Any
 
 from vgpu import logs
 from vgpu.errors import DiscoveryError
+from vgpu.topology.links import GpuLink
 from vgpu_nodeagent.devices.discovery import (
     NUMA_UNKNOWN,
     FaultHandler,
@@ -21,6 +22,8 @@ from vgpu_nodeagent.devices.discovery import (
     GpuProcess,
     GpuSample,
 )
+from vgpu_nodeagent.devices.nvml_links import pci_key as sysfs_pci_address
+from vgpu_nodeagent.devices.nvml_links import read_links
 from vgpu_nodeagent.devices.xid import is_device_fault
 
 _log = logs.get("vgpu.nodeagent.nvml")
@@ -33,12 +36,6 @@ SYSFS_PCI = "/sys/bus/pci/devices"
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def sysfs_pci_address(bus_id: str) -> str:
-    """NVML's ``00000000:3B:00.0`` as sysfs names it: ``0000:3b:00.0``."""
-    domain, _, rest = bus_id.partition(":")
-    return f"{domain[-4:]}:{rest}".lower()
 
 
 class NvmlDiscovery:
@@ -70,6 +67,8 @@ class NvmlDiscovery:
         except nvml.NVMLError as exc:
             self.close()
             raise DiscoveryError(f"NVML could not list the GPUs: {exc}") from None
+        # Links do not change while the driver is loaded: read once, like the GPUs.
+        self._links = read_links(nvml, [(f.uuid, self._handles[f.uuid]) for f in self._facts])
 
     def _read(self) -> tuple[GpuFacts, ...]:
         nvml = self._nvml
@@ -101,7 +100,7 @@ class NvmlDiscovery:
         except (nvml.NVMLError, AttributeError):
             pass  # older drivers: ask the kernel about the PCI device instead
         try:
-            bus_id = _text(nvml.nvmlDeviceGetPciInfo(handle).busId)
+            bus_id = nvml.nvmlDeviceGetPciInfo(handle).busId
             path = f"{self._sysfs_pci}/{sysfs_pci_address(bus_id)}/numa_node"
             with open(path, encoding="ascii") as handle_file:
                 numa = int(handle_file.read().strip())
@@ -121,6 +120,9 @@ class NvmlDiscovery:
 
     def devices(self) -> tuple[GpuFacts, ...]:
         return self._facts
+
+    def links(self) -> tuple[GpuLink, ...] | None:
+        return self._links
 
     def refresh(self) -> bool:
         # GPUs do not come and go while the driver is loaded; faults arrive as events.

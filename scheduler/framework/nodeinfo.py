@@ -17,6 +17,7 @@ from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.devices import EMPTY, Device, Usage, largest_percent, memory_capacity, takes_tasks
 from vgpu.errors import CodecError, RequestError
+from vgpu.topology.links import LinkMatrix, matrix
 from vgpu_scheduler.framework import compute, objects
 from vgpu_scheduler.framework.host_ports import HostPort
 from vgpu_scheduler.framework.podinfo import PodInfo
@@ -42,6 +43,9 @@ class NodeStatic:
     #: Every other resource the node offers (ephemeral-storage, hugepages, extended
     #: resources), by name.
     alloc_other: Mapping[str, int] = field(default_factory=lambda: compute.NONE)
+    #: The links between its GPUs, by device position; None: unknown (an agent from before
+    #: topology, or a fake file without links).
+    links: LinkMatrix | None = None
 
 
 def parse_node(node: Obj) -> NodeStatic:
@@ -56,13 +60,18 @@ def parse_node(node: Obj) -> NodeStatic:
     except RequestError as exc:
         taints, alloc, error = (), compute.Allocatable(), f"node {name}: {exc}"
     devices: tuple[Device, ...] = ()
+    links = None
     inventory_error = None
     raw = annotations.get(ann.NODE_GPUS)
     if raw is not None:
         try:
-            devices = codecs.decode_inventory(raw).devices
+            inventory = codecs.decode_inventory(raw)
         except CodecError as exc:
             inventory_error = str(exc)
+        else:
+            devices = inventory.devices
+            if inventory.links is not None:
+                links = matrix([d.uuid for d in devices], inventory.links)
     heartbeat = None
     raw_hb = annotations.get(ann.NODE_HEARTBEAT)
     if raw_hb is not None:
@@ -75,6 +84,7 @@ def parse_node(node: Obj) -> NodeStatic:
         unschedulable=bool(spec.get("unschedulable")), alloc_cpu=alloc.cpu,
         alloc_memory=alloc.memory, alloc_pods=alloc.pods, alloc_other=alloc.other,
         devices=devices, heartbeat=heartbeat, inventory_error=inventory_error, error=error,
+        links=links,
     )
 
 
@@ -92,7 +102,8 @@ def static_changes(old: NodeStatic, new: NodeStatic, expiry: float, now: float) 
             new.alloc_cpu, new.alloc_memory, new.alloc_pods, new.alloc_other) or (
             old.error != new.error):
         changes.add("allocatable")
-    if old.devices != new.devices or old.inventory_error != new.inventory_error:
+    if (old.devices != new.devices or old.inventory_error != new.inventory_error
+            or old.links != new.links):
         changes.add("inventory")
     if heartbeat.fresh(new.heartbeat, now, expiry) and not heartbeat.fresh(old.heartbeat, now,
                                                                          expiry):

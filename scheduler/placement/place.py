@@ -5,7 +5,10 @@ memory × scaling, cores, split slots, exclusivity and health. Containers are pl
 order (init containers first, as the pod lists them), each vGPU of a container on a
 distinct GPU, and each container sees the slices the earlier ones took. Which of the
 fitting GPUs a container gets is the GPU policy's ranking; with ``numa-bind`` all of a
-container's GPUs come from one NUMA node.
+container's GPUs come from one NUMA node. On a node whose GPU links are known and differ,
+the links weigh in (:mod:`.linked`): a container of several vGPUs gets the set whose
+slowest link is fastest, and one vGPU leaves fast sets whole; a pod with
+``vgpu.io/gpu-topology: required`` takes only the node's fastest set.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from vgpu.devices import (
     resolve_memory,
 )
 from vgpu.requests import ContainerRequest, PodRequest
+from vgpu.topology.links import LinkMatrix
 from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.placement import linked
 
 #: Node-level reasons beside the per-GPU :class:`FitReason` phrases.
 TOO_FEW_GPUS = "too few GPUs on the node"
@@ -96,9 +101,33 @@ def _choose(ranked: list[Candidate], count: int, numa_bind: bool) -> list[Candid
     return None
 
 
+def _pick(ranked: list[Candidate], container: ContainerRequest, request: PodRequest, *,
+          devices: Sequence[Device], work: Sequence[Usage], scaling: float,
+          links: LinkMatrix | None) -> list[Candidate] | str:
+    """The container's GPUs from the ranked candidates, or the reason there are none."""
+    selector = request.choices.selector
+    required = request.choices.topology_required and container.count > 1
+    if links is None:
+        if required:
+            return linked.TOPOLOGY_UNKNOWN
+    elif not links.uniform:
+        found = linked.pick(ranked, container.count, links, devices=devices, usages=work,
+                            numa_bind=selector.numa_bind)
+        if found is None:
+            return NUMA_SPLIT
+        picked, worst = found
+        if required and worst < (linked.fastest_possible(devices, container, selector, scaling,
+                                                         links) or 0):
+            return linked.TOPOLOGY_SLOWER
+        return picked
+    return _choose(ranked, container.count, selector.numa_bind) or NUMA_SPLIT
+
+
 def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodRequest,
-          scaling: float, rank: GpuRanker) -> Placement | tuple[str, ...]:
-    """Choose GPUs for every container, or say why the node cannot take the pod."""
+          scaling: float, rank: GpuRanker, *,
+          links: LinkMatrix | None = None) -> Placement | tuple[str, ...]:
+    """Choose GPUs for every container, or say why the node cannot take the pod;
+    ``links`` are the node's (None: unknown)."""
     selector = request.choices.selector
     work = list(usages)
     chosen: list[tuple[str, tuple[tuple[int, int, int], ...]]] = []
@@ -118,9 +147,10 @@ def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodReques
                 reasons.add(reason)
         if len(cands) < container.count:
             return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
-        picked = _choose(rank(cands), container.count, selector.numa_bind)
-        if picked is None:
-            return (NUMA_SPLIT,)
+        picked = _pick(rank(cands), container, request, devices=devices, work=work,
+                       scaling=scaling, links=links)
+        if isinstance(picked, str):
+            return (picked,)
         for c in picked:
             work[c.position] = work[c.position].add(c.memory_mib, c.cores)
             memory += c.memory_mib
@@ -130,8 +160,9 @@ def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodReques
     return Placement(tuple(chosen), memory, cores)
 
 
-def fits_empty(devices: Sequence[Device], request: PodRequest, scaling: float) -> bool:
+def fits_empty(devices: Sequence[Device], request: PodRequest, scaling: float, *,
+               links: LinkMatrix | None = None) -> bool:
     """Whether the pod would fit on these GPUs with nothing on them: when it would not, no
     preemption on the node can help (the filter's answer is then unresolvable)."""
-    return not isinstance(place(devices, [EMPTY] * len(devices), request, scaling, list),
-                          tuple)
+    return not isinstance(place(devices, [EMPTY] * len(devices), request, scaling, list,
+                                links=links), tuple)

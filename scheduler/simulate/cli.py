@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vgpu.errors import ConfigError
+from vgpu.topology import shapes
 from vgpu_scheduler.simulate import bundled, plot, published
 from vgpu_scheduler.simulate import policies as sim_policies
+from vgpu_scheduler.simulate.links import check_shape
 from vgpu_scheduler.simulate.replay import RunResult, peak_rss_mib, replay
 from vgpu_scheduler.simulate.trace import TraceNode, TracePod, load_nodes, load_pods
 
@@ -52,6 +54,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inflate", type=float, default=1.3, metavar="RATIO",
                         help="top the pod list up (or trim it) to RATIO x GPU capacity "
                              "(default 1.3; 0 keeps the list as it is)")
+    parser.add_argument("--topology", metavar="SHAPE",
+                        help="give every node this GPU topology for its GPU count (one of "
+                             f"{', '.join(shapes.SHAPES)}) and report the share of "
+                             "multi-GPU pods that got their node's best possible link")
+    parser.add_argument("--hide-links", action="store_true",
+                        help="with --topology: the nodes publish no links, so the "
+                             "scheduler places without them (the baseline); the share is "
+                             "still measured")
     parser.add_argument("--json", metavar="OUT", help="write results as JSON ('-': stdout)")
     parser.add_argument("--plot", metavar="OUT",
                         help=f"write the allocation plot (.svg, or .png with matplotlib); "
@@ -124,6 +134,9 @@ def summarise(results: Sequence[RunResult]) -> list[dict[str, Any]]:
             "curve": [[p, v] for p, v in _mean_curve(runs)],
             "seconds": _mean([r.seconds for r in runs]),
         })
+        if any(r.multi_gpu_pods is not None for r in runs):
+            out[-1].update(multi_gpu_pods=_mean([r.multi_gpu_pods for r in runs]),
+                           best_link_pct=_mean([r.best_link_pct for r in runs]))
     return out
 
 
@@ -131,14 +144,22 @@ def table(summary: Sequence[dict[str, Any]], paper: dict[str, published.Publishe
           ) -> str:
     header = ["policy", "seeds", "unallocated % @100% arrived", "paper", "placed", "failed",
               "s/seed"]
+    linked = any("best_link_pct" in s for s in summary)
+    if linked:
+        header[5:5] = ["multi-GPU", "best link %"]
     rows = []
     for s in summary:
         ref = paper.get(s["policy"]) if paper else None
         value = s["unallocated_gpu_pct_at_100"]
-        rows.append([s["policy"], ",".join(str(x) for x in s["seeds"]),
-                     "n/a" if value is None else f"{value:.2f}",
-                     f"{ref.mean:.2f}" if ref else "-", f"{s['placed']:.0f}",
-                     f"{s['failed']:.0f}", f"{s['seconds']:.1f}"])
+        row = [s["policy"], ",".join(str(x) for x in s["seeds"]),
+               "n/a" if value is None else f"{value:.2f}",
+               f"{ref.mean:.2f}" if ref else "-", f"{s['placed']:.0f}",
+               f"{s['failed']:.0f}", f"{s['seconds']:.1f}"]
+        if linked:
+            best = s.get("best_link_pct")
+            row[5:5] = [f"{s.get('multi_gpu_pods') or 0:.0f}",
+                        "n/a" if best is None else f"{best:.2f}"]
+        rows.append(row)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                        for i, (c, w) in enumerate(zip(row, widths, strict=True)))
@@ -180,13 +201,20 @@ def _plot(target: str | None, workload: str, summary: list[dict[str, Any]],
     print(f"plot: {out}")
 
 
+def _check(args: argparse.Namespace) -> None:
+    if args.inflate < 0:
+        raise ConfigError(f"--inflate {args.inflate}: must be 0 (no tuning) or positive")
+    check_shape(args.topology)
+    if args.hide_links and args.topology is None:
+        raise ConfigError("--hide-links: give the nodes a --topology first")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list_policies:
         for p in sim_policies.POLICIES.values():
             print(f"{p.name:<20} {p.description}")
         return 0
-    if args.inflate < 0:
-        raise ConfigError(f"--inflate {args.inflate}: must be 0 (no tuning) or positive")
+    _check(args)
     names = args.policy or [sim_policies.DEFAULT, sim_policies.BEST]
     chosen = [sim_policies.get(n) for n in dict.fromkeys(names)]
     seeds = list(dict.fromkeys(args.seed or [DEFAULT_SEED]))
@@ -200,12 +228,16 @@ def run(args: argparse.Namespace) -> int:
         for seed in seeds:
             progress.start(f"{policy.name} seed {seed}")
             result = replay(nodes, pods, policy, seed=seed, inflate=args.inflate,
-                            progress=progress)
+                            progress=progress, topology=args.topology,
+                            hide_links=args.hide_links)
             progress.finish(result)
             results.append(result)
     summary = summarise(results)
     print(f"workload: {workload} ({len(pods)} pods, {len(nodes)} nodes, "
           f"{sum(n.gpus for n in nodes)} GPUs), inflated to {args.inflate}x GPU capacity")
+    if args.topology:
+        print(f"topology: every node {args.topology}"
+              + (", links hidden from the scheduler" if args.hide_links else ""))
     print(table(summary, paper))
     if paper:
         print("paper (FGD artifact, means of seeds 42-51): " + ", ".join(

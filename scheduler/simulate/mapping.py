@@ -22,6 +22,7 @@ import vgpu.annotations as ann
 from vgpu import builders
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
+from vgpu.devices import Device
 from vgpu_scheduler.placement.shapes import milli_of_percent
 from vgpu_scheduler.simulate.trace import MILLI, TraceNode, TracePod
 
@@ -39,12 +40,24 @@ SLOTS_PER_GPU = 20
 NAMESPACE = "default"
 
 
-def node_object(node: TraceNode, heartbeat: float) -> Obj:
-    gpus = builders.devices(node.name, node.gpus, model=node.model or "none",
-                         memory_mib=GPU_MEMORY_MIB.get(node.model, DEFAULT_GPU_MEMORY_MIB),
-                         split=SLOTS_PER_GPU) if node.gpus else ()
+def node_object(node: TraceNode, heartbeat: float, *, topology: str | None = None,
+                publish_links: bool = True) -> Obj:
+    """The Node; with ``topology`` its GPUs have that shape's NUMA nodes and, when
+    ``publish_links``, its inventory carries the shape's links."""
+    model = node.model or "none"
+    memory = GPU_MEMORY_MIB.get(node.model, DEFAULT_GPU_MEMORY_MIB)
+    links = None
+    if not node.gpus:
+        gpus: tuple[Device, ...] = ()
+    elif topology is None:
+        gpus = builders.devices(node.name, node.gpus, model=model, memory_mib=memory,
+                                split=SLOTS_PER_GPU)
+    else:
+        gpus, shaped = builders.shaped_devices(node.name, node.gpus, topology, model=model,
+                                               memory_mib=memory, split=SLOTS_PER_GPU)
+        links = shaped if publish_links else None
     return builders.node(node.name, gpus, cpu=f"{node.cpu_milli}m", memory=f"{node.memory_mib}Mi",
-                      pods=PODS_PER_NODE, heartbeat=heartbeat)
+                      pods=PODS_PER_NODE, heartbeat=heartbeat, links=links)
 
 
 def percent(gpu_milli: int) -> int:

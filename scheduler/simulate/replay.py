@@ -17,10 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from vgpu.cluster.memory import MemoryCluster
+from vgpu.codecs import assignment_of
 from vgpu_scheduler.host.scheduler import Decision, Scheduler
 from vgpu_scheduler.placement.shapes import Shape, milli_of_percent
 from vgpu_scheduler.simulate import mapping
 from vgpu_scheduler.simulate.arrivals import arrival_order
+from vgpu_scheduler.simulate.links import LinkTally, check_shape
 from vgpu_scheduler.simulate.metrics import Sample, curve, unallocated_at
 from vgpu_scheduler.simulate.policies import SimPolicy
 from vgpu_scheduler.simulate.trace import TraceNode, TracePod, gpu_capacity_milli
@@ -43,12 +45,20 @@ class RunResult:
     seconds: float
     capacity_milli: int
     samples: list[Sample] = field(default_factory=list, repr=False)
+    #: With topology-carrying nodes: the multi-GPU pods placed, and the share of them that
+    #: got their node's best possible link (:mod:`.links`).
+    multi_gpu_pods: int | None = None
+    best_link_pct: float | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"policy": self.policy, "seed": self.seed, "pods": self.pods,
-                "placed": self.placed, "failed": self.failed,
-                "unallocated_gpu_pct_at_100": self.unallocated_gpu_pct_at_100,
-                "curve": [[p, v] for p, v in self.curve], "seconds": round(self.seconds, 2)}
+        out: dict[str, object] = {
+            "policy": self.policy, "seed": self.seed, "pods": self.pods,
+            "placed": self.placed, "failed": self.failed,
+            "unallocated_gpu_pct_at_100": self.unallocated_gpu_pct_at_100,
+            "curve": [[p, v] for p, v in self.curve], "seconds": round(self.seconds, 2)}
+        if self.multi_gpu_pods is not None:
+            out.update(multi_gpu_pods=self.multi_gpu_pods, best_link_pct=self.best_link_pct)
+        return out
 
 
 def trace_shape(pod: TracePod) -> Shape:
@@ -67,7 +77,10 @@ def tie_order(nodes: Sequence[TraceNode], perm: Sequence[int]) -> list[TraceNode
 
 
 def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPolicy, *,
-           seed: int, inflate: float = 1.3, progress: Progress | None = None) -> RunResult:
+           seed: int, inflate: float = 1.3, progress: Progress | None = None,
+           topology: str | None = None, hide_links: bool = False) -> RunResult:
+    """``topology`` gives every node that shape (:mod:`.links`); ``hide_links`` keeps the
+    links out of the inventories, so that only the measure knows them."""
     capacity = gpu_capacity_milli(nodes)
     if capacity <= 0:
         from vgpu_scheduler.simulate.trace import TraceError  # noqa: PLC0415
@@ -79,8 +92,14 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
     workload = [trace_shape(p) for p in pods]
     config = policy.config()
     cluster = MemoryCluster(copy_objects=False)
+    tally = None
+    if topology is not None:
+        check_shape(topology)
+        tally = LinkTally(topology)
+        tally.add_nodes(nodes)
     for node in tie_order(nodes, arrivals.node_perm):
-        cluster.create("nodes", mapping.node_object(node, EPOCH))
+        cluster.create("nodes", mapping.node_object(node, EPOCH, topology=topology,
+                                                    publish_links=not hide_links))
     sched = Scheduler(config, cluster, clock=lambda: EPOCH,
                       registry=policy.registry(workload, arrivals.rng))
     outcomes: dict[str, str] = {}
@@ -102,6 +121,10 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
         if outcomes.get(key) == "bound":
             placed += 1
             allocated += mapping.allocated_milli(pod)
+            if tally is not None and pod.num_gpu > 1:
+                assignment = assignment_of(cluster.get("pods", pod.name, mapping.NAMESPACE))
+                if assignment is not None:
+                    tally.record(assignment)
         else:
             failed += 1
             cluster.delete("pods", pod.name, mapping.NAMESPACE)
@@ -114,7 +137,9 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
     return RunResult(policy=policy.name, seed=seed, pods=total, placed=placed, failed=failed,
                      unallocated_gpu_pct_at_100=unallocated_at(points), curve=points,
                      seconds=time.perf_counter() - started, capacity_milli=capacity,
-                     samples=samples)
+                     samples=samples,
+                     multi_gpu_pods=None if tally is None else tally.multi_gpu,
+                     best_link_pct=None if tally is None else tally.best_pct)
 
 
 def peak_rss_mib() -> float:

@@ -35,6 +35,9 @@ class NodeSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     #: A real kubelet and containerd instead of the stand-in.
     real: bool = False
+    #: The fake file's ``links`` entries (docs/contracts.md#fake-devices-file); None: the
+    #: node publishes no links.
+    links: tuple[Mapping[str, Any], ...] | None = None
 
     def uuids(self) -> list[str]:
         return [f"GPU-{self.name}-{i}" for i in range(len(self.gpus))]
@@ -48,7 +51,9 @@ class NodeSpec:
                 if getattr(g, key) is not None:
                     device[key] = getattr(g, key)
             devices.append(device)
-        return {"devices": devices}
+        if self.links is None:
+            return {"devices": devices}
+        return {"devices": devices, "links": [dict(entry) for entry in self.links]}
 
 
 @dataclass

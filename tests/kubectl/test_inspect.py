@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tests.ops.cluster_fixture import A0, A1, B0, NODES, NOW, PODS, gpu, node, pod
 from vgpu import cli, config
 from vgpu.cluster.memory import MemoryCluster
-from vgpu_kubectl import inspect, inspect_cli
+from vgpu_kubectl import inspect, inspect_cli, inspect_render
 
 
 def report(nodes: list[dict[str, Any]] = NODES, pods: list[dict[str, Any]] = PODS,
@@ -49,15 +49,15 @@ TOTAL"""
 
 
 def test_table_on_the_known_cluster() -> None:
-    assert inspect.render_table(report()) == TABLE
+    assert inspect_render.render_table(report()) == TABLE
 
 
 def test_details_list_the_pods_under_their_gpu() -> None:
-    assert DETAILS in inspect.render_table(report(), details=True)
+    assert DETAILS in inspect_render.render_table(report(), details=True)
 
 
 def test_json_on_the_known_cluster() -> None:
-    out = json.loads(inspect.render_json(report()))
+    out = json.loads(inspect_render.render_json(report()))
     assert [n["name"] for n in out["nodes"]] == ["gpu-a", "gpu-b"]
     a0, a1 = out["nodes"][0]["gpus"]
     assert (a0["isolation"], out["nodes"][1]["gpus"][0]["isolation"]) == ("mps", "unknown")
@@ -110,15 +110,15 @@ def test_oversubscribed_memory_is_measured_against_the_scaled_capacity() -> None
                       heartbeat_expiry_seconds=180, scheduler_name="vgpu-scheduler",
                       memory_scaling=2.0)
     assert r.nodes[0].gpus[0].capacity_mib == 2000 and r.totals.memory_mib == 2000
-    assert inspect.render_table(r).splitlines()[1].split()[3:5] == ["1500/2000", "75%"]
-    out = json.loads(inspect.render_json(r))["nodes"][0]["gpus"][0]
+    assert inspect_render.render_table(r).splitlines()[1].split()[3:5] == ["1500/2000", "75%"]
+    out = json.loads(inspect_render.render_json(r))["nodes"][0]["gpus"][0]
     assert (out["memoryMiB"], out["memoryCapacityMiB"]) == (1000, 2000)
 
 
 def test_empty_cluster() -> None:
     r = report([], [])
     assert r.totals == inspect.Totals()
-    assert inspect.render_table(r).splitlines()[1].startswith("TOTAL  0")
+    assert inspect_render.render_table(r).splitlines()[1].startswith("TOTAL  0")
 
 
 def test_the_command_reads_through_the_port(monkeypatch: pytest.MonkeyPatch,
@@ -175,8 +175,8 @@ def test_malformed_annotations_never_crash(node_texts: list[str], pod_texts: lis
     # strategy never writes every required key) is one warning.
     assert r.nodes == report().nodes
     assert len(r.warnings) == len(report().warnings) + len(node_texts) + len(pod_texts)
-    inspect.render_table(r, details=True)
-    json.loads(inspect.render_json(r))
+    inspect_render.render_table(r, details=True)
+    json.loads(inspect_render.render_json(r))
 
 
 @settings(max_examples=100, deadline=None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NVML_SUCCESS = 0
+NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
@@ -20,6 +21,23 @@ NVML_ERROR_UNKNOWN = 999
 NVML_DEVICE_MIG_DISABLE = 0
 NVML_DEVICE_MIG_ENABLE = 1
 nvmlEventTypeXidCriticalError = 0x8
+NVML_FEATURE_DISABLED = 0
+NVML_FEATURE_ENABLED = 1
+NVML_NVLINK_MAX_LINKS = 18  # 36 in nvidia-ml-py; fewer keeps the stand-in's loops short
+NVML_NVLINK_DEVICE_TYPE_GPU = 0x00
+NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01
+NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02
+NVML_NVLINK_VERSION_3_0 = 4
+NVML_NVLINK_VERSION_4_0 = 6
+NVML_NVLINK_VERSION_5_0 = 7
+NVML_DEVICE_ARCH_AMPERE = 7
+NVML_DEVICE_ARCH_HOPPER = 9
+NVML_TOPOLOGY_INTERNAL = 0
+NVML_TOPOLOGY_SINGLE = 10
+NVML_TOPOLOGY_MULTIPLE = 20
+NVML_TOPOLOGY_HOSTBRIDGE = 30
+NVML_TOPOLOGY_NODE = 40
+NVML_TOPOLOGY_SYSTEM = 50
 
 
 class NVMLError(Exception):
@@ -32,6 +50,17 @@ class NVMLError(Exception):
                 NVML_ERROR_NOT_SUPPORTED: "Not Supported",
                 NVML_ERROR_TIMEOUT: "Timeout",
                 NVML_ERROR_GPU_IS_LOST: "GPU is lost"}.get(self.value, "Unknown Error")
+
+
+@dataclass
+class NvLink:
+    """One NVLink of a GPU: the PCI bus id at its far end, what sits there, its version."""
+
+    remote_bus: str
+    kind: int = NVML_NVLINK_DEVICE_TYPE_GPU
+    version: int = NVML_NVLINK_VERSION_3_0
+    active: bool = True
+    broken: bool = False  # NVML fails on this link
 
 
 @dataclass
@@ -48,6 +77,10 @@ class Gpu:
     events: str = "ok"  # "ok", "not-supported" or "error"
     #: (pid, used bytes or None) of the running compute processes
     processes: list[tuple[int, int | None]] = field(default_factory=list)
+    #: None: a GPU without NVLink (NVML answers NOT_SUPPORTED for every link)
+    nvlinks: list[NvLink] | None = None
+    #: NVML_DEVICE_ARCH_*; None: nvmlDeviceGetArchitecture fails (older drivers)
+    arch: int | None = None
 
 
 @dataclass
@@ -64,8 +97,15 @@ class Struct:
 class FakeNvml:
     NVMLError = NVMLError
 
-    def __init__(self, gpus: list[Gpu], *, init_error: int | None = None) -> None:
+    def __init__(self, gpus: list[Gpu], *, init_error: int | None = None,
+                 ancestors: dict[frozenset[str], int] | None = None,
+                 remote_type: bool = True) -> None:
         self.gpus = gpus
+        #: The PCIe common ancestor per pair of UUIDs (NVML_TOPOLOGY_*); absent: SYSTEM,
+        #: -1: NVML fails.
+        self.ancestors = ancestors or {}
+        if not remote_type:  # an nvidia-ml-py or driver from before the call
+            self.nvmlDeviceGetNvLinkRemoteDeviceType = None  # type: ignore[method-assign]
         self.init_error = init_error
         self.initialised = False
         self.shutdown = False
@@ -126,6 +166,43 @@ class FakeNvml:
 
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Struct:
         return Struct({"busId": self._gpu(handle).bus_id.encode()})
+
+    # -- links ---------------------------------------------------------------------------
+
+    def _link(self, handle: Any, link: int) -> NvLink:
+        gpu = self._gpu(handle)
+        if gpu.nvlinks is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        if link >= len(gpu.nvlinks):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if gpu.nvlinks[link].broken:
+            raise NVMLError(NVML_ERROR_UNKNOWN)
+        return gpu.nvlinks[link]
+
+    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
+        return NVML_FEATURE_ENABLED if self._link(handle, link).active else NVML_FEATURE_DISABLED
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: Any, link: int) -> Struct:
+        return Struct({"busId": self._link(handle, link).remote_bus.encode()})
+
+    def nvmlDeviceGetNvLinkVersion(self, handle: Any, link: int) -> int:
+        return self._link(handle, link).version
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Any, link: int) -> int:
+        return self._link(handle, link).kind
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int:
+        level = self.ancestors.get(frozenset((self._gpu(a).uuid, self._gpu(b).uuid)),
+                                   NVML_TOPOLOGY_SYSTEM)
+        if level < 0:
+            raise NVMLError(NVML_ERROR_UNKNOWN)
+        return level
+
+    def nvmlDeviceGetArchitecture(self, handle: Any) -> int:
+        arch = self._gpu(handle).arch
+        if arch is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return arch
 
     def nvmlDeviceGetMigMode(self, handle: Any) -> tuple[int, int]:
         gpu = self._gpu(handle)

@@ -25,7 +25,9 @@ devices:
 
 
 def test_yaml_with_optional_keys() -> None:
-    facts, samples = parse(YAML, "gpus.yaml")
+    read = parse(YAML, "gpus.yaml")
+    facts, samples = read.facts, read.samples
+    assert read.links is None  # no links: an unknown topology
     assert facts == (GpuFacts("GPU-b", 0, "Tesla T4", 15360, numa=-1, healthy=False),
                      GpuFacts("GPU-a", 1, "NVIDIA A100-SXM4-40GB", 40960, numa=1))
     assert samples == {"GPU-a": GpuSample(512, 12), "GPU-b": GpuSample(None, None)}
@@ -34,7 +36,7 @@ def test_yaml_with_optional_keys() -> None:
 def test_json() -> None:
     text = json.dumps({"devices": [{"uuid": "GPU-a", "index": 0, "model": "A10",
                                     "memory_mib": 24576, "numa": 0}]})
-    assert parse(text, "gpus.json")[0] == (GpuFacts("GPU-a", 0, "A10", 24576, numa=0),)
+    assert parse(text, "gpus.json").facts == (GpuFacts("GPU-a", 0, "A10", 24576, numa=0),)
 
 
 def dev(**changes: Any) -> dict[str, Any]:

@@ -4,8 +4,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu_nodeagent.allocation.preferred import choose
+from vgpu import builders
+from vgpu.annotations import PodChoices
+from vgpu.devices import Usage
+from vgpu.requests import ContainerRequest, PodRequest
+from vgpu.topology import shapes
+from vgpu.topology.links import matrix
+from vgpu_nodeagent.allocation.preferred import Links, choose
 from vgpu_nodeagent.devices.virtual import physical_uuid
+from vgpu_scheduler.placement import policies
+from vgpu_scheduler.placement.place import place
 
 GPUS = ("GPU-a", "GPU-b", "GPU-c")
 
@@ -63,3 +71,63 @@ def test_answer_is_valid(available: list[str], must_count: int, size: int,
         if gpu_of(device_id) in seen:
             assert {gpu_of(i) for i in available} <= {gpu_of(i) for i in chosen}
         seen.add(gpu_of(device_id))
+
+
+# --- with the node's links, and no assignment to steer by ------------------------------------
+
+def linked(shape: str, n: int, split: int = 2) -> tuple[Links, list[str]]:
+    gpus, links = builders.shaped_devices("n", n, shape, split=split)
+    uuids = tuple(g.uuid for g in gpus)
+    every = [f"{u}-{s}" for u in uuids for s in range(split)]
+    return Links(uuids, matrix(uuids, links), split), every
+
+
+def gpus_of(ids: list[str], links: Links) -> list[int]:
+    return sorted({links.uuids.index(i.rpartition("-")[0]) for i in ids})
+
+
+@pytest.mark.parametrize(("shape", "n", "size", "must", "expected"), [
+    ("mixed", 8, 2, [], [0, 1]),
+    ("mixed", 8, 4, [], [0, 1, 2, 3]),
+    ("mixed", 8, 1, [], [4]),  # a PCIe GPU, leaving the NVLinked ones whole
+    ("mixed", 8, 2, ["GPU-n-2-1"], [2, 3]),  # must-include GPU 2: its NV12 partner
+    ("nvlink-pairs", 4, 2, ["GPU-n-1-0"], [0, 1]),
+    ("pcie", 8, 3, [], [0, 1, 2]),
+])
+def test_the_fastest_gpus_when_no_assignment_steers(shape: str, n: int, size: int,
+                                                   must: list[str], expected: list[int]) -> None:
+    links, every = linked(shape, n)
+    chosen = choose(every, must, size, [], lambda i: physical_uuid(i, links.uuids), links=links)
+    assert gpus_of(chosen, links) == expected
+    assert len(chosen) == size and set(must) <= set(chosen)
+
+
+def test_a_gpu_with_a_slot_taken_is_not_idle() -> None:
+    links, every = linked("nvlink-pairs", 4)
+    # GPU 0 runs something (one of its two slots is taken): a one-GPU request goes to its
+    # partner, leaving the idle pair 2-3 whole.
+    available = [i for i in every if i != "GPU-n-0-0"]
+    chosen = choose(available, [], 1, [], lambda i: physical_uuid(i, links.uuids), links=links)
+    assert gpus_of(chosen, links) == [0]  # fewest-index among the half-used pair's GPUs...
+    # ... and with GPU 0 full, its partner GPU 1.
+    available = [i for i in every if not i.startswith("GPU-n-0-")]
+    chosen = choose(available, [], 1, [], lambda i: physical_uuid(i, links.uuids), links=links)
+    assert gpus_of(chosen, links) == [1]
+
+
+@pytest.mark.parametrize("shape", sorted(shapes.SHAPES))
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_the_kubelet_and_the_scheduler_agree_on_idle_gpus(shape: str, n: int) -> None:
+    """On an idle node the scheduler's set (any built-in GPU policy: idle GPUs look alike)
+    is the set GetPreferredAllocation prefers without an assignment."""
+    links, every = linked(shape, n)
+    gpus, _ = builders.shaped_devices("n", n, shape, split=2)
+    for size in range(1, n + 1):
+        request = PodRequest((ContainerRequest("c", size, None, 100, 100),), PodChoices())
+        for policy in (policies.lowest_task_count, policies.binpack, policies.spread):
+            result = place(gpus, [Usage()] * n, request, 1.0, policy, links=links.matrix)
+            assert not isinstance(result, tuple)
+            scheduler = sorted(pos for pos, _, _ in result.containers[0][1])
+            kubelet = choose(every, [], size, [], lambda i: physical_uuid(i, links.uuids),
+                             links=links)
+            assert gpus_of(kubelet, links) == scheduler, (shape, n, size, policy)

@@ -37,7 +37,7 @@ BAD_INVENTORY: list[tuple[str, Any, str]] = [
     ("too-deep", "[" * 100_000, "not valid JSON"),
     ("huge-number", '{"version": 1' + "0" * 5000 + "}", "not valid JSON"),
     ("top-level-list", "[1, 2]", "expected an object"),
-    ("wrong-version", inv(DEV, version=3), "unsupported version 3"),
+    ("wrong-version", inv(DEV, version=4), "unsupported version 4"),
     ("v2-without-isolation", inv(DEV, version=2), ".devices[0].isolation: expected a non-empty"),
     ("v2-isolation-number", inv(dev(isolation=1), version=2), ".devices[0].isolation"),
     ("version-true", inv(DEV, version=True), "unsupported version true"),

@@ -90,7 +90,7 @@ def test_inventory_wire_shape_is_design_section_5() -> None:
     device = Device(uuid="GPU-1", index=0, model="NVIDIA A100-SXM4-40GB", memory_mib=40960,
                     cores=100, split=10, numa=1, healthy=True, isolation="mps")
     wire = json.loads(encode_inventory(NodeInventory(devices=(device,))))
-    assert wire == {"version": 2, "devices": [{
+    assert wire == {"version": 3, "devices": [{
         "uuid": "GPU-1", "index": 0, "model": "NVIDIA A100-SXM4-40GB", "memory_mib": 40960,
         "cores": 100, "split": 10, "numa": 1, "healthy": True, "isolation": "mps"}]}
 

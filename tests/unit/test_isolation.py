@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu import isolation
-from vgpu.codecs import decode_inventory, encode_inventory
+from vgpu.codecs import INVENTORY_VERSION, decode_inventory, encode_inventory
 from vgpu.config import from_mapping
 from vgpu.errors import ConfigError, RequestError
 
@@ -98,8 +98,8 @@ def test_version_1_inventories_still_decode_as_unknown_mode(devices: list[dict[s
     assert inventory.version == 1
     assert [d.uuid for d in inventory.devices] == [d["uuid"] for d in devices]
     assert all(d.isolation == isolation.UNKNOWN for d in inventory.devices)
-    # Re-encoded, it is a version 2 inventory that says what it knows: unknown.
+    # Re-encoded, it is a current inventory that says what it knows: unknown.
     again = json.loads(encode_inventory(inventory))
-    assert again["version"] == 2
+    assert again["version"] == INVENTORY_VERSION
     assert [d["isolation"] for d in again["devices"]] == ["unknown"] * len(devices)
     assert decode_inventory(json.dumps(again)) == inventory

@@ -136,6 +136,9 @@ REJECTED: list[Bad] = [
     Bad("numa-bind-not-boolean",
         pod(ctr(limits={GPU: 1}), annotations={"nvidia.com/numa-bind": "maybe"}),
         ("nvidia.com/numa-bind", "'maybe'", "true")),
+    Bad("gpu-topology-unknown-mode",
+        pod(ctr(limits={GPU: 2}), annotations={"vgpu.io/gpu-topology": "nvlink"}),
+        ("vgpu.io/gpu-topology", "'nvlink'", "preferred or required")),
 ]
 
 

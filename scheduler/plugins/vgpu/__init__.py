@@ -122,7 +122,9 @@ class VGPU:
         npol = policies.NODE_POLICIES.get(node_policy)
         if npol is None:
             return None, unresolvable(f"node policy {node_policy!r} is not available")
-        simple = len(request.containers) == 1 and not choices.selector.numa_bind
+        # One container whose GPUs any fitting ones do: Filter counts them, no placement.
+        simple = len(request.containers) == 1 and not choices.selector.numa_bind and not (
+            choices.topology_required and request.max_count > 1)
         state.write(_KEY, _Pre(request, policy, npol, simple, self))
         order = None
         if npol.order is not None:
@@ -171,7 +173,7 @@ class VGPU:
             reasons = result if isinstance(result, tuple) else ()
         if not reasons:
             return SUCCESS
-        if not pl.fits_empty(static.devices, pre.request, self._scaling):
+        if not pl.fits_empty(static.devices, pre.request, self._scaling, links=static.links):
             # Not even on idle GPUs (too few, too small, excluded): preemption cannot help.
             return unresolvable(*reasons)
         return unschedulable(*reasons)
@@ -184,7 +186,7 @@ class VGPU:
             return hit[1]
         policy = pre.policy
         result = pl.place(node.devices, node.usages, pre.request, self._scaling,
-                          lambda cands: policy(node, cands))
+                          lambda cands: policy(node, cands), links=node.static.links)
         pre.placements[node.name] = (node, result)
         return result
 
