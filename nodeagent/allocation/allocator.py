@@ -7,6 +7,12 @@ container's grant from the pod's assignment. When every GPU container of the pod
 allocated, the pod's ``bind-phase`` becomes ``success``; when the pod cannot be served (bad
 assignment, a count no container has), ``failed`` with a reason, so the scheduler's gate
 for the node opens instead of waiting for its timeout.
+
+A request the agent cannot tie to a pod vgpu placed is refused (``PERMISSION_DENIED``):
+when the first pod the kubelet may be admitting asks for the device resource without
+vgpu's placement (:attr:`~vgpu_nodeagent.allocation.inflight.Admission.intruder`), the
+Allocate is its own, and serving it from a pod in allocation would hand it that pod's
+grant. The pod in allocation keeps its turn: its own Allocate comes next.
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ from vgpu.codecs import Assignment, assignment_of, bind_time
 from vgpu.config import Config
 from vgpu.errors import CodecError, VgpuError
 from vgpu.pod_history import ALLOCATION, Allocation, encode_allocation
-from vgpu.pods import container_names, pod_key
+from vgpu.pods import bind_phase, container_names, pod_key, scheduler_name
 from vgpu_nodeagent.allocation import matching, preferred
-from vgpu_nodeagent.allocation.inflight import InFlight, is_allocating, uid_of
+from vgpu_nodeagent.allocation.inflight import InFlight, device_counts, is_allocating, uid_of
 from vgpu_nodeagent.allocation.phases import PhaseUpdate, PhaseWriter
 from vgpu_nodeagent.devices.virtual import physical_uuid
 from vgpu_nodeagent.isolation import answers, grants
@@ -40,6 +46,7 @@ class Code(enum.Enum):
 
     FAILED_PRECONDITION = "FAILED_PRECONDITION"  # nothing to allocate for (yet)
     INVALID_ARGUMENT = "INVALID_ARGUMENT"  # the request does not fit the in-flight pod
+    PERMISSION_DENIED = "PERMISSION_DENIED"  # the request is a pod's vgpu did not place
 
 
 def _gpus(ids: Sequence[str], known: Collection[str]) -> frozenset[str]:
@@ -62,14 +69,18 @@ class Allocator:
                  on_complete: Callable[[float], None] | None = None,
                  now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  backend: Backend | None = None,
-                 totals: Callable[[], Mapping[str, int]] = dict) -> None:
+                 totals: Callable[[], Mapping[str, int]] = dict,
+                 on_refused: Callable[[Obj, str], None] | None = None) -> None:
         self._config = config
+        # Told each pod whose Allocate is refused, with the reason (an event, a metric).
+        self._on_refused = on_refused
         self.backend = backend if backend is not None else Backend(config)
         # MiB of each GPU, so that a whole-GPU grant gets no MPS memory pin.
         self._totals = totals
         # What the last answered containers got, for the record of the pod they complete.
         self._given: Live | None = None
         self._node = node
+        self._resource = config.nodeagent.resource_name or config.resource_names.gpu
         self._inflight = inflight
         self._phases = phases
         self._known_gpus = known_gpus
@@ -84,15 +95,20 @@ class Allocator:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _pods(self) -> list[Obj]:
+    def _pods(self, sizes: Sequence[int]) -> list[Obj]:
         """The node's pods in allocation, in the order their bindings arrived (waiting for
-        one)."""
+        one); refuses the request when it is a pod's that vgpu did not place."""
         if self._inflight is None:
             raise AllocateError(
                 Code.FAILED_PRECONDITION,
                 "this node agent runs without a cluster (--no-cluster), so it cannot tell "
                 "which pod a device request is for; run it with cluster access")
-        pods = self._inflight.wait(self._wait)
+        admission = self._inflight.wait(self._wait)
+        pods, intruder = admission.pods, admission.intruder
+        # A request of a size the intruder does not ask for cannot be its own.
+        if intruder is not None and (not pods or set(sizes) <= set(
+                device_counts(intruder, self._resource))):
+            raise self._refuse(intruder)
         if not pods:
             raise AllocateError(
                 Code.FAILED_PRECONDITION,
@@ -129,6 +145,19 @@ class Allocator:
             _log.warning("no pod in allocation matches the device IDs; serving the oldest "
                          "by device count", pods=[pod_key(p) for p in pods])
         return pod, assignment, names
+
+    def _refuse(self, pod: Obj) -> AllocateError:
+        assert self._inflight is not None
+        self._inflight.refuse(pod)
+        reason = (f"it asks for {self._resource} but no vgpu scheduler placed it "
+                  f"(spec.schedulerName {scheduler_name(pod)!r}, "
+                  f"{BIND_PHASE} {bind_phase(pod) or 'unset'}), so it holds no vGPU slice on "
+                  f"node {self._node}; create it without spec.nodeName, naming no other "
+                  f"scheduler, and vgpu's scheduler will place it")
+        _log.warning("refused an Allocate for a pod vgpu did not place", pod=pod_key(pod))
+        if self._on_refused is not None:
+            self._on_refused(pod, reason)
+        return AllocateError(Code.PERMISSION_DENIED, f"pod {pod_key(pod)}: {reason}")
 
     def _fail(self, pod: Obj, code: Code, reason: str) -> AllocateError:
         message = f"pod {pod_key(pod)}: {reason}"
@@ -201,7 +230,7 @@ class Allocator:
                                     f"unknown device IDs {', '.join(unknown)}: not advertised "
                                     f"by this agent")
         with self._lock:
-            pods = self._pods()
+            pods = self._pods([len(ids) for ids in requests])
             assert self._inflight is not None
             gpu_sets = [_gpus(ids, known) for ids in requests]
             pod, assignment, names = self._match(pods, gpu_sets)
@@ -256,7 +285,11 @@ class Allocator:
         known = self._known_gpus()
         wanted: list[str] = []
         container: str | None = None
-        pods = self._inflight.wait(self._wait) if self._inflight is not None else []
+        admission = self._inflight.wait(self._wait) if self._inflight is not None else None
+        pods = admission.pods if admission is not None else []
+        if admission is not None and admission.intruder is not None and size in device_counts(
+                admission.intruder, self._resource):
+            pods = []  # its Allocate will be refused: steer it to no pod's GPUs
         # The request names no pod: steer it to the first in-flight pod with a container of
         # that size still waiting (the kubelet admits pods in the order its watch shows the
         # bindings, which is the order ours showed them).

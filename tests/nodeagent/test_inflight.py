@@ -5,17 +5,29 @@ import time
 from typing import Any
 
 from vgpu.annotations import BIND_PHASE, BIND_TIME
-from vgpu_nodeagent.allocation.inflight import InFlight, is_allocating
+from vgpu_nodeagent.allocation.inflight import InFlight as Index
+from vgpu_nodeagent.allocation.inflight import is_allocating
+
+RESOURCE = "nvidia.com/gpu"
+SCHEDULER = "vgpu-scheduler"
 
 
 def p(name: str, phase: str | None = "allocating", bound: str = "2026-01-01T00:00:00Z",
-      status: str = "Pending", rv: str = "1") -> dict[str, Any]:
+      status: str = "Pending", rv: str = "1", scheduler: str = SCHEDULER,
+      gpus: int = 1) -> dict[str, Any]:
     annotations = {BIND_TIME: bound}
     if phase is not None:
         annotations[BIND_PHASE] = phase
     return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
                          "resourceVersion": rv, "annotations": annotations},
+            "spec": {"nodeName": "node-1", "schedulerName": scheduler,
+                     "containers": [{"name": "main",
+                                     "resources": {"limits": {RESOURCE: str(gpus)}}}]},
             "status": {"phase": status}}
+
+
+def InFlight() -> Index:  # noqa: N802  (the class, with this node's resource and scheduler)
+    return Index(resource=RESOURCE, schedulers={SCHEDULER})
 
 
 def test_is_allocating() -> None:
@@ -58,7 +70,7 @@ def test_wait_returns_when_a_pod_arrives() -> None:
     timer = threading.Timer(0.05, lambda: inflight.on_pod(None, p("a")))
     timer.start()
     start = time.monotonic()
-    assert [x["metadata"]["name"] for x in inflight.wait(5.0)] == ["a"]
+    assert [x["metadata"]["name"] for x in inflight.wait(5.0).pods] == ["a"]
     assert time.monotonic() - start < 5.0
     timer.join()
-    assert InFlight().wait(0.01) == []
+    assert InFlight().wait(0.01).pods == []

@@ -30,6 +30,7 @@ from vgpu_nodeagent.kubelet.podresources import (
 )
 
 KNOWN = frozenset({GPU0, GPU1, GPU2})
+SCHEDULERS = frozenset({"vgpu-scheduler"})
 
 
 def bound(name: str, containers: dict[str, tuple[str, ...]], *, phase: str = "Running",
@@ -81,13 +82,13 @@ def kubelet(pod_name: str, **containers: tuple[str, ...]) -> list[KubeletDevices
 ])
 def test_mismatches(pods: list[Obj], view: list[KubeletDevices],
                     expected: list[Mismatch]) -> None:
-    assert list(mismatches(view, pods, KNOWN)) == expected
+    assert list(mismatches(view, pods, KNOWN, SCHEDULERS)) == expected
 
 
 def test_unreadable_assignment_is_not_compared() -> None:
     obj = bound("a", {"main": (GPU0,)})
     obj["metadata"]["annotations"][ASSIGNMENT] = "{not json"
-    assert mismatches(kubelet("a", main=(f"{GPU1}-0",)), [obj], KNOWN) == ()
+    assert mismatches(kubelet("a", main=(f"{GPU1}-0",)), [obj], KNOWN, SCHEDULERS) == ()
 
 
 def test_mismatch_message_names_both_sides() -> None:
@@ -125,7 +126,8 @@ def test_watch_reports_a_mismatch_once_and_is_down_without_a_socket(
     pods = [bound("a", {"main": (GPU0,)})]
     reported: list[Mismatch] = []
     watch = PodResourcesWatch(PodResourcesClient(stand_in.socket_path), "nvidia.com/gpu",
-                              lambda: KNOWN, lambda: pods, report=reported.append)
+                              lambda: KNOWN, lambda: pods, schedulers=SCHEDULERS,
+                              report=reported.append)
     stand_in.set({("default", "a"): {"main": [f"{GPU1}-0"]}})
     first = watch.poll()
     watch.poll()
@@ -177,7 +179,8 @@ def test_agent_checks_the_kubelet_view_into_metrics_and_events(
 def test_watch_does_not_read_while_a_pod_is_admitted(stand_in: PodResourcesStandIn) -> None:
     quiet = False
     watch = PodResourcesWatch(PodResourcesClient(stand_in.socket_path), "nvidia.com/gpu",
-                              lambda: KNOWN, lambda: [], report=lambda m: None,
+                              lambda: KNOWN, lambda: [], schedulers=SCHEDULERS,
+                              report=lambda m: None,
                               quiet=lambda: quiet)
     stand_in.set({("default", "a"): {"main": [f"{GPU0}-0"]}})
     assert watch.poll() == KubeletView() and stand_in.calls == 0
