@@ -20,8 +20,8 @@ from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
-from vgpu.pods import pod_key
 from vgpu.errors import ConfigError
+from vgpu.pods import pod_key
 from vgpu_nodeagent import events
 from vgpu_nodeagent.allocation import progress
 from vgpu_nodeagent.allocation.allocator import Allocator

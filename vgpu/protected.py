@@ -45,7 +45,7 @@ def protected(key: str) -> bool:
     return (key.startswith(PREFIX) and key not in USER_KEYS) or key in HAMI_WRITTEN
 
 
-def annotations(obj: Any) -> Mapping[str, Any]:
+def annotations_in(obj: Any) -> Mapping[str, Any]:
     """``metadata.annotations`` of an object as it came in a review (anything, or None)."""
     if not isinstance(obj, Mapping):
         return {}

@@ -5,15 +5,14 @@ import time
 from typing import Any
 
 from vgpu.annotations import BIND_PHASE, BIND_TIME
-from vgpu_nodeagent.allocation.inflight import InFlight as Index
-from vgpu_nodeagent.allocation.inflight import is_allocating
+from vgpu_nodeagent.allocation.inflight import InFlight, is_allocating
 
 RESOURCE = "nvidia.com/gpu"
 SCHEDULER = "vgpu-scheduler"
 
 
 def p(name: str, phase: str | None = "allocating", bound: str = "2026-01-01T00:00:00Z",
-      status: str = "Pending", rv: str = "1", scheduler: str = SCHEDULER,
+      status: str = "Pending", rv: str = "1", *, scheduler: str = SCHEDULER,
       gpus: int = 1) -> dict[str, Any]:
     annotations = {BIND_TIME: bound}
     if phase is not None:
@@ -26,8 +25,8 @@ def p(name: str, phase: str | None = "allocating", bound: str = "2026-01-01T00:0
             "status": {"phase": status}}
 
 
-def InFlight() -> Index:  # noqa: N802  (the class, with this node's resource and scheduler)
-    return Index(resource=RESOURCE, schedulers={SCHEDULER})
+def index() -> InFlight:
+    return InFlight(resource=RESOURCE, schedulers={SCHEDULER})
 
 
 def test_is_allocating() -> None:
@@ -38,7 +37,7 @@ def test_is_allocating() -> None:
 
 
 def test_index_follows_events_in_the_order_the_bindings_arrived() -> None:
-    inflight = InFlight()
+    inflight = index()
     # The kubelet admits in its watch's order, not by the scheduler's bind-time.
     inflight.on_pod(None, p("first", bound="2026-01-01T00:00:09Z"))
     inflight.on_pod(None, p("second", bound="2026-01-01T00:00:01Z"))
@@ -52,7 +51,7 @@ def test_index_follows_events_in_the_order_the_bindings_arrived() -> None:
 
 
 def test_finished_pods_are_not_offered_until_the_watch_shows_their_phase() -> None:
-    inflight = InFlight()
+    inflight = index()
     pod = p("a")
     inflight.on_pod(None, pod)
     inflight.mark_done(pod, ["c1"])
@@ -66,11 +65,11 @@ def test_finished_pods_are_not_offered_until_the_watch_shows_their_phase() -> No
 
 
 def test_wait_returns_when_a_pod_arrives() -> None:
-    inflight = InFlight()
+    inflight = index()
     timer = threading.Timer(0.05, lambda: inflight.on_pod(None, p("a")))
     timer.start()
     start = time.monotonic()
     assert [x["metadata"]["name"] for x in inflight.wait(5.0).pods] == ["a"]
     assert time.monotonic() - start < 5.0
     timer.join()
-    assert InFlight().wait(0.01).pods == []
+    assert index().wait(0.01).pods == []

@@ -60,6 +60,8 @@ EXPORTED: dict[str, frozenset[str]] = {
     "webhook": frozenset({
         *_counter("vgpu_webhook_requests"),
         *_histogram("vgpu_webhook_request_duration_seconds"),
+        *_counter("vgpu_webhook_validations"),
+        *_histogram("vgpu_webhook_validation_duration_seconds"),
         *_counter("vgpu_webhook_certificate_reloads"),
         "vgpu_webhook_certificate_expiry_timestamp_seconds",
         "vgpu_webhook_inventory_nodes", "vgpu_webhook_inventory_gpus",

@@ -80,6 +80,10 @@ EXPECTED_RIGHTS = {
         | _rights("vgpu-system", "", f"secrets/{certs_cli.DEFAULT_SECRET}", "get", "update")
         | _rights("cluster", "admissionregistration.k8s.io",
                   f"mutatingwebhookconfigurations/{certs_cli.DEFAULT_WEBHOOK_CONFIG}",
+                  "get", "update")
+        # /validate's configuration, of the same name and the same certificate.
+        | _rights("cluster", "admissionregistration.k8s.io",
+                  f"validatingwebhookconfigurations/{certs_cli.DEFAULT_WEBHOOK_CONFIG}",
                   "get", "update")),
 }
 

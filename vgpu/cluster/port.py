@@ -25,6 +25,7 @@ Obj = dict[str, Any]
 #: :data:`vgpu.cluster.resources.RESOURCES`, which a unit test holds in step with this.
 Kind = Literal[
     "pods", "nodes", "secrets", "leases", "mutatingwebhookconfigurations",
+    "validatingwebhookconfigurations",
     "persistentvolumes", "persistentvolumeclaims", "storageclasses", "csinodes",
     "poddisruptionbudgets", "events", "namespaces", "services", "replicationcontrollers",
     "replicasets", "statefulsets",

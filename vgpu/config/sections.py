@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vgpu import policy
-from vgpu.pods import DEFAULT_SCHEDULER
 from vgpu.config.isolation import IsolationConfig, check_split
 from vgpu.config.knobs import knob as _knob
 from vgpu.config.knobs import section as _section
 from vgpu.config.plugin_args import InterPodAffinityArgs, PodTopologySpreadArgs
 from vgpu.errors import ConfigError
+from vgpu.pods import DEFAULT_SCHEDULER
 
 
 @dataclass(frozen=True)
