@@ -120,9 +120,12 @@ def admission_policy(config: Config) -> list[dict[str, Any]]:
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
+                # pods/status too: a status write can change annotations, and in the API
+                # server the check costs next to nothing (the webhook stays off it).
                 "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                                    "operations": ["CREATE", "UPDATE"],
-                                   "resources": ["pods", f"pods/{EPHEMERAL}"]}],
+                                   "resources": ["pods", f"pods/{EPHEMERAL}",
+                                                 "pods/status"]}],
                 "namespaceSelector": {"matchExpressions": [{
                     "key": "kubernetes.io/metadata.name", "operator": "NotIn",
                     "values": ["kube-system", "vgpu-system"]}]},

@@ -5,7 +5,9 @@ Registered for Pod CREATE and UPDATE (``pods`` and ``pods/ephemeralcontainers``,
 ``pods/status``: the kubelet's status writes stay off it) by
 ``manifests/webhook/validatingwebhookconfiguration.yaml``; on Kubernetes 1.30 and later the
 ValidatingAdmissionPolicy in ``manifests/policy`` applies the same annotation rule inside
-the API server.
+the API server, ``pods/status`` included (a status write can change a pod's annotations;
+there the check costs next to nothing). A ``status`` request sent here is checked as an
+update.
 
 - A request from one of ``webhook.annotationWriters`` (the scheduler's and the node
   agent's service accounts, by ``userInfo.username``) is allowed at once: those are the
@@ -112,7 +114,7 @@ def validate(request: Mapping[str, Any], config: Config) -> Decision:
     new, old = request.get("object"), request.get("oldObject")
     if sub == EPHEMERAL:
         return _ephemeral(old, new, config)
-    if sub:
+    if sub not in ("", "status"):  # a status write can change annotations too
         return _allow("skipped", f"subresource {sub}")
     if operation == "CREATE":
         return _created(new, who, config)

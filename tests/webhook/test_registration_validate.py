@@ -78,7 +78,7 @@ def test_policy_is_the_generated_one(policy: list[dict[str, Any]]) -> None:
                                "validationActions": ["Deny"]}
     assert vap["spec"]["failurePolicy"] == "Fail"
     assert vap["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == [
-        "pods", "pods/ephemeralcontainers"]
+        "pods", "pods/ephemeralcontainers", "pods/status"]
 
 
 class Cel:
@@ -180,6 +180,13 @@ CASES = [
     ("the node agent writes the bind phase", request_of(
         "UPDATE", noted(GPU_POD, {**PLACED, "vgpu.io/bind-phase": "failed"}),
         noted(GPU_POD, PLACED), user=AGENT), False),
+    # A status write can change annotations (seen on 1.20.2); only the policy sees those.
+    ("a status write that edits the assignment", request_of(
+        "UPDATE", noted(GPU_POD, {**PLACED, "vgpu.io/assignment": "{}x"}),
+        noted(GPU_POD, PLACED), user="system:node:n1", sub="status"), True),
+    ("the kubelet's status write", request_of(
+        "UPDATE", noted(GPU_POD, PLACED), noted(GPU_POD, PLACED), user="system:node:n1",
+        sub="status"), False),
 ]
 
 

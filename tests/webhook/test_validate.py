@@ -77,7 +77,8 @@ def test_writers_come_from_the_config() -> None:
 @pytest.mark.parametrize(("request_", "outcome"), [
     (dict(review(GPU_POD, kind="Deployment", group="apps")["request"]), "skipped"),
     ({**review(GPU_POD)["request"], "operation": "DELETE"}, "skipped"),
-    ({**update(placed(), placed()), "subResource": "status"}, "skipped"),
+    ({**update(placed(), placed()), "subResource": "binding"}, "skipped"),
+    ({**update(placed(), placed()), "subResource": "status"}, "unchanged"),
     (update(placed(), placed()), "unchanged"),
 ])
 def test_what_is_passed(request_: dict[str, Any], outcome: str) -> None:
