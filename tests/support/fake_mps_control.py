@@ -4,7 +4,8 @@ Every call appends one JSON line (argv, stdin, the two MPS folders) to
 ``$CUDA_MPS_LOG_DIRECTORY/commands.jsonl``. ``-d`` "starts" the daemon by creating
 ``$CUDA_MPS_PIPE_DIRECTORY/control`` (refused when ``$CUDA_MPS_LOG_DIRECTORY/refuse``
 exists); a command on stdin is answered while that file exists, ``quit`` removes it.
-Deleting it plays a daemon that died.
+Deleting it plays a daemon that died; ``$CUDA_MPS_LOG_DIRECTORY/miss-once`` makes the next
+command go unanswered once (a busy daemon), and is removed by it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def main() -> int:
         return 0
     if not os.path.exists(control):
         print("Cannot find MPS control daemon process", file=sys.stderr)
+        return 1
+    miss = os.path.join(log, "miss-once")
+    if os.path.exists(miss):
+        os.unlink(miss)
+        print("no answer", file=sys.stderr)
         return 1
     command = stdin.strip()
     if command == "quit":

@@ -34,7 +34,7 @@ from vgpu.errors import (
     InvalidError,
     NotFoundError,
 )
-from vgpu.kube import paths
+from vgpu.kube import paths, tokens
 from vgpu.kube.ratelimit import TokenBucket
 from vgpu.kube.transport import (
     SERVICE_ACCOUNT_DIR,
@@ -278,4 +278,9 @@ def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {kubeconfig}: {exc.strerror}") from None
     configuration.connection_pool_maxsize = pool_size
+    token_file = tokens.kubeconfig_token_file(kubeconfig)
+    if token_file is not None:
+        # The loader read the file once; client-go reads it again every 50 s.
+        hook: Any = tokens.refresher(tokens.TokenFile(token_file))
+        configuration.refresh_api_key_hook = hook
     return KubeCluster(ClientTransport(kubernetes.client.ApiClient(configuration)), qps, burst)

@@ -70,11 +70,22 @@ def request_head(method: str, target: str, authority: str, headers: Mapping[str,
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+def interim(status: int) -> bool:
+    """Whether an answer of ``status`` is an interim one (``100 Continue``, ``102``,
+    ``103 Early Hints``): it has no body and the real answer follows on the same
+    connection, so it is skipped, as Go's transport does. ``101`` switches protocols and is
+    an answer of its own (refused where it is read)."""
+    return 100 <= status < 200 and status != 101
+
+
 class _Answer:
     """httptools' callbacks: the body's pieces, whether the message is complete, and
-    whether the connection stays open (the parser forgets it once the message ends)."""
+    whether the connection stays open (the parser forgets it once the message ends).
+    Interim answers (:func:`interim`) are read past: their headers and end are not the
+    answer's, whether they arrive in a packet of their own or with it."""
 
-    __slots__ = ("body", "complete", "framed", "headers_done", "keep_alive", "parser")
+    __slots__ = ("body", "complete", "framed", "headers_done", "interim", "keep_alive",
+                 "parser")
 
     def __init__(self) -> None:
         self.body: list[bytes] = []
@@ -83,6 +94,8 @@ class _Answer:
         #: The headers gave the body's length or chunked it (else it ends with the stream).
         self.framed = False
         self.headers_done = False
+        #: The message being read is an interim answer.
+        self.interim = False
         self.parser = httptools.HttpResponseParser(self)
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -90,12 +103,18 @@ class _Answer:
             self.framed = True
 
     def on_headers_complete(self) -> None:
+        if interim(self.parser.get_status_code()):
+            self.interim = True
+            return
         self.headers_done = True
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
 
     def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = self.framed = False
+            return
         self.complete = True
         self.keep_alive = self.parser.should_keep_alive()
 
