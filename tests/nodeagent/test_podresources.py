@@ -20,12 +20,14 @@ from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_SUC
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu_nodeagent.kubelet.podresources import (
+    Intruder,
     KubeletDevices,
     KubeletView,
     Mismatch,
     PodResourcesClient,
     PodResourcesWatch,
     from_response,
+    intruders,
     mismatches,
 )
 
@@ -188,3 +190,69 @@ def test_watch_does_not_read_while_a_pod_is_admitted(stand_in: PodResourcesStand
     quiet = True
     assert watch.poll().devices == (KubeletDevices("default", "a", "main", (f"{GPU0}-0",)),)
     assert stand_in.calls == 1
+
+
+def foreign(name: str, *, scheduler: str = "other", deleting: bool = False) -> Obj:
+    """A pod on NODE that no vgpu scheduler placed, with a forged assignment on GPU0."""
+    obj = bound(name, {"main": (GPU0,)})
+    obj["spec"]["schedulerName"] = scheduler
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return obj
+
+
+@pytest.mark.parametrize(("pods", "view", "expected"), [
+    pytest.param([foreign("x")], kubelet("x", main=(f"{GPU0}-1",)),
+                 [Intruder("default", "x", (("main", (GPU0,)),))], id="forged-and-holding"),
+    pytest.param([foreign("x")], kubelet("x", main=()), [], id="holding-nothing"),
+    pytest.param([bound("a", {"main": (GPU0,)})], kubelet("a", main=(f"{GPU0}-1",)), [],
+                 id="a-vgpu-pod"),
+    pytest.param([foreign("x", deleting=True)], kubelet("x", main=(f"{GPU0}-1",)), [],
+                 id="being-deleted"),
+    pytest.param([], kubelet("x", main=(f"{GPU0}-1",)), [], id="not-in-the-watch"),
+])
+def test_intruders(pods: list[Obj], view: list[KubeletDevices],
+                   expected: list[Intruder]) -> None:
+    assert list(intruders(view, pods, KNOWN, SCHEDULERS)) == expected
+    # An intruder is no mismatch: it has no assignment of vgpu's to differ from.
+    assert mismatches(view, pods, KNOWN, SCHEDULERS) == ()
+
+
+def test_intruder_message_says_what_to_do() -> None:
+    text = Intruder("ns", "x", (("main", (GPU0,)),)).message
+    assert f"container main: GPUs [{GPU0}]" in text
+    assert "not placed by a vgpu scheduler" in text and "delete it" in text
+
+
+def agent_with_intruder(make_env: Any, stand_in: PodResourcesStandIn, *, evict: bool) -> Any:
+    env = make_env(small_config(pod_resources_socket=stand_in.socket_path,
+                                pod_resources_seconds=0.05, evict_intruders=evict))
+    env.kubelet.wait_registration()
+    obj = pod("x", [container("main", 1)])
+    obj["spec"].update(nodeName=NODE, schedulerName="other")
+    env.cluster.create("pods", obj)
+    stand_in.set({("default", "x"): {"main": [f"{GPU0}-4"]}})
+    return env
+
+
+def test_the_agent_names_an_intruder(make_env: Any, stand_in: PodResourcesStandIn) -> None:
+    env = agent_with_intruder(make_env, stand_in, evict=False)
+    wait_until(lambda: bool(env.cluster.events("x")), what="the intruder's event")
+    (event,) = env.cluster.events("x")
+    assert event.reason == "GPUNotPlacedByVgpu" and event.type == "Warning"
+    assert "not placed by a vgpu scheduler" in event.message
+    url = f"http://127.0.0.1:{env.agent.metrics_server.port}/metrics"
+
+    def gauge() -> str:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return str(response.read().decode())
+
+    wait_until(lambda: "vgpu_nodeagent_intruder_pods 1.0" in gauge(), what="the metric")
+    assert env.cluster.list("pods").items  # named, not evicted
+
+
+def test_the_agent_evicts_an_intruder_when_told(make_env: Any,
+                                                stand_in: PodResourcesStandIn) -> None:
+    env = agent_with_intruder(make_env, stand_in, evict=True)
+    # The memory cluster's eviction deletes the pod at once.
+    wait_until(lambda: not env.cluster.list("pods").items, what="the eviction")
