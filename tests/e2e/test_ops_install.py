@@ -187,7 +187,7 @@ CAN = {
     "vgpu-webhook": [("list", "nodes"), ("watch", "nodes")],
     "vgpu-nodeagent": [
         ("list", "pods", "-A"), ("watch", "pods", "-A"), ("get", "pods", "-n", "team-a"),
-        ("patch", "pods", "-n", "team-a"), ("patch", "nodes"),
+        ("patch", "pods", "--subresource=status", "-n", "team-a"), ("patch", "nodes"),
         ("create", "events", "-n", "team-a"), ("create", "pods", "--subresource=eviction", "-A"),
     ],
     "vgpu-certs": [
@@ -196,6 +196,8 @@ CAN = {
         ("update", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
         ("get", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
         ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
+        ("get", "validatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
+        ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
     ],
 }
 
@@ -219,7 +221,8 @@ CANNOT = {
                        ("update", "pods", "-n", "team-a")],
     "vgpu-webhook": [("get", "pods", "-A"), ("patch", "nodes"), ("get", "nodes/some-node")],
     "vgpu-nodeagent": [("list", "nodes"), ("create", "pods", "--subresource=binding", "-A"),
-                       ("update", "pods", "-n", "team-a"), ("patch", "events", "-A")],
+                       ("update", "pods", "-n", "team-a"), ("patch", "pods", "-n", "team-a"),
+                       ("patch", "events", "-A")],
     "vgpu-certs": [("get", "secrets/other", "-n", "vgpu-system"),
                    ("update", "secrets/other", "-n", "vgpu-system"),
                    ("create", "secrets", "-n", "team-a"),
@@ -229,6 +232,8 @@ CANNOT = {
                    ("patch",
                     "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
                    ("list", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+                   ("update",
+                    "validatingwebhookconfigurations.admissionregistration.k8s.io/other"),
                    ("patch", "validatingwebhookconfigurations.admissionregistration.k8s.io")],
 }
 

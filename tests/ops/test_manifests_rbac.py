@@ -69,7 +69,9 @@ EXPECTED_RIGHTS = {
     "vgpu-webhook": (_rights("cluster", "", "nodes", "list", "watch")
                      | _rights("cluster", "", "events", "create")),
     "vgpu-nodeagent": (
-        _rights("cluster", "", "pods", "get", "list", "watch", "patch")
+        _rights("cluster", "", "pods", "get", "list", "watch")
+        # The bind-phase patch goes through pods/status (off the validating webhook).
+        | _rights("cluster", "", "pods/status", "patch")
         | _rights("cluster", "", "nodes", "patch")
         # Warnings on its pods (assignment mismatch, memory over grant); the watchdog's
         # evict action, through the Eviction API so budgets hold.

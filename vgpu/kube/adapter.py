@@ -187,13 +187,15 @@ class KubeCluster:
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
-                          resource_version: str | None = None) -> Obj:
+                          resource_version: str | None = None, *,
+                          status: bool = False) -> Obj:
         metadata: dict[str, Any] = {"annotations": dict(annotations)}
         if resource_version:
             # A merge patch carrying resourceVersion is a conditional write: 409 if stale.
             metadata["resourceVersion"] = resource_version
         res = self._resource(kind)
-        return self.request_json("PATCH", paths.path(res, name, namespace),
+        where = paths.path(res, name, namespace, "status" if status else None)
+        return self.request_json("PATCH", where,
                                  f"patch {res.singular} {name}",
                                  body={"metadata": metadata}, content_type=paths.MERGE_PATCH)
 
