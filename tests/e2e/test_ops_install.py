@@ -5,11 +5,12 @@ fixed names (the webhook configuration vgpu-webhook, ClusterRoles) that other e2
 modules on the shared one must not see.
 
 What 1.20 cannot take, and how: manifests/base uses policy/v1 PodDisruptionBudget and
-batch/v1 CronJob (GA in 1.21) and the webhook's matchConditions (1.27). The install on
-1.20 is manifests/overlays/k8s-1.20 (applied for real below). The base and the other
-overlays are checked by a server-side dry run after the same three changes, made here
-on the rendered objects (``for_1_20``), plus stand-in CRDs for the Prometheus
-Operator's PodMonitor; a test pins that those are the only things 1.20 lacks.
+batch/v1 CronJob (GA in 1.21), the webhooks' matchConditions (1.27) and the
+ValidatingAdmissionPolicy with its binding (1.30). The install on 1.20 is
+manifests/overlays/k8s-1.20 (applied for real below). The base and the other overlays are
+checked by a server-side dry run after the same four changes, made here on the rendered
+objects (``for_1_20``), plus stand-in CRDs for the Prometheus Operator's PodMonitor; a
+test pins that those are the only things 1.20 lacks.
 Rendering alone, without a control plane, is ``test_ops_render``.
 """
 
@@ -51,12 +52,18 @@ def for_1_20(objs: list[Obj]) -> list[Obj]:
             ("batch/v1", "CronJob"): "batch/v1beta1"}
     out = []
     for obj in copy.deepcopy(objs):
+        if obj["kind"] in NEWER:
+            continue
         obj["apiVersion"] = beta.get((obj["apiVersion"], obj["kind"]), obj["apiVersion"])
-        if obj["kind"] == "MutatingWebhookConfiguration":
+        if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             for hook in obj["webhooks"]:
                 hook.pop("matchConditions", None)
         out.append(obj)
     return out
+
+
+#: Kinds of the base that 1.20 has in no form (Kubernetes 1.30+).
+NEWER = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 
 STAND_IN_CRD = """
@@ -92,6 +99,8 @@ def test_the_1_20_overlay_applies_and_a_second_apply_creates_nothing(
     assert "poddisruptionbudget.policy/vgpu-webhook created" in first.stdout
     assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/vgpu-webhook created" \
         in first.stdout
+    assert "validatingwebhookconfiguration.admissionregistration.k8s.io/vgpu-webhook created" \
+        in first.stdout
     second = cp.kubectl("apply", "-k", str(MANIFESTS / "overlays" / "k8s-1.20"))
     assert " created" not in second.stdout, second.stdout
     assert " configured" not in second.stdout, second.stdout
@@ -99,8 +108,9 @@ def test_the_1_20_overlay_applies_and_a_second_apply_creates_nothing(
     dry = cp.kubectl("apply", "-k", str(MANIFESTS / "overlays" / "k8s-1.20"), "--server-side",
                      "--force-conflicts", "--dry-run=server")
     assert "serverside-applied (server dry run)" in dry.stdout
-    stored = cp.kubectl("get", "mutatingwebhookconfiguration", "vgpu-webhook", "-o", "yaml")
-    assert "failurePolicy: Ignore" in stored.stdout
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        stored = cp.kubectl("get", kind, "vgpu-webhook", "-o", "yaml")
+        assert "failurePolicy: Ignore" in stored.stdout
 
 
 def test_1_20_lacks_only_what_the_overlay_replaces(cp: ControlPlane, kubectl_path: Path) -> None:
@@ -114,6 +124,10 @@ def test_1_20_lacks_only_what_the_overlay_replaces(cp: ControlPlane, kubectl_pat
     refused = cp.kubectl("apply", "--dry-run=server", "-f", "-", check=False,
                          input_text=yaml.safe_dump_all(objs))
     assert refused.returncode != 0 and "matchConditions" in refused.stderr
+    # The ValidatingAdmissionPolicy and its binding are no kind 1.20 knows.
+    kinds = cp.kubectl("api-resources", "--api-group=admissionregistration.k8s.io").stdout
+    assert "validatingwebhookconfigurations" in kinds
+    assert "validatingadmissionpolic" not in kinds
 
 
 @pytest.fixture(scope="module")
