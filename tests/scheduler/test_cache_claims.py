@@ -10,6 +10,7 @@ removing the annotation from a running pod freed its slice in the scheduler's vi
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -103,3 +104,24 @@ def test_a_forged_assignment_added_later_is_no_claim() -> None:
     assert usage(c) == FREE
     c.set_pod(running())
     assert usage(c) == FREE
+
+
+def test_another_schedulers_pod_in_allocation_holds_no_gate() -> None:
+    """A forged ``bind-phase: allocating`` on a pod vgpu did not place (its owner's
+    writing, with admission out of the way) holds no pod at Permit: the node's gate sees
+    only pods of vgpu's schedulers."""
+    from tests.scheduler.e2e_support import gpu_node, node_of, setup
+
+    config = Config(scheduler=dataclasses.replace(Config().scheduler, permit_gate="node"))
+    sched, cluster, _ = setup([gpu_node("n1", 2)], config)
+    forged = builders.pod("forged", [builders.container(gpus=1)], scheduler_name="x",
+                          annotations={ASSIGNMENT: codecs.encode_assignment(
+                              assignment("n1", "GPU-n1-0", 100, 0)),
+                              "vgpu.io/bind-phase": "allocating",
+                              "vgpu.io/bind-time": "2099-01-01T00:00:00.000000Z"})
+    forged["spec"]["nodeName"] = "n1"
+    cluster.create("pods", forged)
+    cluster.create("pods", builders.pod("mine", [builders.container(gpus=1)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "mine") == "n1"
+    assert sched.waiting_pods() == {}
