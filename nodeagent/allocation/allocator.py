@@ -8,11 +8,8 @@ allocated, the pod's ``bind-phase`` becomes ``success``; when the pod cannot be 
 assignment, a count no container has), ``failed`` with a reason, so the scheduler's gate
 for the node opens instead of waiting for its timeout.
 
-A request the agent cannot tie to a pod vgpu placed is refused (``PERMISSION_DENIED``):
-when the first pod the kubelet may be admitting asks for the device resource without
-vgpu's placement (:attr:`~vgpu_nodeagent.allocation.inflight.Admission.intruder`), the
-Allocate is its own, and serving it from a pod in allocation would hand it that pod's
-grant. The pod in allocation keeps its turn: its own Allocate comes next.
+An Allocate that is the own of a pod vgpu did not place (``Admission.refused``) is refused,
+``PERMISSION_DENIED``, not served a pod in allocation's grant: that pod's comes next.
 """
 
 from __future__ import annotations
@@ -30,9 +27,9 @@ from vgpu.codecs import Assignment, assignment_of, bind_time
 from vgpu.config import Config
 from vgpu.errors import CodecError, VgpuError
 from vgpu.pod_history import ALLOCATION, Allocation, encode_allocation
-from vgpu.pods import bind_phase, container_names, pod_key, scheduler_name
+from vgpu.pods import container_names, pod_key
 from vgpu_nodeagent.allocation import matching, preferred
-from vgpu_nodeagent.allocation.inflight import InFlight, device_counts, is_allocating, uid_of
+from vgpu_nodeagent.allocation.inflight import InFlight, is_allocating, refusal, uid_of
 from vgpu_nodeagent.allocation.phases import PhaseUpdate, PhaseWriter
 from vgpu_nodeagent.devices.virtual import physical_uuid
 from vgpu_nodeagent.isolation import answers, grants
@@ -72,8 +69,7 @@ class Allocator:
                  totals: Callable[[], Mapping[str, int]] = dict,
                  on_refused: Callable[[Obj, str], None] | None = None) -> None:
         self._config = config
-        # Told each pod whose Allocate is refused, with the reason (an event, a metric).
-        self._on_refused = on_refused
+        self._on_refused = on_refused  # told each refused pod and why (an event, a metric)
         self.backend = backend if backend is not None else Backend(config)
         # MiB of each GPU, so that a whole-GPU grant gets no MPS memory pin.
         self._totals = totals
@@ -104,11 +100,10 @@ class Allocator:
                 "this node agent runs without a cluster (--no-cluster), so it cannot tell "
                 "which pod a device request is for; run it with cluster access")
         admission = self._inflight.wait(self._wait)
-        pods, intruder = admission.pods, admission.intruder
-        # A request of a size the intruder does not ask for cannot be its own.
-        if intruder is not None and (not pods or set(sizes) <= set(
-                device_counts(intruder, self._resource))):
+        intruder = admission.refused(sizes, self._resource)
+        if intruder is not None:
             raise self._refuse(intruder)
+        pods = admission.pods
         if not pods:
             raise AllocateError(
                 Code.FAILED_PRECONDITION,
@@ -149,11 +144,7 @@ class Allocator:
     def _refuse(self, pod: Obj) -> AllocateError:
         assert self._inflight is not None
         self._inflight.refuse(pod)
-        reason = (f"it asks for {self._resource} but no vgpu scheduler placed it "
-                  f"(spec.schedulerName {scheduler_name(pod)!r}, "
-                  f"{BIND_PHASE} {bind_phase(pod) or 'unset'}), so it holds no vGPU slice on "
-                  f"node {self._node}; create it without spec.nodeName, naming no other "
-                  f"scheduler, and vgpu's scheduler will place it")
+        reason = refusal(pod, self._resource, self._node)
         _log.warning("refused an Allocate for a pod vgpu did not place", pod=pod_key(pod))
         if self._on_refused is not None:
             self._on_refused(pod, reason)
@@ -286,10 +277,9 @@ class Allocator:
         wanted: list[str] = []
         container: str | None = None
         admission = self._inflight.wait(self._wait) if self._inflight is not None else None
-        pods = admission.pods if admission is not None else []
-        if admission is not None and admission.intruder is not None and size in device_counts(
-                admission.intruder, self._resource):
-            pods = []  # its Allocate will be refused: steer it to no pod's GPUs
+        # An intruder's request is steered to no pod's GPUs (its Allocate will be refused).
+        pods = [] if admission is None or admission.refused([size], self._resource) else \
+            admission.pods
         # The request names no pod: steer it to the first in-flight pod with a container of
         # that size still waiting (the kubelet admits pods in the order its watch shows the
         # bindings, which is the order ours showed them).

@@ -23,12 +23,12 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu import meta
-from vgpu.annotations import ASSIGNMENT, PHASE_ALLOCATING
+from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING
 from vgpu.cluster.port import Obj
 from vgpu.errors import QuantityError
 from vgpu.pods import bind_phase, containers, is_terminated, node_name, pod_key, scheduler_name
@@ -84,6 +84,23 @@ class Admission:
 
     pods: list[Obj] = field(default_factory=list)
     intruder: Obj | None = None
+
+    def refused(self, sizes: Sequence[int], resource: str) -> Obj | None:
+        """The intruder when a request of ``sizes`` devices is its own: it asks for those
+        sizes, or no pod in allocation could take the request instead."""
+        if self.intruder is None:
+            return None
+        if self.pods and not set(sizes) <= set(device_counts(self.intruder, resource)):
+            return None
+        return self.intruder
+
+
+def refusal(pod: Obj, resource: str, node: str) -> str:
+    """Why an Allocate for ``pod``, which no vgpu scheduler placed, is refused."""
+    return (f"it asks for {resource} but no vgpu scheduler placed it (spec.schedulerName "
+            f"{scheduler_name(pod)!r}, {BIND_PHASE} {bind_phase(pod) or 'unset'}), so it "
+            f"holds no vGPU slice on node {node}; create it without spec.nodeName, naming no "
+            f"other scheduler, and vgpu's scheduler will place it")
 
 
 class InFlight:

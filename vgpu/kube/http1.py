@@ -71,18 +71,15 @@ def request_head(method: str, target: str, authority: str, headers: Mapping[str,
 
 
 def interim(status: int) -> bool:
-    """Whether an answer of ``status`` is an interim one (``100 Continue``, ``102``,
-    ``103 Early Hints``): it has no body and the real answer follows on the same
-    connection, so it is skipped, as Go's transport does. ``101`` switches protocols and is
-    an answer of its own (refused where it is read)."""
+    """An interim answer (100, 102, 103): no body, the real one follows; skipped, as Go's
+    transport does. 101 switches protocols: an answer of its own (refused where read)."""
     return 100 <= status < 200 and status != 101
 
 
 class _Answer:
     """httptools' callbacks: the body's pieces, whether the message is complete, and
     whether the connection stays open (the parser forgets it once the message ends).
-    Interim answers (:func:`interim`) are read past: their headers and end are not the
-    answer's, whether they arrive in a packet of their own or with it."""
+    ``interim``: an interim answer is being read past, alone in its packet or not."""
 
     __slots__ = ("body", "complete", "framed", "headers_done", "interim", "keep_alive",
                  "parser")
@@ -94,7 +91,6 @@ class _Answer:
         #: The headers gave the body's length or chunked it (else it ends with the stream).
         self.framed = False
         self.headers_done = False
-        #: The message being read is an interim answer.
         self.interim = False
         self.parser = httptools.HttpResponseParser(self)
 
@@ -103,10 +99,8 @@ class _Answer:
             self.framed = True
 
     def on_headers_complete(self) -> None:
-        if interim(self.parser.get_status_code()):
-            self.interim = True
-            return
-        self.headers_done = True
+        self.interim = interim(self.parser.get_status_code())
+        self.headers_done = not self.interim
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
