@@ -152,7 +152,8 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
            gpus: ClusterGpus) -> list[Op]:
     spec: Mapping[str, Any] = pod["spec"]
     ops: list[Op] = []
-    if spec.get("schedulerName") not in config.vgpu_schedulers:
+    named = spec.get("schedulerName")
+    if not (isinstance(named, str) and named in config.vgpu_schedulers):
         ops.append(add("/spec/schedulerName", config.scheduler_name))
 
     by_name = parsed.by_name()

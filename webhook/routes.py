@@ -54,7 +54,8 @@ def _grant_variables(container: Any) -> list[str]:
 
 def _scheduler(spec: Mapping[str, Any], config: Config) -> str | None:
     name = spec.get("schedulerName")
-    if name in (None, "", DEFAULT_SCHEDULER) or name in config.vgpu_schedulers:
+    if name is None or (isinstance(name, str) and (
+            name in ("", DEFAULT_SCHEDULER) or name in config.vgpu_schedulers)):
         return None
     prefix = config.resource_names.gpu.split("/")[0]
     return (f"spec.schedulerName is {name!r}: a pod that asks for {prefix}/* resources is "

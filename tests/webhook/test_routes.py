@@ -34,6 +34,9 @@ CASES = [
     Case("GPU pod for another scheduler",
          pod(ctr("c", {GPU: "1"}), scheduler="volcano"),
          denied="spec.schedulerName is 'volcano'", code=403),
+    Case("a schedulerName that is not a string is another scheduler's, not a crash",
+         pod(ctr("c", {GPU: "1"}), scheduler=[]),  # type: ignore[arg-type]
+         denied="spec.schedulerName is []", code=403),
     Case("GPU pod for another scheduler says what to do instead",
          pod(ctr("c", {MEM: "3000"}), scheduler="x"),
          denied="remove spec.schedulerName (the webhook sets 'vgpu-scheduler')", code=403),
