@@ -10,12 +10,12 @@ import pytest
 
 from tests.webhook.pods import ctr, pod
 from tests.webhook.test_mutate import CASES as MUTATE_CASES
-from tests.webhook.test_mutate import GPU, MEM, PCT, Case, Edit, edits, res, sched
+from tests.webhook.test_mutate import GPU, MEM, PCT, PLAIN, Case, Edit, edits, res, sched
 from tests.webhook.test_mutate import test_decision as check
 from vgpu.config import Config
 from vgpu_webhook.routes import grant_variable
 
-SECOND = Config(extra_scheduler_names=("second-vgpu",))
+SECOND = Config(extra_scheduler_names=("second-vgpu",), quota=PLAIN.quota)
 
 
 def named(name: str) -> Edit:

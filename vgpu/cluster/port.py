@@ -28,7 +28,7 @@ Kind = Literal[
     "validatingwebhookconfigurations",
     "persistentvolumes", "persistentvolumeclaims", "storageclasses", "csinodes",
     "poddisruptionbudgets", "events", "namespaces", "services", "replicationcontrollers",
-    "replicasets", "statefulsets",
+    "replicasets", "statefulsets", "resourcequotas",
 ]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
