@@ -73,6 +73,39 @@ def realistic_pod() -> dict[str, Any]:
     }
 
 
+def update_body(user: str) -> bytes:
+    """An UPDATE review of a placed GPU pod as ``/validate`` sees it: the node agent's
+    ``bind-phase: success`` patch (``user`` its service account: answered as a writer
+    first), or a tenant's relabelling (the annotations compared, none changed)."""
+    old = realistic_pod()
+    old["spec"]["nodeName"] = "gpu-node-17"
+    old["spec"]["schedulerName"] = "vgpu-scheduler"
+    old["metadata"]["annotations"] |= {
+        "vgpu.io/assignment": '{"containers":{"trainer":[{"cores":30,"memory_mib":12000,'
+                              '"uuid":"GPU-5b3e7c1a-0d2f-4e6a-9b8c-1f2e3d4c5b6a"}]},'
+                              '"node":"gpu-node-17","version":1}',
+        "vgpu.io/bind-phase": "allocating", "vgpu.io/bind-time": "2026-01-01T00:00:00.000000Z",
+        "vgpu.io/admission": '{"version":1,"changes":["spec.schedulerName: \\"vgpu-scheduler'
+                             '\\""]}'}
+    new = json.loads(json.dumps(old))
+    if user.startswith("system:serviceaccount:vgpu-system:"):
+        new["metadata"]["annotations"]["vgpu.io/bind-phase"] = "success"
+    else:
+        new["metadata"]["labels"]["reviewed"] = "yes"
+    return json.dumps({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "1b2c3d4e-5f60-7189-abcd-ef0123456789",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "ml-team", "operation": "UPDATE",
+            "userInfo": {"username": user, "uid": "6e5d4c3b", "groups": ["system:authenticated"]},
+            "object": new, "oldObject": old, "dryRun": False,
+            "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"},
+        },
+    }).encode()
+
+
 def review_body() -> bytes:
     return json.dumps({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -146,10 +179,11 @@ class Connection(asyncio.Protocol):
 
 
 class RawClient:
-    def __init__(self, port: int, body: bytes, tls: ssl.SSLContext) -> None:
+    def __init__(self, port: int, body: bytes, tls: ssl.SSLContext,
+                 path: str = "/mutate") -> None:
         self.port = port
         self.tls = tls
-        self.payload = (f"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        self.payload = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
                         f"Content-Type: application/json\r\nContent-Length: {len(body)}"
                         f"\r\n\r\n").encode() + body
 
@@ -164,8 +198,9 @@ class RawClient:
 
 
 class AiohttpClient:
-    def __init__(self, port: int, body: bytes, tls: ssl.SSLContext) -> None:
-        self.url = f"https://127.0.0.1:{port}/mutate"
+    def __init__(self, port: int, body: bytes, tls: ssl.SSLContext,
+                 path: str = "/mutate") -> None:
+        self.url = f"https://127.0.0.1:{port}{path}"
         self.body = body
         self.tls = tls
         self.sessions: list[aiohttp.ClientSession] = []

@@ -121,7 +121,7 @@ def watchdog(gpu: str, args: Any, baseline: float) -> dict[str, Any]:
     proc_root = tempfile.mkdtemp(prefix="vgpu-proc-")
     discovery = NvmlDiscovery()
     dog = Watchdog(config.isolation.watchdog, discovery, lambda: [over, within], None,
-                   proc_root=proc_root)
+                   schedulers=config.vgpu_schedulers, proc_root=proc_root)
     env = nodes.child_env({"NVIDIA_VISIBLE_DEVICES": gpu}, None)
     hold_seconds = 12
     procs = [nodes.spawn(env, "hold", mib, hold_seconds) for mib in (3072, 1024)]

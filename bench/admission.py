@@ -1,7 +1,8 @@
 """Benchmark ``vgpu webhook``: admissions per second and latency over TLS, server on one core.
 
 Starts the real command (``python -m vgpu.cli webhook``) pinned to one CPU, with a fresh
-CA and serving certificate, and drives ``/mutate`` over TLS from the other CPUs:
+CA and serving certificate, and drives ``/mutate`` (pod CREATE) and ``/validate`` (pod
+UPDATE) over TLS from the other CPUs, each with:
 
 - closed loop, 16 and 64 concurrent clients (one keep-alive connection each):
   throughput and p50/p99 latency;
@@ -13,9 +14,13 @@ The load generator is a minimal HTTP/1.1 client on asyncio's TLS (``--client raw
 default) because aiohttp's client costs more CPU per request than the server and the
 client has one core on a two-core machine; ``--client aiohttp`` uses aiohttp's client.
 
-Every request is a realistic Deployment pod (about 6 KB of AdmissionReview JSON, three
+Every CREATE is a realistic Deployment pod (about 6 KB of AdmissionReview JSON, three
 containers, one asking for ``nvidia.com/gpumem`` and cores without a count), so each
-answer is a real mutation: schedulerName and ``nvidia.com/gpu: 1``. The server runs with
+answer is a real mutation: schedulerName and ``nvidia.com/gpu: 1``. Every UPDATE carries
+that pod twice (old and new, placed, with vgpu's annotations, about 13 KB), as ``/validate``
+gets every pod update on Kubernetes 1.20 (no matchConditions there): ``update_agent`` is
+the node agent's ``bind-phase`` patch (its service account, answered first), and
+``update_tenant`` a tenant's relabelling (the annotations compared). The server runs with
 its default logging (JSON, info level) into a file.
 
 Besides requests/s and latency, each phase reports the server's CPU time per request
@@ -43,7 +48,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from _admission_traffic import AiohttpClient, RawClient, closed_loop, open_loop, review_body
+from _admission_traffic import (
+    AiohttpClient,
+    RawClient,
+    closed_loop,
+    open_loop,
+    review_body,
+    update_body,
+)
 from _support import ROOT, cpu_seconds, free_port
 
 sys.path.insert(0, str(ROOT))
@@ -54,9 +66,13 @@ from vgpu.config import Config
 from vgpu_webhook.gpus import ClusterGpus
 from vgpu_webhook.mutate import decide
 from vgpu_webhook.review import answer, parse
+from vgpu_webhook.validate import validate
+
+AGENT = Config().webhook.annotation_writers[1]
+TENANT = "alice"
 
 
-def stage_costs(body: bytes) -> dict[str, float]:
+def stage_costs(body: bytes, updates: dict[str, bytes]) -> dict[str, float]:
     """Best-of-N microseconds of each pure stage of one admission, in this process."""
     config, gpus = Config(), ClusterGpus()
     review = parse(body)
@@ -64,6 +80,10 @@ def stage_costs(body: bytes) -> dict[str, float]:
     stages = {"parse_us": lambda: parse(body),
               "decide_us": lambda: decide(review.request, config, gpus),
               "answer_us": lambda: answer(review.uid, decision)}
+    for name, update in updates.items():
+        request = parse(update).request
+        stages[f"{name}_parse_us"] = lambda u=update: parse(u)
+        stages[f"{name}_validate_us"] = lambda r=request: validate(r, config)
     return {name: round(min(timeit.repeat(stage, number=200, repeat=15)) / 200 * 1e6, 1)
             for name, stage in stages.items()}
 
@@ -83,6 +103,19 @@ def measured(pid: int, run: Any) -> dict[str, Any]:
         result["server_cpu_us_per_request"] = round(per * 1e6, 1)
         result["one_core_capacity_rps"] = round(1 / per) if per else None
     return result
+
+
+def phases(pid: int, client: Any, args: argparse.Namespace, label: str) -> dict[str, Any]:
+    """Closed loops at 16 and 64 clients, then the open loop, on fresh clients each."""
+    out: dict[str, Any] = {}
+    for concurrency in (16, 64):
+        out[f"closed_c{concurrency}"] = measured(
+            pid, closed_loop(client(), concurrency, args.duration))
+        print(f"{label} closed loop c={concurrency}: {out[f'closed_c{concurrency}']}",
+              file=sys.stderr)
+    out["open_loop"] = measured(pid, open_loop(client(), args.rate, args.duration))
+    print(f"{label} open loop {args.rate}/s: {out['open_loop']}", file=sys.stderr)
+    return out
 
 
 def wait_ready(port: int, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -132,26 +165,29 @@ def main() -> int:
             os.sched_setaffinity(0, client_cpus)
             tls = ssl.create_default_context(cafile=str(ca_file))
             body = review_body()
+            updates = {"update_agent": update_body(AGENT), "update_tenant": update_body(TENANT)}
             make = RawClient if args.client == "raw" else AiohttpClient
             result: dict[str, Any] = {
                 "bench": "webhook", "client": args.client, "body_bytes": len(body),
+                "update_body_bytes": len(updates["update_agent"]),
                 "server_cpu": server_cpu,
                 "client_cpus": sorted(client_cpus), "duration_s": args.duration,
                 "loadavg_before": round(os.getloadavg()[0], 2),
-                "stages": stage_costs(body),
+                "stages": stage_costs(body, updates),
             }
-            for concurrency in (16, 64):
-                result[f"closed_c{concurrency}"] = measured(
-                    process.pid, closed_loop(make(port, body, tls), concurrency, args.duration))
-                print(f"closed loop c={concurrency}: {result[f'closed_c{concurrency}']}",
-                      file=sys.stderr)
-            result["open_loop"] = measured(
-                process.pid, open_loop(make(port, body, tls), args.rate, args.duration))
-            print(f"open loop {args.rate}/s: {result['open_loop']}", file=sys.stderr)
+            result.update(phases(process.pid, lambda: make(port, body, tls), args, "create"))
+            for name, update in updates.items():
+                result[name] = phases(
+                    process.pid, lambda u=update: make(port, u, tls, "/validate"), args, name)
             result["rps_max"] = max(result["closed_c16"]["rps"], result["closed_c64"]["rps"])
+            result["update_rps_max"] = {name: max(result[name]["closed_c16"]["rps"],
+                                                  result[name]["closed_c64"]["rps"])
+                                        for name in updates}
             result["targets"] = {
                 "rps_ge_3000": result["rps_max"] >= 3000,
                 "open_loop_p99_le_10ms": result["open_loop"]["p99_ms"] <= 10.0,
+                "update_open_loop_p99_le_10ms": all(
+                    result[name]["open_loop"]["p99_ms"] <= 10.0 for name in updates),
             }
             result["loadavg_after"] = round(os.getloadavg()[0], 2)
         finally:

@@ -27,6 +27,11 @@ No kubelets, no node agents: a thread here does the agents' part, watching pods 
 marking each bound one ``bind-phase: success`` (which opens its node's Permit gate for
 the next GPU pod), the way the agent does after Allocate.
 
+The validating webhook is registered as the manifests do on this 1.20 control plane
+(``bench/_bind_webhook.py``: every pod creation and update goes through ``/validate``; the
+pods are created as a tenant, the agents' patches come from the one annotation writer),
+under either scheduler; ``--no-webhook`` leaves it out.
+
 Times are client-side: a pod's start is when its create request was sent (the API's
 creationTimestamp has whole seconds), its binding is when this process's watch first
 shows it with a ``nodeName``. Pods/s is pods over the time from the first create sent to
@@ -69,6 +74,7 @@ sys.path.insert(0, str(ROOT))
 import _bind_workloads as workloads
 from _bind_cluster import NAMESPACE, Agents, Scheduler, check, cluster, kube_scheduler
 from _bind_report import KUBE, PHASES, VGPU, figures, side_by_side, summarise
+from _bind_webhook import tenant, validating_webhook
 
 from vgpu.kube.adapter import connect
 
@@ -128,6 +134,14 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
         nodes = workloads.nodes(prefix, args.nodes, args.gpus, time.time())
         parallel(args.create_threads, lambda n: kube.create("nodes", n), nodes)
         name = f"{'kube' if scheduler == KUBE else 'vgpu'}-{namespace}"
+        webhook_pid, creator = None, kube
+        if args.webhook:
+            webhook_pid = stack.enter_context(validating_webhook(kube, kubeconfig, Path(tmp),
+                                                                 name))
+            tenant_client = connect(kubeconfig, qps=0, pool_size=64)
+            assert tenant_client is not None
+            tenant(tenant_client, namespace)
+            creator = tenant_client
         pods = workloads.pods(kind, args.pods, namespace, name)
         sent: dict[str, float] = {}
         agents = Agents(kubeconfig, namespace, len(pods), args.agent_threads)
@@ -148,6 +162,8 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
                 sched_pid = sched.proc.pid
             pids = {"kube-apiserver": cp_pids[1], "etcd": cp_pids[0]} if cp_pids else {}
             pids.update(scheduler=sched_pid, agents=agents.pid)
+            if webhook_pid is not None:
+                pids["webhook"] = webhook_pid
             before = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             before["bench"] = self_cpu()
             load = os.getloadavg()[0]
@@ -160,7 +176,7 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
                     if delay > 0:
                         time.sleep(delay)
                 sent[pod["metadata"]["name"]] = time.time()
-                kube.create("pods", pod)
+                creator.create("pods", pod)
 
             if args.profile and sched is not None:
                 stack.enter_context(profiling(sched_pid, Path(args.profile) / f"{kind}.txt"))
@@ -211,6 +227,8 @@ def main() -> None:
                              "the creating threads go)")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--trace", action="store_true", help="print queue lengths as it goes")
+    parser.add_argument("--no-webhook", dest="webhook", action="store_false",
+                        help="leave the validating webhook out (as before issue 24)")
     parser.add_argument("--kubeconfig", help="a running cluster (default: start one per run)")
     parser.add_argument("--profile", metavar="DIR",
                         help="py-spy the vgpu scheduler through each burst: collapsed stacks "

@@ -1,7 +1,8 @@
 """``vgpu certs``: create or renew the webhook's certificates.
 
 In the cluster (the base's Job, or by hand with a kubeconfig) it keeps a
-``kubernetes.io/tls`` Secret and the MutatingWebhookConfiguration's ``caBundle`` in line;
+``kubernetes.io/tls`` Secret and the ``caBundle`` of the Mutating- and
+ValidatingWebhookConfiguration (``/mutate`` and ``/validate`` of one server) in line;
 with ``--out-dir`` it only writes ``ca.crt``, ``tls.crt`` and ``tls.key`` to a folder.
 Running it again changes nothing until the certificate nears its end or the names change.
 """
@@ -26,6 +27,7 @@ DEFAULT_NAMESPACE = "vgpu-system"
 DEFAULT_SERVICE = "vgpu-webhook"
 DEFAULT_SECRET = "vgpu-webhook-tls"
 DEFAULT_WEBHOOK_CONFIG = "vgpu-webhook"
+_CONFIGS = "mutating and validating webhook configurations"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +44,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--secret", default=DEFAULT_SECRET,
                         help=f"the kubernetes.io/tls Secret to keep (default {DEFAULT_SECRET})")
     parser.add_argument("--webhook-config", default=DEFAULT_WEBHOOK_CONFIG, metavar="NAME",
-                        help="the MutatingWebhookConfiguration whose caBundle to patch; "
+                        help="the Mutating- and ValidatingWebhookConfiguration (one name) "
+                        "whose caBundles to patch; "
                         f"empty: none (default {DEFAULT_WEBHOOK_CONFIG})")
     parser.add_argument("--validity-days", type=int, default=365,
                         help="lifetime of a new certificate (default 365)")
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         from vgpu.kube.adapter import connect  # noqa: PLC0415
         from vgpu_certs.cluster import (  # noqa: PLC0415 (only for a cluster)
             ClusterSecretStore,
-            ClusterWebhookStore,
+            WebhookConfigurations,
         )
 
         cluster = connect(args.kubeconfig)
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         secrets = ClusterSecretStore(cluster, args.namespace, args.secret)
         where = f"secret {args.namespace}/{args.secret}"
         if args.webhook_config:
-            webhooks = ClusterWebhookStore(cluster, args.webhook_config)
+            webhooks = WebhookConfigurations(cluster, args.webhook_config)
     deadline = time.monotonic() + args.wait
     while True:
         outcome = reconcile_retrying(secrets, webhooks, settings, dt.datetime.now(dt.UTC))
@@ -95,9 +98,9 @@ def run(args: argparse.Namespace) -> int:
         if not outcome.webhook_missing:
             return 0
         if time.monotonic() >= deadline:
-            raise NotFoundError(f"mutatingwebhookconfiguration {args.webhook_config} not "
-                                f"found; its caBundle was not set (apply manifests/base, or "
-                                f"pass --webhook-config '' to skip it)")
+            raise NotFoundError(f"{_CONFIGS} {args.webhook_config}: not found; their caBundle "
+                                f"was not set (apply manifests/base, or pass "
+                                f"--webhook-config '' to skip them)")
         time.sleep(2.0)
 
 
@@ -110,9 +113,9 @@ def report(outcome: Outcome, where: str, webhook_config: str | None) -> None:
     if webhook_config is None:
         return
     if outcome.webhook_missing:
-        print(f"mutatingwebhookconfiguration {webhook_config}: not found yet")
+        print(f"{_CONFIGS} {webhook_config}: not found yet")
     elif outcome.webhooks_patched:
-        print(f"mutatingwebhookconfiguration {webhook_config}: caBundle updated for "
+        print(f"{_CONFIGS} {webhook_config}: caBundle updated for "
               f"{', '.join(outcome.webhooks_patched)}")
     else:
-        print(f"mutatingwebhookconfiguration {webhook_config}: caBundle unchanged")
+        print(f"{_CONFIGS} {webhook_config}: caBundle unchanged")

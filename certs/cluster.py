@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vgpu import meta
-from vgpu.cluster.port import ClusterPort, Obj
+from vgpu.cluster.port import ClusterPort, Kind, Obj
 from vgpu.errors import ConfigError, ConflictError, NotFoundError
 from vgpu_certs.store import StoredSecret, WebhookBundle
 
@@ -71,8 +71,15 @@ class ClusterSecretStore:
             self._port.replace("secrets", body)
 
 
+#: The webhook configurations ``vgpu webhook`` serves, by resource: ``/mutate`` and
+#: ``/validate`` (one Service, one certificate).
+CONFIGURATIONS: tuple[Kind, ...] = ("mutatingwebhookconfigurations",
+                                     "validatingwebhookconfigurations")
+
+
 class ClusterWebhookStore:
-    """The one MutatingWebhookConfiguration whose ``caBundle`` fields trust the webhook.
+    """One webhook configuration (``resource``: mutating, by default, or validating) whose
+    ``caBundle`` fields trust the webhook.
 
     :meth:`write` replaces the object :meth:`read` returned, with only the bundles
     changed and its resourceVersion kept: if anything in the configuration changed in
@@ -80,17 +87,19 @@ class ClusterWebhookStore:
     a ``ConflictError`` rather than a bundle set on the wrong webhook.
     """
 
-    def __init__(self, port: ClusterPort, name: str) -> None:
+    def __init__(self, port: ClusterPort, name: str,
+                 resource: Kind = "mutatingwebhookconfigurations") -> None:
         self._port = port
         self.name = name
+        self.resource = resource
         self._read: Obj | None = None
 
     @property
     def _what(self) -> str:
-        return f"mutatingwebhookconfiguration {self.name}"
+        return f"{self.resource[:-1]} {self.name}"
 
     def read(self) -> Sequence[WebhookBundle]:
-        obj = self._port.get("mutatingwebhookconfigurations", self.name)
+        obj = self._port.get(self.resource, self.name)
         self._read = obj
         return [WebhookBundle(str(w.get("name", "")),
                               _decode((w.get("clientConfig") or {}).get("caBundle"),
@@ -112,4 +121,34 @@ class ClusterWebhookStore:
                 base64.b64encode(w.ca_bundle).decode())
         # A write is from one read; the next reconcile pass reads afresh.
         self._read = None
-        self._port.replace("mutatingwebhookconfigurations", obj)
+        self._port.replace(self.resource, obj)
+
+
+class WebhookConfigurations:
+    """The mutating and the validating configuration of one name as one store: their
+    webhooks in that order. Missing when either is (the same apply creates both)."""
+
+    def __init__(self, port: ClusterPort, name: str) -> None:
+        self.name = name
+        self._stores = [ClusterWebhookStore(port, name, r) for r in CONFIGURATIONS]
+        self._sizes: list[int] = []
+
+    def read(self) -> Sequence[WebhookBundle]:
+        out: list[WebhookBundle] = []
+        sizes = []
+        for store in self._stores:
+            found = store.read()
+            sizes.append(len(found))
+            out.extend(found)
+        self._sizes = sizes
+        return out
+
+    def write(self, changes: Sequence[tuple[int, WebhookBundle]]) -> None:
+        if not self._sizes:
+            self.read()
+        start = 0
+        for store, size in zip(self._stores, self._sizes, strict=True):
+            own = [(i - start, w) for i, w in changes if start <= i < start + size]
+            if own:
+                store.write(own)
+            start += size

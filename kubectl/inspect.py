@@ -12,7 +12,7 @@ warning in the report; the rest of the cluster is still shown.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,7 +97,7 @@ class _Pods:
 
 
 def _read_pods(pods: Iterable[Mapping[str, Any]], scheduler_name: str,
-               warnings: list[ReportWarning]) -> _Pods:
+               extra_schedulers: Collection[str], warnings: list[ReportWarning]) -> _Pods:
     out = _Pods()
     for pod in pods:
         if is_terminated(pod):
@@ -105,7 +105,7 @@ def _read_pods(pods: Iterable[Mapping[str, Any]], scheduler_name: str,
         namespace, name = pod_key(pod).split("/", 1)
         node = node_name(pod)
         try:
-            assignment = claimed(pod)
+            assignment = claimed(pod, {scheduler_name, *extra_schedulers})
         except CodecError as exc:
             warnings.append(ReportWarning(f"pod {namespace}/{name}", str(exc)))
             continue
@@ -172,15 +172,17 @@ def _totals(rows: Sequence[NodeRow], pending: int) -> Totals:
 
 def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], *,
           now: dt.datetime, heartbeat_expiry_seconds: float,
-          scheduler_name: str, memory_scaling: float = 1.0) -> Report:
+          scheduler_name: str, extra_schedulers: Collection[str] = (),
+          memory_scaling: float = 1.0) -> Report:
     """The allocation report of a cluster at ``now``.
 
     The pods that hold GPU slices are those the scheduler counts
-    (:func:`vgpu.usage.claimed`). A pod without a node that names ``scheduler_name`` and
+    (:func:`vgpu.usage.claimed`: pods of ``scheduler_name`` and of ``extra_schedulers``,
+    the config's ``extraSchedulerNames``). A pod without a node that names ``scheduler_name`` and
     has not ended counts as a pending GPU pod.
     """
     warnings: list[ReportWarning] = []
-    on_pods = _read_pods(pods, scheduler_name, warnings)
+    on_pods = _read_pods(pods, scheduler_name, extra_schedulers, warnings)
     rows: list[NodeRow] = []
     for obj in nodes:
         row = _node_row(obj, on_pods, now=now, expiry=heartbeat_expiry_seconds,

@@ -65,6 +65,7 @@ def collect(cluster: ClusterPort, cfg: config.Config, now: dt.datetime,
     return inspect.build(nodes, pods, now=now,
                          heartbeat_expiry_seconds=cfg.node_heartbeat_expiry_seconds,
                          scheduler_name=cfg.scheduler_name,
+                         extra_schedulers=cfg.extra_scheduler_names,
                          memory_scaling=cfg.device_memory_scaling)
 
 

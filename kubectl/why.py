@@ -198,7 +198,7 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
     assignments = []
     for p in pods:
         try:
-            a = claimed(p)
+            a = claimed(p, config.vgpu_schedulers)
         except CodecError:
             continue
         if a is not None and pod_key(p) != pod_key(pod):

@@ -21,6 +21,7 @@ from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
 from vgpu.errors import ConfigError
+from vgpu.pods import pod_key
 from vgpu.topology.links import matrix
 from vgpu_nodeagent import events
 from vgpu_nodeagent.allocation import preferred, progress
@@ -36,6 +37,7 @@ from vgpu_nodeagent.isolation.mode import Backend, node_label
 from vgpu_nodeagent.isolation.watchdog import Watchdog
 from vgpu_nodeagent.kubelet.plugin import DeviceList, DevicePluginService
 from vgpu_nodeagent.kubelet.podresources import (
+    Intruder,
     KubeletView,
     Mismatch,
     PodResourcesClient,
@@ -50,6 +52,11 @@ _log = logs.get("vgpu.nodeagent")
 #: How long after a GetPreferredAllocation or Allocate call the kubelet's pod resources
 #: are not read (a kubelet may admit the next container of the pod at once).
 ADMISSION_QUIET_SECONDS = 2.0
+
+#: The Warning event on a pod that holds our devices without vgpu's placement.
+INTRUDER_REASON = "GPUNotPlacedByVgpu"
+#: The Warning event on a pod whose Allocate was refused for the same reason.
+REFUSED_REASON = "AllocateRefused"
 
 
 class NodeAgent:
@@ -78,7 +85,8 @@ class NodeAgent:
         self.phases: PhaseWriter | None = None
         if port is not None:
             self.inflight = InFlight(progress.ProgressFile(
-                progress.path_in(config.nodeagent.device_plugin_dir)))
+                progress.path_in(config.nodeagent.device_plugin_dir)),
+                resource=self.resource_name, schedulers=config.vgpu_schedulers)
             self.informer = Informer(port, "pods", self._on_pod,
                                      Selector(node_name=self.node),
                                      watch_timeout=options.watch_timeout)
@@ -89,21 +97,24 @@ class NodeAgent:
         if port is not None and config.nodeagent.pod_resources_socket:
             self.pod_resources = PodResourcesWatch(
                 PodResourcesClient(config.nodeagent.pod_resources_socket), self.resource_name,
-                self._known_uuids, self._pods, report=self._report_mismatch,
+                self._known_uuids, self._pods, schedulers=config.vgpu_schedulers,
+                report=self._report_mismatch, intruder=self._report_intruder,
                 quiet=self._admission_quiet)
         self.backend = Backend(config)
         self.watchdog = Watchdog(config.isolation.watchdog, discovery, self._pods, port,
+                                 schedulers=config.vgpu_schedulers,
                                  proc_root=options.proc_root)
         self._mode = ""
         self.metrics = Metrics(Sources(gpus=self._gpu_health, samples=discovery.samples,
                                        pods=self._pods, registered=self._registered,
+                                       schedulers=config.vgpu_schedulers,
                                        kubelet=self._kubelet_view, extra=self._extra_metrics))
         self.allocator = Allocator(config, self.node, self.inflight, self.phases,
                                    self._known_uuids,
                                    wait_seconds=config.nodeagent.allocate_wait_seconds,
                                    on_complete=self.metrics.observe_bind_to_allocate,
                                    backend=self.backend, totals=self._totals,
-                                   links=self._links)
+                                   links=self._links, on_refused=self._refused)
         self.service = DevicePluginService(self.devices, self.allocator, self._stop,
                                            observe=self.metrics.observe_allocate)
         self.server = PluginServer(self.service, config.nodeagent.device_plugin_dir,
@@ -162,6 +173,23 @@ class NodeAgent:
         with self._lock:
             uuids = tuple(f.uuid for f in sorted(self._facts, key=lambda f: f.index))
         return preferred.Links(uuids, matrix(uuids, links), self.split)
+
+    def _refused(self, pod: Obj, reason: str) -> None:
+        """An Allocate was refused for ``pod``: count it and say so on the pod, off the
+        kubelet's call (the allocator holds its lock while this runs)."""
+        self.metrics.refused.inc()
+        key = pod_key(pod)
+        threading.Thread(target=events.warn, name="refused-event", daemon=True,
+                         args=(self.port, self._pods, key, REFUSED_REASON, reason)).start()
+
+    def _report_intruder(self, intruder: Intruder) -> None:
+        evict = self.config.nodeagent.evict_intruders
+        _log.warning("a pod no vgpu scheduler placed holds this node's vGPU devices",
+                     pod=intruder.key, containers=[c for c, _ in intruder.containers],
+                     evict=evict)
+        events.warn(self.port, self._pods, intruder.key, INTRUDER_REASON, intruder.message)
+        if evict and self.port is not None:
+            events.evict(self.port, intruder.key)
 
     def inventory(self) -> NodeInventory:
         mode = self.backend.current().mode

@@ -1,5 +1,6 @@
-"""Warning events the agent records on the node's pods (assignment mismatches, watchdog
-breaches): best effort, since a lost event must never stop the loop that found it."""
+"""Warning events the agent records on the node's pods (assignment mismatches, intruders,
+watchdog breaches), and evictions: best effort, since a lost event must never stop the loop
+that found it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,18 @@ from vgpu.pods import pod_key
 
 _log = logs.get("vgpu.nodeagent.events")
 SOURCE = "vgpu-nodeagent"
+
+
+def evict(port: ClusterPort, key: str) -> bool:
+    """Evict pod ``namespace/name`` (its PodDisruptionBudgets apply); False when refused."""
+    namespace, name = key.split("/", 1)
+    try:
+        port.evict(namespace, name)
+    except ClusterError as exc:
+        _log.warning("could not evict the pod", pod=key, error=str(exc))
+        return False
+    _log.warning("evicted the pod", pod=key)
+    return True
 
 
 def warn(port: ClusterPort | None, pods: Callable[[], Sequence[Obj]], key: str, reason: str,

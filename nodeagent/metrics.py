@@ -7,7 +7,7 @@ that ends leaves no stale series behind.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -39,13 +39,13 @@ class Granted:
     cores: int
 
 
-def running_grants(pods: Sequence[Obj]) -> list[Granted]:
+def running_grants(pods: Sequence[Obj], schedulers: Collection[str]) -> list[Granted]:
     """Slices held by the node's pods (:func:`vgpu.usage.claimed`, the rule the scheduler
     counts by); a pod whose assignment cannot be read shows none."""
     out: list[Granted] = []
     for pod in pods:
         try:
-            assignment = claimed(pod)
+            assignment = claimed(pod, schedulers)
         except CodecError:
             continue
         if assignment is None:
@@ -63,6 +63,8 @@ class Sources:
     samples: Callable[[], Mapping[str, GpuSample]]
     pods: Callable[[], Sequence[Obj]]
     registered: Callable[[], bool]
+    #: ``Config.vgpu_schedulers``: whose pods hold grants (:func:`vgpu.usage.claimed`).
+    schedulers: Collection[str]
     #: The kubelet's pod-resources view; None while the check is off.
     kubelet: Callable[[], KubeletView | None] = lambda: None
     #: Families other parts of the agent read at scrape time (isolation, the watchdog).
@@ -101,7 +103,7 @@ class AgentCollector(Collector):
         cores = GaugeMetricFamily("vgpu_container_cores_granted_percent",
                                   "Compute share granted to a container on a GPU",
                                   labels=_CONTAINER_LABELS)
-        for g in running_grants(self._sources.pods()):
+        for g in running_grants(self._sources.pods(), self._sources.schedulers):
             labels = [g.namespace, g.pod, g.container, g.uuid]
             memory.add_metric(labels, g.memory_mib * MIB)
             cores.add_metric(labels, g.cores)
@@ -135,7 +137,11 @@ def _kubelet_metrics(view: KubeletView | None) -> Iterator[Metric]:
                                    "Containers whose GPUs in the kubelet's pod resources "
                                    "differ from their assignment")
     mismatched.add_metric([], len(view.mismatches))
-    yield from (up, devices, mismatched)
+    intruders = GaugeMetricFamily("vgpu_nodeagent_intruder_pods",
+                                  "Pods holding this node's vGPU devices in the kubelet's pod "
+                                  "resources that no vgpu scheduler placed")
+    intruders.add_metric([], len(view.intruders))
+    yield from (up, devices, mismatched, intruders)
 
 
 class Metrics:
@@ -151,6 +157,9 @@ class Metrics:
         self.allocations = Counter("vgpu_nodeagent_allocations",
                                    "Allocate calls answered, by result", ["result"],
                                    registry=self.registry)
+        self.refused = Counter("vgpu_nodeagent_allocate_refused",
+                               "Allocate calls refused because they were for a pod no vgpu "
+                               "scheduler placed", registry=self.registry)
         self.bind_to_allocate = Histogram(latency.METRIC, latency.HELP, [latency.LABEL],
                                           buckets=latency.BUCKETS, registry=self.registry
                                           ).labels(latency.BIND_TO_ALLOCATE)

@@ -1,8 +1,8 @@
 """What a pod says, read the same way by every component.
 
 Pods arrive as plain dicts in API shape, possibly malformed; these accessors never raise.
-Each is the one definition of its fact: the pod's key, whether it has ended, its
-``vgpu.io/bind-phase``, and its containers in the order the kubelet starts them (the
+Each is the one definition of its fact: the pod's key, its scheduler, whether it has
+ended, its ``vgpu.io/bind-phase``, and its containers in the order the kubelet starts them (the
 ``metadata`` fields every object has are :mod:`vgpu.meta`'s).
 """
 
@@ -14,6 +14,9 @@ from typing import Any
 
 from vgpu import meta
 from vgpu.annotations import BIND_PHASE
+
+#: kube-scheduler's name, which the API server gives a pod that names no scheduler.
+DEFAULT_SCHEDULER = "default-scheduler"
 
 #: Phases of pods that have ended: they hold no node or GPU resources any more.
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -34,6 +37,13 @@ def node_name(pod: Mapping[str, Any]) -> str | None:
     """The node the pod is bound to, or None while it is pending."""
     name = _spec(pod).get("nodeName")
     return str(name) if name else None
+
+
+def scheduler_name(pod: Mapping[str, Any]) -> str:
+    """``spec.schedulerName``, ``default-scheduler`` when unset (as the API server stores it).
+    Immutable once the pod exists, so a pod's owner cannot move it to a scheduler later."""
+    name = _spec(pod).get("schedulerName")
+    return str(name) if name else DEFAULT_SCHEDULER
 
 
 def is_terminated(pod: Mapping[str, Any]) -> bool:

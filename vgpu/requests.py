@@ -211,15 +211,3 @@ def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:
             parsed.append(request)
     return PodRequest(containers=tuple(parsed), choices=parse_pod_choices(annotations))
 
-
-def privileged_gpu_containers(pod: Mapping[str, Any], request: PodRequest) -> list[str]:
-    """Names of GPU containers running privileged: they would see every GPU on the node."""
-    wanted = {c.name for c in request.containers}
-    names: list[str] = []
-    for ref in containers(pod):
-        if ref.name not in wanted:
-            continue
-        security = ref.container.get("securityContext") or {}
-        if isinstance(security, Mapping) and security.get("privileged") is True:
-            names.append(str(ref.name))
-    return names

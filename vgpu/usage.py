@@ -7,24 +7,46 @@ rule of which pods count is :func:`claimed`, the same for all three.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Collection, Iterable, Mapping, MutableMapping
 from typing import Any
 
 from vgpu.codecs import Assignment, assignment_of
 from vgpu.devices import EMPTY, Usage
-from vgpu.pods import is_terminated, node_name
+from vgpu.pods import is_terminated, node_name, scheduler_name
+from vgpu.requests import PodRequest
 
 
-def claimed(pod: Mapping[str, Any]) -> Assignment | None:
+def claimed(pod: Mapping[str, Any], schedulers: Collection[str]) -> Assignment | None:
     """The GPU slices the pod holds: its assignment while it is bound to a node and has
     not ended (a terminating pod still holds them until it is gone); None otherwise.
+
+    Only a pod of one of ``schedulers`` (``Config.vgpu_schedulers``) holds any: a pod's
+    ``spec.schedulerName`` cannot change after creation, so an assignment on a pod that
+    another scheduler placed (or that was created on its node) was never vgpu's decision,
+    whatever its annotations say.
 
     Raises :class:`vgpu.errors.CodecError` when the assignment cannot be read: each caller
     reports that its own way (a log line, a warning in the report).
     """
-    if node_name(pod) is None or is_terminated(pod):
+    if node_name(pod) is None or is_terminated(pod) or scheduler_name(pod) not in schedulers:
         return None
     return assignment_of(pod)
+
+
+def mismatch(assignment: Assignment, request: PodRequest | None) -> str | None:
+    """Why ``assignment`` cannot be what vgpu's scheduler gave a pod that asks ``request``
+    (None when it can): every container it names asks for GPUs, as many as it has slices.
+    A pod's requests cannot change once it exists; its annotations could be forged."""
+    counts = {} if request is None else {c.name: c.count for c in request.containers}
+    if not counts:
+        return "the pod asks for no GPU"
+    for name, granted in sorted(assignment.containers.items()):
+        want = counts.get(name)
+        if want is None:
+            return f"container {name!r} asks for no GPU"
+        if want != len(granted):
+            return f"container {name!r} asks for {want} GPUs, not {len(granted)}"
+    return None
 
 
 def apply(usages: MutableMapping[str, Usage], assignment: Assignment | None,

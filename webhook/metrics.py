@@ -10,6 +10,11 @@ from vgpu import latency
 #: invalid: not an AdmissionReview (HTTP 400); error: a bug, answered as a denial.
 OUTCOMES = ("skipped", "unchanged", "mutated", "denied", "invalid", "error")
 
+#: /validate's outcomes by the decision's: skipped (a vgpu component's write, or not a pod
+#: creation or update: answered without reading the pod), allowed, denied, invalid, error.
+VALIDATIONS = {"skipped": "skipped", "unchanged": "allowed", "denied": "denied",
+               "invalid": "invalid", "error": "error"}
+
 # Admission calls sit in the API server's request path: the interesting range is well
 # under the registration's timeout.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -25,6 +30,15 @@ class Metrics:
         self.latency = Histogram("vgpu_webhook_request_duration_seconds",
                                  "Time from request received to answer ready",
                                  buckets=LATENCY_BUCKETS, registry=self.registry)
+        validations = Counter("vgpu_webhook_validations",
+                              "Requests /validate answered (vgpu's annotations, ephemeral "
+                              "containers), by outcome", ["outcome"], registry=self.registry)
+        self.validation = {key: validations.labels(value)
+                           for key, value in VALIDATIONS.items()}
+        self.validation_latency = Histogram(
+            "vgpu_webhook_validation_duration_seconds",
+            "Time from a /validate request received to its answer ready",
+            buckets=LATENCY_BUCKETS, registry=self.registry)
         self.decision = Histogram(latency.METRIC, latency.HELP, [latency.LABEL],
                                   buckets=latency.BUCKETS, registry=self.registry
                                   ).labels(latency.WEBHOOK_DECISION)

@@ -32,19 +32,13 @@ from vgpu.pod_history import ADMISSION, encode_admission
 from vgpu.pods import containers
 from vgpu.quantity import parse_whole
 from vgpu.quota import Charge
-from vgpu.requests import (
-    ContainerRequest,
-    PodRequest,
-    names_gpu_resource,
-    parse_pod,
-    privileged_gpu_containers,
-)
+from vgpu.requests import ContainerRequest, PodRequest, names_gpu_resource, parse_pod
 from vgpu_webhook.gpus import ClusterGpus
 from vgpu_webhook.patch import Op, add, describe, update_mapping
 from vgpu_webhook.quota import Place, UnknownGpuError, charges
+from vgpu_webhook.routes import route_around
 
 Outcome = Literal["skipped", "unchanged", "mutated", "denied"]
-DEFAULT_SCHEDULER = "default-scheduler"
 
 
 @dataclass(frozen=True)
@@ -81,30 +75,14 @@ def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Dec
     pod = request.get("object")
     if not isinstance(pod, Mapping) or not names_gpu_resource(pod, config):
         return _allow("skipped", "not a GPU pod")
-    spec: Mapping[str, Any] = pod["spec"]
-    scheduler = spec.get("schedulerName")
-    if scheduler not in (None, "", DEFAULT_SCHEDULER, config.scheduler_name):
-        # Another scheduler owns this pod and the vgpu scheduler never sees it, so vgpu's
-        # rules would guard nothing: the pod passes exactly as it came.
-        return _allow("skipped", f"pod is for scheduler {scheduler!r}")
-
     try:
         parsed = parse_pod(pod, config)
     except RequestError as exc:
         return _deny(str(exc))
-    node = spec.get("nodeName")
-    if node:
-        return _deny(
-            f"spec.nodeName is set to {node!r}: a pod placed on a node directly bypasses the "
-            f"vgpu scheduler, so its GPU share would not be accounted; remove spec.nodeName "
-            f"and use a nodeSelector (kubernetes.io/hostname: {node}) instead", code=403)
-    privileged = privileged_gpu_containers(pod, parsed)
-    if privileged:
-        return _deny(
-            f"container {privileged[0]!r} is privileged and asks for vGPUs: a privileged "
-            f"container sees every GPU of the node, so its share cannot be enforced; drop "
-            f"securityContext.privileged or its {config.resource_names.gpu.split('/')[0]}/* "
-            f"resources", code=403)
+    # One rule, whatever scheduler the pod names: a GPU pod is placed by vgpu, or refused.
+    around = route_around(pod, config)
+    if around is not None:
+        return _deny(around, code=403)
     if gpus.known:
         stand_ins = [kind.device() for kind in gpus.kinds]
         try:
@@ -215,7 +193,8 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
            gpus: ClusterGpus, charged: Mapping[Place, Charge]) -> list[Op]:
     spec: Mapping[str, Any] = pod["spec"]
     ops: list[Op] = []
-    if spec.get("schedulerName") != config.scheduler_name:
+    named = spec.get("schedulerName")
+    if not (isinstance(named, str) and named in config.vgpu_schedulers):
         ops.append(add("/spec/schedulerName", config.scheduler_name))
 
     by_name = parsed.by_name()

@@ -1,7 +1,10 @@
-"""The webhook's two listeners: ``/mutate`` over HTTPS, and the operations port.
+"""The webhook's two listeners: ``/mutate`` and ``/validate`` over HTTPS, and the
+operations port.
 
-``/mutate`` turns the body into a :class:`~vgpu_webhook.review.Review`, asks the pure decision
-and writes the AdmissionReview answer. Whatever happens inside, the API server gets a
+``/mutate`` (:func:`~vgpu_webhook.mutate.decide`) and ``/validate``
+(:func:`~vgpu_webhook.validate.validate`) each turn the body into a
+:class:`~vgpu_webhook.review.Review`, ask their pure decision and write the AdmissionReview
+answer. Whatever happens inside, the API server gets a
 well-formed answer: HTTP 400 with a message for a body that is not an AdmissionReview,
 and for anything unexpected (a bug) a denial naming the request uid, never HTTP 500 or a
 traceback. ``/healthz``, ``/readyz`` and ``/metrics`` live on a plain-HTTP port of their
@@ -14,6 +17,8 @@ import asyncio
 import contextlib
 import socket
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -26,6 +31,7 @@ from vgpu_webhook.metrics import Metrics
 from vgpu_webhook.mutate import Decision, decide
 from vgpu_webhook.review import BadReview, answer, parse
 from vgpu_webhook.tls import CertReloader
+from vgpu_webhook.validate import validate
 
 log = logs.get("vgpu.webhook")
 
@@ -63,9 +69,19 @@ class WebhookServer:
         self._runners: list[web.AppRunner] = []
         self._watch: asyncio.Task[None] | None = None
 
-    # -- /mutate ---------------------------------------------------------------------------
+    # -- /mutate and /validate -------------------------------------------------------------
 
     async def mutate(self, request: web.Request) -> web.Response:
+        return await self._review(
+            request, lambda r: decide(r, self.config, self.view.snapshot), validating=False)
+
+    async def validate(self, request: web.Request) -> web.Response:
+        return await self._review(request, lambda r: validate(r, self.config),
+                                  validating=True)
+
+    async def _review(self, request: web.Request,
+                      decision_of: Callable[[Mapping[str, Any]], Decision], *,
+                      validating: bool) -> web.Response:
         started = time.perf_counter()
         outcome = "error"
         try:
@@ -77,7 +93,7 @@ class WebhookServer:
                 log.info("not an admission review", error=str(exc), peer=request.remote)
                 return web.Response(status=400, text=f"{exc}\n")
             try:
-                decision = decide(review.request, self.config, self.view.snapshot)
+                decision = decision_of(review.request)
                 outcome = decision.outcome
             except Exception:
                 # Fail closed as the registration's failurePolicy would, but with an
@@ -102,11 +118,15 @@ class WebhookServer:
             return web.Response(body=answer(review.uid, decision), content_type=JSON)
         finally:
             seconds = time.perf_counter() - started
-            self.metrics.outcome[outcome].inc()
-            self.metrics.latency.observe(seconds)
-            if outcome not in ("skipped", "invalid"):
-                # A GPU pod's step; pods passed through untouched are no part of its path.
-                self.metrics.decision.observe(seconds)
+            if validating:
+                self.metrics.validation[outcome].inc()
+                self.metrics.validation_latency.observe(seconds)
+            else:
+                self.metrics.outcome[outcome].inc()
+                self.metrics.latency.observe(seconds)
+                if outcome not in ("skipped", "invalid"):
+                    # A GPU pod's step; pods passed through untouched are no part of it.
+                    self.metrics.decision.observe(seconds)
 
     # -- operations port -------------------------------------------------------------------
 
@@ -138,6 +158,7 @@ class WebhookServer:
     def mutate_app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post("/mutate", self.mutate)
+        app.router.add_post("/validate", self.validate)
         return app
 
     def ops_app(self) -> web.Application:

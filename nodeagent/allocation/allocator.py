@@ -7,12 +7,14 @@ container's grant from the pod's assignment. When every GPU container of the pod
 allocated, the pod's ``bind-phase`` becomes ``success``; when the pod cannot be served (bad
 assignment, a count no container has), ``failed`` with a reason, so the scheduler's gate
 for the node opens instead of waiting for its timeout.
+
+An Allocate that is the own of a pod vgpu did not place (``Admission.refused``) is refused,
+``PERMISSION_DENIED``, not served a pod in allocation's grant: that pod's comes next.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -22,37 +24,18 @@ from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_FAI
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, assignment_of, bind_time
 from vgpu.config import Config
-from vgpu.errors import CodecError, VgpuError
+from vgpu.errors import CodecError
 from vgpu.pod_history import ALLOCATION, Allocation, encode_allocation
 from vgpu.pods import container_names, pod_key
 from vgpu_nodeagent.allocation import matching, preferred
-from vgpu_nodeagent.allocation.inflight import InFlight, is_allocating, uid_of
+from vgpu_nodeagent.allocation.errors import AllocateError, Code
+from vgpu_nodeagent.allocation.inflight import InFlight, is_allocating, refusal, uid_of
 from vgpu_nodeagent.allocation.phases import PhaseUpdate, PhaseWriter
 from vgpu_nodeagent.devices.virtual import physical_uuid
 from vgpu_nodeagent.isolation import answers, grants
 from vgpu_nodeagent.isolation.mode import Backend, Live
 
 _log = logs.get("vgpu.nodeagent.allocate")
-
-
-class Code(enum.Enum):
-    """The gRPC status an Allocate failure is answered with."""
-
-    FAILED_PRECONDITION = "FAILED_PRECONDITION"  # nothing to allocate for (yet)
-    INVALID_ARGUMENT = "INVALID_ARGUMENT"  # the request does not fit the in-flight pod
-
-
-def _gpus(ids: Sequence[str], known: Collection[str]) -> frozenset[str]:
-    """The GPUs a request's device IDs are slots of (all known: checked before)."""
-    gpus = frozenset(physical_uuid(i, known) or i for i in ids)
-    # Slots of one GPU twice: no container is assigned that, so only the count can match.
-    return gpus if len(gpus) == len(ids) else frozenset(ids)
-
-
-class AllocateError(VgpuError):
-    def __init__(self, code: Code, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class Allocator:
@@ -63,14 +46,17 @@ class Allocator:
                  now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  backend: Backend | None = None,
                  totals: Callable[[], Mapping[str, int]] = dict,
-                 links: Callable[[], preferred.Links | None] = lambda: None) -> None:
+                 links: Callable[[], preferred.Links | None] = lambda: None,
+                 on_refused: Callable[[Obj, str], None] | None = None) -> None:
         self._config = config
+        self._on_refused = on_refused  # told each refused pod and why (an event, a metric)
         self.backend = backend if backend is not None else Backend(config)
         # MiB of each GPU, so that a whole-GPU grant gets no MPS memory pin.
         self._totals = totals
         # What the last answered containers got, for the record of the pod they complete.
         self._given: Live | None = None
         self._node = node
+        self._resource = config.nodeagent.resource_name or config.resource_names.gpu
         self._inflight = inflight
         self._phases = phases
         self._known_gpus = known_gpus
@@ -87,15 +73,19 @@ class Allocator:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _pods(self) -> list[Obj]:
+    def _pods(self, sizes: Sequence[int]) -> list[Obj]:
         """The node's pods in allocation, in the order their bindings arrived (waiting for
-        one)."""
+        one); refuses the request when it is a pod's that vgpu did not place."""
         if self._inflight is None:
             raise AllocateError(
                 Code.FAILED_PRECONDITION,
                 "this node agent runs without a cluster (--no-cluster), so it cannot tell "
                 "which pod a device request is for; run it with cluster access")
-        pods = self._inflight.wait(self._wait)
+        admission = self._inflight.wait(self._wait)
+        intruder = admission.refused(sizes, self._resource)
+        if intruder is not None:
+            raise self._refuse(intruder)
+        pods = admission.pods
         if not pods:
             raise AllocateError(
                 Code.FAILED_PRECONDITION,
@@ -132,6 +122,15 @@ class Allocator:
             _log.warning("no pod in allocation matches the device IDs; serving the oldest "
                          "by device count", pods=[pod_key(p) for p in pods])
         return pod, assignment, names
+
+    def _refuse(self, pod: Obj) -> AllocateError:
+        assert self._inflight is not None
+        self._inflight.refuse(pod)
+        reason = refusal(pod, self._resource, self._node)
+        _log.warning("refused an Allocate for a pod vgpu did not place", pod=pod_key(pod))
+        if self._on_refused is not None:
+            self._on_refused(pod, reason)
+        return AllocateError(Code.PERMISSION_DENIED, f"pod {pod_key(pod)}: {reason}")
 
     def _fail(self, pod: Obj, code: Code, reason: str) -> AllocateError:
         message = f"pod {pod_key(pod)}: {reason}"
@@ -204,9 +203,9 @@ class Allocator:
                                     f"unknown device IDs {', '.join(unknown)}: not advertised "
                                     f"by this agent")
         with self._lock:
-            pods = self._pods()
+            pods = self._pods([len(ids) for ids in requests])
             assert self._inflight is not None
-            gpu_sets = [_gpus(ids, known) for ids in requests]
+            gpu_sets = [matching.gpus_of(ids, known) for ids in requests]
             pod, assignment, names = self._match(pods, gpu_sets)
             uid = uid_of(pod)
             live = self._given = self.backend.current()
@@ -259,7 +258,10 @@ class Allocator:
         known = self._known_gpus()
         wanted: list[str] = []
         container: str | None = None
-        pods = self._inflight.wait(self._wait) if self._inflight is not None else []
+        admission = self._inflight.wait(self._wait) if self._inflight is not None else None
+        # An intruder's request is steered to no pod's GPUs (its Allocate will be refused).
+        pods = [] if admission is None or admission.refused([size], self._resource) else \
+            admission.pods
         # The request names no pod: steer it to the first in-flight pod with a container of
         # that size still waiting (the kubelet admits pods in the order its watch shows the
         # bindings, which is the order ours showed them).

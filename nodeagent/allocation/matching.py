@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from vgpu.codecs import Assignment
 from vgpu.errors import VgpuError
+from vgpu_nodeagent.devices.virtual import physical_uuid
 
 
 class MatchError(VgpuError):
@@ -104,3 +105,10 @@ def choose(gpu_sets: Sequence[frozenset[str]],
         if names is not None:
             return i, names
     return None
+
+
+def gpus_of(ids: Sequence[str], known: Collection[str]) -> frozenset[str]:
+    """The GPUs a request's device IDs are slots of (all known: checked before)."""
+    gpus = frozenset(physical_uuid(i, known) or i for i in ids)
+    # Slots of one GPU twice: no container is assigned that, so only the count can match.
+    return gpus if len(gpus) == len(ids) else frozenset(ids)

@@ -3,6 +3,12 @@
 Allocate answers the kubelet at once and leaves the patch to this queue, which retries
 through API hiccups and conflicts. (The node's inventory and heartbeat have their own
 writer, :class:`vgpu_nodeagent.devices.inventory.InventoryPublisher`.)
+
+The patch goes through the pod's ``status`` subresource, which stores annotations as the
+pod itself does: vgpu's validating webhook is registered for ``pods`` only (every pod
+write outside ``status`` passes it where the API server has no matchConditions, 1.20 to
+1.27), so the agent's one write per GPU pod never waits on it; the ValidatingAdmissionPolicy
+(1.30+) checks status writes in the API server, and allows the agent's.
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ class PhaseWriter:
         for attempt in range(1, self._max_attempts + 1):
             try:
                 self._port.patch_annotations("pods", update.name, annotations,
-                                             namespace=update.namespace)
+                                             namespace=update.namespace, status=True)
                 _log.info("pod bind phase written", pod=f"{update.namespace}/{update.name}",
                           phase=update.phase, reason=update.reason)
                 return True

@@ -5,8 +5,11 @@ Started as NVIDIA's device plugin starts it: ``nvidia-cuda-mps-control -d`` with
 is alive by sending it a harmless command (``get_default_active_thread_percentage``) on
 stdin. ``-d`` forks into the background, so there is no child to wait on: a daemon that
 answers is up, one that does not is restarted, with a backoff that doubles per failed
-start. A daemon already answering at start (this agent restarted) is adopted, and the
-agent never stops it: its clients, the running pods, would lose their server.
+start. Before every start the daemon is asked once more: a probe can miss an answer (a
+busy daemon, a slow command), and ``-d`` beside a daemon that still runs fails and leaves
+the node without MPS until the backoff passes. A daemon that answers then, or one already
+answering when the agent starts (it restarted), is adopted, and the agent never stops it:
+its clients, the running pods, would lose their server.
 """
 
 from __future__ import annotations
@@ -125,17 +128,24 @@ class MpsDaemon:
             if state == RUNNING:
                 if self.alive():
                     return
+                # One missed answer is not a dead daemon: ask again before starting one.
+                if self.alive():
+                    _log.info("the MPS control daemon missed one probe and answered the next",
+                              pipe=self._config.pipe_dir)
+                    return
                 _log.warning("MPS control daemon died; restarting", pipe=self._config.pipe_dir)
                 with self._lock:
                     self._state, self._error = FAILED, "the MPS control daemon stopped answering"
                     self._restarts += 1
                 next_try = self._next_try = self._clock()
-            if self._clock() < next_try:
+            elif self._clock() < next_try:
                 return
-            if state == STOPPED and self.alive():
+            elif self.alive():
+                # Up already: this agent restarted, or a start that looked failed came up.
                 _log.info("adopting the running MPS control daemon", pipe=self._config.pipe_dir)
                 with self._lock:
                     self._state, self._error = RUNNING, None
+                    self._backoff = self._config.restart_backoff_seconds
                 return
             with self._lock:
                 self._starts += 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -37,13 +37,15 @@ REASON = "GPUMemoryOverGrant"
 
 
 def owners_of(pids: Sequence[int], pods: Sequence[Obj],
-              read: Callable[[int], str | None]) -> dict[int, Owner | None]:
-    """The container of each PID (None: not a pod's process), with its vgpu grants."""
+              read: Callable[[int], str | None],
+              schedulers: Collection[str]) -> dict[int, Owner | None]:
+    """The container of each PID (None: not a pod's process), with its vgpu grants (none
+    for a pod that no vgpu scheduler placed: whatever it uses is above its grant)."""
     by_uid: dict[str, tuple[str, dict[str, str], dict[str, dict[str, int]]]] = {}
     for pod in pods:
         uid = meta.uid(pod)
         try:
-            assignment = claimed(pod)
+            assignment = claimed(pod, schedulers)
         except CodecError:
             assignment = None
         grants = {} if assignment is None else {
@@ -67,8 +69,9 @@ def owners_of(pids: Sequence[int], pods: Sequence[Obj],
 class Watchdog:
     def __init__(self, config: WatchdogConfig, discovery: Discovery,
                  pods: Callable[[], Sequence[Obj]], port: ClusterPort | None, *,
-                 proc_root: str = "/proc") -> None:
+                 schedulers: Collection[str], proc_root: str = "/proc") -> None:
         self._config = config
+        self._schedulers = schedulers
         self._discovery = discovery
         self._pods = pods
         self._port = port
@@ -92,7 +95,8 @@ class Watchdog:
         processes = {uuid: s.processes for uuid, s in self._discovery.samples().items()}
         pids = sorted({p.pid for procs in processes.values() for p in procs})
         pods = self._pods()
-        result = tally(processes, owners_of(pids, pods, self._read), self._config.slack_mib)
+        owners = owners_of(pids, pods, self._read, self._schedulers)
+        result = tally(processes, owners, self._config.slack_mib)
         for use in result.breaches:
             key = (use.pod, use.container, use.uuid)
             if key not in self._reported:

@@ -10,7 +10,8 @@ from typing import Any
 import grpc
 
 from vgpu import logs
-from vgpu_nodeagent.allocation.allocator import AllocateError, Allocator
+from vgpu_nodeagent.allocation.allocator import Allocator
+from vgpu_nodeagent.allocation.errors import AllocateError
 from vgpu_nodeagent.devices.virtual import PluginDevice
 from vgpu_nodeagent.isolation.grants import ContainerGrant
 from vgpu_nodeagent.proto import api_pb2, api_pb2_grpc

@@ -8,9 +8,14 @@ holds in the kubelet's books can be compared with the GPUs the scheduler assigne
 Allocate carries device IDs but no pod, and the agent matches a request to a container by
 its device count; a container that ends up on GPUs it was not assigned shows here.
 
-Pure: :func:`from_response` (protobuf -> values) and :func:`mismatches`; I/O: the thin
-:class:`PodResourcesClient` and :class:`PodResourcesWatch`, the agent's loop that keeps
-the latest view for the metrics and reports each new mismatch once.
+The same view names intruders: pods that hold device IDs of our resource in the kubelet's
+books but that no vgpu scheduler placed (a pod created on the node, or naming another
+scheduler, admitted while the webhook was down). Allocate refuses such a pod when it can
+tell (:mod:`vgpu_nodeagent.allocation.inflight`); one that got devices anyway shows here.
+
+Pure: :func:`from_response` (protobuf -> values), :func:`mismatches` and :func:`intruders`;
+I/O: the thin :class:`PodResourcesClient` and :class:`PodResourcesWatch`, the agent's loop
+that keeps the latest view for the metrics and reports each new finding once.
 
 A ``List`` must not meet an admission. Kubelets before kubernetes/kubernetes#119561
 (v1.20 among them) release their device-manager lock while they call the plugin's
@@ -71,6 +76,28 @@ class Mismatch:
                 f"[{', '.join(self.assigned) or 'none'}]")
 
 
+@dataclass(frozen=True)
+class Intruder:
+    """A pod that holds our device IDs in the kubelet's books without vgpu's placement."""
+
+    namespace: str
+    pod: str
+    #: Its containers holding our device IDs, and one GPU uuid per ID.
+    containers: tuple[tuple[str, tuple[str, ...]], ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.pod}"
+
+    @property
+    def message(self) -> str:
+        held = "; ".join(f"container {name}: GPUs [{', '.join(gpus)}]"
+                         for name, gpus in self.containers)
+        return (f"holds vGPU devices of this node that no vgpu scheduler assigned it ({held}): "
+                f"it was not placed by a vgpu scheduler, so no slice was accounted for it; "
+                f"delete it and create it without spec.nodeName or spec.schedulerName")
+
+
 def from_response(response: podresources_pb2.ListPodResourcesResponse,
                   resource: str) -> tuple[KubeletDevices, ...]:
     """Every container the kubelet lists, with its device IDs of ``resource`` (maybe none)."""
@@ -84,7 +111,7 @@ def from_response(response: podresources_pb2.ListPodResourcesResponse,
 
 
 def mismatches(view: Sequence[KubeletDevices], pods: Sequence[Obj],
-               known: Collection[str]) -> tuple[Mismatch, ...]:
+               known: Collection[str], schedulers: Collection[str]) -> tuple[Mismatch, ...]:
     """Containers whose GPUs in the kubelet's view differ from their assignment.
 
     Only pods both sides know as allocated are compared. The kubelet lists a pod before
@@ -102,10 +129,12 @@ def mismatches(view: Sequence[KubeletDevices], pods: Sequence[Obj],
                 or meta.deleting(pod):
             continue
         try:
-            assignment = claimed(pod)
+            assignment = claimed(pod, schedulers)
         except CodecError:
             continue
-        assigned = assignment.containers if assignment is not None else {}
+        if assignment is None:
+            continue  # not vgpu's pod: an intruder, if it holds any of our devices
+        assigned = assignment.containers
         containers = set(assigned) | {c for (ns, p, c), d in by_container.items()
                                       if (ns, p) == (namespace, name) and d.device_ids}
         for container in sorted(containers):
@@ -115,6 +144,32 @@ def mismatches(view: Sequence[KubeletDevices], pods: Sequence[Obj],
             if kubelet != wanted:
                 out.append(Mismatch(namespace, name, container, kubelet, wanted))
     return tuple(out)
+
+
+def intruders(view: Sequence[KubeletDevices], pods: Sequence[Obj], known: Collection[str],
+              schedulers: Collection[str]) -> tuple[Intruder, ...]:
+    """Pods of the local watch that hold device IDs of our resource in the kubelet's view
+    but hold no vgpu assignment (:func:`vgpu.usage.claimed`): placed by no vgpu scheduler,
+    or bound without an assignment. A pod being deleted is left out (it is going), and so
+    is one the watch has not shown (no evidence of what it is)."""
+    held: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
+    for entry in view:
+        if entry.device_ids:
+            held.setdefault((entry.namespace, entry.pod), []).append(
+                (entry.container, entry.gpus(known)))
+    out = []
+    for pod in pods:
+        namespace, name = meta.namespace(pod, "default"), meta.name(pod)
+        containers = held.get((namespace, name))
+        if not containers or meta.deleting(pod):
+            continue
+        try:
+            if claimed(pod, schedulers) is not None:
+                continue
+        except CodecError:
+            continue  # vgpu's pod with an unreadable assignment: the allocator failed it
+        out.append(Intruder(namespace, name, tuple(sorted(containers))))
+    return tuple(sorted(out, key=lambda i: i.key))
 
 
 class PodResourcesClient:
@@ -139,27 +194,33 @@ class KubeletView:
     up: bool = False
     devices: tuple[KubeletDevices, ...] = ()
     mismatches: tuple[Mismatch, ...] = ()
+    intruders: tuple[Intruder, ...] = ()
     #: The node's GPUs at the time, to map device IDs back to them.
     known: frozenset[str] = frozenset()
 
 
 class PodResourcesWatch:
     """Reads the kubelet's view every ``interval`` seconds; ``report`` gets each mismatch
-    the first time it is seen (a log line, an Event), and :attr:`view` the latest read.
-    A round is skipped (the view kept) unless ``quiet()``: no pod is being admitted."""
+    and ``intruder`` each intruder the first time it is seen (a log line, an Event), and
+    :attr:`view` the latest read. A round is skipped (the view kept) unless ``quiet()``: no
+    pod is being admitted."""
 
     def __init__(self, client: PodResourcesClient, resource: str,
                  known: Callable[[], Collection[str]], pods: Callable[[], Sequence[Obj]], *,
-                 report: Callable[[Mismatch], None],
+                 schedulers: Collection[str], report: Callable[[Mismatch], None],
+                 intruder: Callable[[Intruder], None] = lambda _: None,
                  quiet: Callable[[], bool] = lambda: True) -> None:
         self._client = client
         self._resource = resource
         self._known = known
         self._pods = pods
+        self._schedulers = schedulers
         self._report = report
+        self._intruder = intruder
         self._quiet = quiet
         self.skipped = 0
         self._reported: set[Mismatch] = set()
+        self._named: set[Intruder] = set()
         self._failing = False
         self.view = KubeletView()
 
@@ -182,12 +243,19 @@ class PodResourcesWatch:
         self._failing = False
         devices = from_response(response, self._resource)
         known = frozenset(self._known())
-        found = mismatches(devices, self._pods(), known)
+        pods = self._pods()
+        found = mismatches(devices, pods, known, self._schedulers)
         for mismatch in found:
             if mismatch not in self._reported:
                 self._report(mismatch)
         self._reported = set(found)
-        self.view = KubeletView(up=True, devices=devices, mismatches=found, known=known)
+        named = intruders(devices, pods, known, self._schedulers)
+        for intruder in named:
+            if intruder not in self._named:
+                self._intruder(intruder)
+        self._named = set(named)
+        self.view = KubeletView(up=True, devices=devices, mismatches=found, intruders=named,
+                                known=known)
         return self.view
 
     def run(self, stop: threading.Event, interval: float) -> None:

@@ -30,6 +30,7 @@ from vgpu_scheduler.host.pod_records import (
     PodRecord,
     bound_record,
     confirmed,
+    kept_claim,
     refreshed,
     same_record,
 )
@@ -186,7 +187,7 @@ class Cache:
                     if old.node == node_name(pod) and same_record(old.obj, pod):
                         fresh = refreshed(old, pod)
                 else:
-                    fresh = confirmed(old, pod)
+                    fresh = confirmed(old, pod, self._config.vgpu_schedulers)
             if fresh is not None:
                 self._swap(fresh)
                 return old, fresh
@@ -200,6 +201,7 @@ class Cache:
                 self._apply(old, -1)
                 return old, None
             if old is not None:
+                new = kept_claim(old, new)
                 if old.same_placement(new):
                     # Confirmation or a status/annotation change: swap the record in place
                     # without touching the node's usage.

@@ -135,9 +135,10 @@ class RecordingPort:
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
-                          resource_version: str | None = None) -> Obj:
+                          resource_version: str | None = None, *,
+                          status: bool = False) -> Obj:
         return self.inner.patch_annotations(kind, name, annotations, namespace,
-                                            resource_version)
+                                            resource_version, status=status)
 
     def bind(self, namespace: str, name: str, node: str,
              annotations: Mapping[str, str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from vgpu import logs, meta, usage
@@ -77,11 +78,31 @@ def bound_record(pod: Obj, config: Config) -> PodRecord | None:
         # The API server would not have accepted it; count what can be read, not crash.
         _log.warning("bound pod is malformed", pod=info.key, error=info.error)
     try:
-        assignment = usage.claimed(pod)
+        assignment = usage.claimed(pod, config.vgpu_schedulers)
     except CodecError as exc:
         _log.warning("bound pod has an unreadable assignment", pod=info.key, error=str(exc))
         assignment = None
+    if assignment is not None and info.error is None:
+        problem = usage.mismatch(assignment, info.gpu)
+        if problem is not None:
+            _log.warning("bound pod's assignment does not fit what it asks for; it holds no "
+                         "GPU slice", pod=info.key, reason=problem)
+            assignment = None
     return PodRecord(key=info.key, node=node, info=info, assignment=assignment)
+
+
+def kept_claim(old: PodRecord, new: PodRecord) -> PodRecord:
+    """``new`` holding the slices ``old`` holds when both are the same bound pod on the
+    same node: what a pod holds is what vgpu's Binding gave it (the write that bound it),
+    never what its ``vgpu.io/assignment`` says afterwards; a pod's owner could edit that.
+    An assumed record is not kept: the watch then shows the Binding itself, ours or that
+    of another replica."""
+    if (old.assumed or old.nominated or old.node != new.node or old.uid != new.uid
+            or old.assignment == new.assignment):
+        return new
+    _log.warning("bound pod's assignment changed after its binding; it keeps what it was "
+                 "bound with", pod=new.key, node=new.node)
+    return dataclasses.replace(new, assignment=old.assignment)
 
 
 
@@ -109,7 +130,7 @@ def same_record(old: Obj, new: Obj) -> bool:
     return _same_but(old, new, _AGENT_ANNOTATIONS)
 
 
-def confirmed(rec: PodRecord, pod: Obj) -> PodRecord | None:
+def confirmed(rec: PodRecord, pod: Obj, schedulers: Collection[str]) -> PodRecord | None:
     """The bound record of ``pod`` as the watch shows it once the Binding of the pod
     ``rec`` assumed went through, without parsing it again; None when it is not just that
     pod plus the binding (``nodeName``, the assignment ``rec`` holds, the bind phase and
@@ -123,7 +144,7 @@ def confirmed(rec: PodRecord, pod: Obj) -> PodRecord | None:
             assumed, pod, _BOUND_ANNOTATIONS):
         return None
     try:
-        if usage.claimed(pod) != rec.assignment:
+        if usage.claimed(pod, schedulers) != rec.assignment:
             return None
     except CodecError:
         return None

@@ -3,12 +3,12 @@
 :class:`FullStack` starts, against a :class:`ControlPlane`:
 
 * ``vgpu webhook`` with certificates from ``vgpu certs --out-dir``, registered by URL
-  (``https://localhost:PORT/mutate``, its CA in ``caBundle``) from the product's own
-  registration manifest: ``failurePolicy: Fail``, the system-namespace selector, and one
-  more selector term so that only this stack's namespaces are sent (``matchConditions``
-  is taken out: 1.20 drops it on write, so the webhook itself passes non-GPU pods; the
-  k8s-1.20 overlay turns the policy to Ignore for that reason, which the extra selector
-  term makes unnecessary here);
+  (``https://localhost:PORT/mutate``, ``/validate``; its CA in ``caBundle``) from the
+  product's registration manifests: ``failurePolicy: Fail``, the system-namespace selector
+  and a term sending only this stack's namespaces (``matchConditions`` taken out: 1.20
+  drops it, so the webhook passes what it need not look at; the 1.20 overlay's Ignore is
+  unneeded with that term). The components run as the admin user, the stack's one
+  ``webhook.annotationWriters``;
 * ``vgpu scheduler``;
 * per simulated GPU node, a :class:`NodeKubelet` (the Node object, the device-plugin
   registration socket, pod admission through GetPreferredAllocation + Allocate) and a
@@ -29,7 +29,6 @@ stack); the names tests import from here stay importable from this module.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import datetime as dt
@@ -48,9 +47,11 @@ import yaml
 
 from tests.controlplane.binaries import ensure_node_binaries
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.pki import ADMIN_USER
 from tests.controlplane.real_node import RealNode
+from tests.e2e import harness_webhook
 from tests.e2e.harness_nodes import Gpu, NodeSpec, SimNode
-from tests.e2e.harness_pods import STACK_LABEL, StackPods, allocated, bind_phase
+from tests.e2e.harness_pods import StackPods, allocated, bind_phase
 from tests.e2e.harness_processes import (
     ROOT,
     Processes,
@@ -66,11 +67,9 @@ from vgpu import config as vgpu_config
 from vgpu import meta, times
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
 from vgpu.codecs import decode_inventory
-from vgpu.errors import ClusterError
 from vgpu.kube.adapter import KubeCluster, connect
 
 MANIFESTS = ROOT / "manifests"
-REGISTRATION = MANIFESTS / "webhook" / "mutatingwebhookconfiguration.yaml"
 BASE_CONFIG = MANIFESTS / "base" / "core" / "config.yaml"
 #: What the node agents advertise (the config's default resource name).
 RESOURCE = "nvidia.com/gpu"
@@ -162,10 +161,7 @@ class FullStack(StackPods):
         """Unregister the webhook first (a Fail policy with nobody serving would refuse GPU
         pods), then stop every process and kubelet, then delete the Nodes."""
         if self._registered:
-            with contextlib.suppress(ClusterError):
-                self.cluster.request_json(
-                    "DELETE", "/apis/admissionregistration.k8s.io/v1/"
-                    f"mutatingwebhookconfigurations/{self.webhook_name}", "delete webhook")
+            harness_webhook.unregister(self.cluster, self.webhook_name)
             self._registered = False
         self.procs.stop()
         for node in self.nodes.values():
@@ -198,7 +194,9 @@ class FullStack(StackPods):
 
     def _write_config(self) -> dict[str, Any]:
         config: dict[str, Any] = yaml.safe_load(BASE_CONFIG.read_text())
-        config.update(schedulerName=self.scheduler_name, **self._config_overrides)
+        config.update(schedulerName=self.scheduler_name,
+                      webhook={"annotationWriters": [ADMIN_USER]})
+        config.update(self._config_overrides)
         (self.workdir / "config.yaml").write_text(yaml.safe_dump(config))
         return config
 
@@ -260,22 +258,10 @@ class FullStack(StackPods):
         wait_until("webhook ready with every node's GPUs", sees_every_gpu, timeout,
                    interval=0.2, context=self.logs)
 
-    def registration(self, ca_pem: bytes) -> dict[str, Any]:
-        doc: dict[str, Any] = yaml.safe_load(REGISTRATION.read_text())
-        doc["metadata"]["name"] = self.webhook_name
-        for hook in doc["webhooks"]:
-            hook["clientConfig"] = {"url": f"https://localhost:{self.webhook_port}/mutate",
-                                    "caBundle": base64.b64encode(ca_pem).decode()}
-            hook.pop("matchConditions", None)
-            hook["namespaceSelector"]["matchExpressions"].append(
-                {"key": STACK_LABEL, "operator": "In", "values": [self.tag]})
-        return doc
-
     def _register_webhook(self, ca_crt: Path) -> None:
-        self.cluster.request_json(
-            "POST", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
-            "register the webhook", body=self.registration(ca_crt.read_bytes()))
         self._registered = True
+        harness_webhook.register(self.cluster, name=self.webhook_name, port=self.webhook_port,
+                                 ca_pem=ca_crt.read_bytes(), tag=self.tag)
 
     def _wait_scheduler_ready(self, timeout: float) -> None:
         def ready() -> bool:

@@ -277,7 +277,7 @@ def test_a_privileged_gpu_pod_is_denied_with_its_reason(stack: FullStack, ns: st
         stack.create_pod(ns, gpu_pod("root", container))
     message = str(denied.value)
     assert 'admission webhook "mutate.vgpu.io" denied the request' in message
-    assert "container 'main' is privileged and asks for vGPUs" in message
+    assert "container 'main' is privileged in a pod that asks for vGPUs" in message
     assert "drop securityContext.privileged" in message
     assert not stack.pods(ns)
 

@@ -200,6 +200,7 @@ MINIMAL: dict[str, Obj] = {
     "secrets": {"type": "Opaque", "data": {"k": "dg=="}},
     "leases": {"spec": {"holderIdentity": "a"}},
     "mutatingwebhookconfigurations": {"webhooks": []},
+    "validatingwebhookconfigurations": {"webhooks": []},
     "persistentvolumes": {"spec": {"capacity": {"storage": "1Gi"},
                                    "accessModes": ["ReadWriteOnce"],
                                    "hostPath": {"path": "/tmp/vgpu-e2e"}}},

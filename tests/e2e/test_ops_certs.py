@@ -127,10 +127,15 @@ def read_secret(core: kubernetes.client.CoreV1Api, namespace: str) -> tuple[str,
 
 def read_config(admission: kubernetes.client.AdmissionregistrationV1Api,
                 name: str) -> tuple[str, bytes]:
+    """The mutating configuration's version and bundle; the validating one of the same name
+    must carry the same bundle (`vgpu certs` keeps both)."""
     raw = admission.read_mutating_webhook_configuration(name, _preload_content=False)
     obj = json.loads(raw.data)
-    return obj["metadata"]["resourceVersion"], base64.b64decode(
-        obj["webhooks"][0]["clientConfig"].get("caBundle", ""))
+    bundle = base64.b64decode(obj["webhooks"][0]["clientConfig"].get("caBundle", ""))
+    other = json.loads(admission.read_validating_webhook_configuration(
+        name, _preload_content=False).data)
+    assert base64.b64decode(other["webhooks"][0]["clientConfig"].get("caBundle", "")) == bundle
+    return obj["metadata"]["resourceVersion"], bundle
 
 
 def cas(bundle: bytes) -> list[x509.Name]:
@@ -160,10 +165,20 @@ def hook_config(api_client: kubernetes.client.ApiClient) -> Iterator[tuple[str, 
         model = kubernetes.client.V1MutatingWebhookConfiguration.from_dict(config)
         assert model is not None
         admission.create_mutating_webhook_configuration(model)
+        # /validate's configuration of the same name: `vgpu certs` keeps both bundles. Its
+        # selector matches no pod, so only the mutating hook is ever called here.
+        validating = {**config, "kind": "ValidatingWebhookConfiguration", "webhooks": [{
+            **config["webhooks"][0], "name": "certs-e2e-validate.vgpu.io",
+            "objectSelector": {"matchLabels": {"certs-e2e": unique("none")}}}]}
+        validating["webhooks"][0].pop("reinvocationPolicy", None)
+        vmodel = kubernetes.client.V1ValidatingWebhookConfiguration.from_dict(validating)
+        assert vmodel is not None
+        admission.create_validating_webhook_configuration(vmodel)
         try:
             yield name, label, hook
         finally:
             admission.delete_mutating_webhook_configuration(name)
+            admission.delete_validating_webhook_configuration(name)
 
 
 def test_vgpu_certs_makes_the_api_server_trust_the_webhook(

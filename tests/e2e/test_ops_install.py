@@ -1,16 +1,12 @@
 """`kubectl apply -k` of vgpu's manifests on a real Kubernetes 1.20 control plane.
 
-It runs on a control plane of its own: the install writes cluster-wide objects with
-fixed names (the webhook configuration vgpu-webhook, ClusterRoles) that other e2e
-modules on the shared one must not see.
+Own control plane: the install's cluster-wide objects must not meet other e2e modules'.
 
-What 1.20 cannot take, and how: manifests/base uses policy/v1 PodDisruptionBudget and
-batch/v1 CronJob (GA in 1.21) and the webhook's matchConditions (1.27). The install on
-1.20 is manifests/overlays/k8s-1.20 (applied for real below). The base and the other
-overlays are checked by a server-side dry run after the same three changes, made here
-on the rendered objects (``for_1_20``), plus stand-in CRDs for the Prometheus
-Operator's PodMonitor; a test pins that those are the only things 1.20 lacks.
-Rendering alone, without a control plane, is ``test_ops_render``.
+What 1.20 cannot take: policy/v1 PodDisruptionBudget, batch/v1 CronJob (1.21), matchConditions
+(1.27), a ValidatingAdmissionPolicy (1.30). manifests/overlays/k8s-1.20 is applied for real;
+the base and other overlays get a server-side dry run after the same changes (``for_1_20``)
+and stand-in PodMonitor CRDs; a test pins that those are all 1.20 lacks. Rendering alone is
+``test_ops_render``.
 """
 
 from __future__ import annotations
@@ -51,8 +47,10 @@ def for_1_20(objs: list[Obj]) -> list[Obj]:
             ("batch/v1", "CronJob"): "batch/v1beta1"}
     out = []
     for obj in copy.deepcopy(objs):
+        if obj["kind"].startswith("ValidatingAdmissionPolicy"):
+            continue  # 1.30+ (the policy and its binding): 1.20 has them in no form
         obj["apiVersion"] = beta.get((obj["apiVersion"], obj["kind"]), obj["apiVersion"])
-        if obj["kind"] == "MutatingWebhookConfiguration":
+        if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             for hook in obj["webhooks"]:
                 hook.pop("matchConditions", None)
         out.append(obj)
@@ -90,8 +88,8 @@ def test_the_1_20_overlay_applies_and_a_second_apply_creates_nothing(
         cp: ControlPlane, first_apply: str) -> None:
     first = subprocess.CompletedProcess([], 0, first_apply, "")
     assert "poddisruptionbudget.policy/vgpu-webhook created" in first.stdout
-    assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/vgpu-webhook created" \
-        in first.stdout
+    assert all(f"{k}webhookconfiguration.admissionregistration.k8s.io/vgpu-webhook created"
+               in first.stdout for k in ("mutating", "validating"))
     second = cp.kubectl("apply", "-k", str(MANIFESTS / "overlays" / "k8s-1.20"))
     assert " created" not in second.stdout, second.stdout
     assert " configured" not in second.stdout, second.stdout
@@ -99,8 +97,9 @@ def test_the_1_20_overlay_applies_and_a_second_apply_creates_nothing(
     dry = cp.kubectl("apply", "-k", str(MANIFESTS / "overlays" / "k8s-1.20"), "--server-side",
                      "--force-conflicts", "--dry-run=server")
     assert "serverside-applied (server dry run)" in dry.stdout
-    stored = cp.kubectl("get", "mutatingwebhookconfiguration", "vgpu-webhook", "-o", "yaml")
-    assert "failurePolicy: Ignore" in stored.stdout
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        stored = cp.kubectl("get", kind, "vgpu-webhook", "-o", "yaml")
+        assert "failurePolicy: Ignore" in stored.stdout
 
 
 def test_1_20_lacks_only_what_the_overlay_replaces(cp: ControlPlane, kubectl_path: Path) -> None:
@@ -114,6 +113,8 @@ def test_1_20_lacks_only_what_the_overlay_replaces(cp: ControlPlane, kubectl_pat
     refused = cp.kubectl("apply", "--dry-run=server", "-f", "-", check=False,
                          input_text=yaml.safe_dump_all(objs))
     assert refused.returncode != 0 and "matchConditions" in refused.stderr
+    kinds = cp.kubectl("api-resources", "--api-group=admissionregistration.k8s.io").stdout
+    assert "validatingwebhookconfigurations" in kinds and "validatingadmissionpol" not in kinds
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +188,8 @@ CAN = {
     "vgpu-webhook": [("list", "nodes"), ("watch", "nodes")],
     "vgpu-nodeagent": [
         ("list", "pods", "-A"), ("watch", "pods", "-A"), ("get", "pods", "-n", "team-a"),
-        ("patch", "pods", "-n", "team-a"), ("patch", "nodes"), ("get", "nodes/node-a"),
+        ("patch", "pods", "--subresource=status", "-n", "team-a"), ("patch", "nodes"),
+        ("get", "nodes/node-a"),
         ("create", "events", "-n", "team-a"), ("create", "pods", "--subresource=eviction", "-A"),
     ],
     "vgpu-certs": [
@@ -196,6 +198,8 @@ CAN = {
         ("update", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
         ("get", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
         ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
+        ("get", "validatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
+        ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
     ],
 }
 
@@ -219,7 +223,8 @@ CANNOT = {
                        ("update", "pods", "-n", "team-a")],
     "vgpu-webhook": [("get", "pods", "-A"), ("patch", "nodes"), ("get", "nodes/some-node")],
     "vgpu-nodeagent": [("list", "nodes"), ("create", "pods", "--subresource=binding", "-A"),
-                       ("update", "pods", "-n", "team-a"), ("patch", "events", "-A")],
+                       ("update", "pods", "-n", "team-a"), ("patch", "pods", "-n", "team-a"),
+                       ("patch", "events", "-A")],
     "vgpu-certs": [("get", "secrets/other", "-n", "vgpu-system"),
                    ("update", "secrets/other", "-n", "vgpu-system"),
                    ("create", "secrets", "-n", "team-a"),
@@ -229,6 +234,7 @@ CANNOT = {
                    ("patch",
                     "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
                    ("list", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+                   ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/x"),
                    ("patch", "validatingwebhookconfigurations.admissionregistration.k8s.io")],
 }
 

@@ -45,8 +45,14 @@ def test_overlays_change_what_they_say(kubectl_path: Path) -> None:
     assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert sorted(dashboards["data"]) == ["vgpu-cluster.json", "vgpu-gpus.json"]
     old = kustomize(kubectl_path, "overlays/k8s-1.20")
-    hook = named(old, "MutatingWebhookConfiguration", "vgpu-webhook")["webhooks"][0]
-    assert "matchConditions" not in hook and hook["failurePolicy"] == "Ignore"
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        hook = named(old, kind, "vgpu-webhook")["webhooks"][0]
+        assert "matchConditions" not in hook and hook["failurePolicy"] == "Ignore"
+    # The ValidatingAdmissionPolicy (1.30+) is the base's, not the 1.20 overlay's.
+    base = kustomize(kubectl_path, "base")
+    named(base, "ValidatingAdmissionPolicy", "vgpu-annotations")
+    named(base, "ValidatingAdmissionPolicyBinding", "vgpu-annotations")
+    assert not [o for o in old if o["kind"].startswith("ValidatingAdmissionPolicy")]
 
 
 def test_the_1_20_fake_gpu_overlay_is_the_1_20_overlay_with_the_fake_gpu_one(

@@ -102,3 +102,33 @@ def test_a_removed_pipe_folder_is_a_dead_daemon(tmp_path: Path) -> None:
     assert not d.alive()
     d.tick()
     assert d.running and (tmp_path / "pipe").is_dir()
+
+
+def test_one_missed_probe_is_asked_again_not_restarted(tmp_path: Path) -> None:
+    """A probe that goes unanswered once (a busy daemon) is followed by another before
+    any ``-d``: a second daemon would fail beside the first (issue 24)."""
+    d = daemon(tmp_path)
+    d.tick()
+    (tmp_path / "log" / "miss-once").touch()
+    d.tick()
+    status = d.status()
+    assert status.state == RUNNING and status.restarts == 0 and status.starts == 1
+    assert [c["argv"] for c in commands(tmp_path)].count(["-d"]) == 1
+    assert not (tmp_path / "log" / "miss-once").exists()  # the miss was really probed
+
+
+def test_a_daemon_up_after_a_failed_start_is_adopted_not_started_again(
+        tmp_path: Path) -> None:
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "refuse").touch()
+    clock = Clock()
+    d = daemon(tmp_path, clock)
+    d.tick()
+    assert d.status().state == FAILED
+    # The daemon comes up by other means (it was slow to make its pipe, or an operator
+    # started it): the retry finds it answering and runs no -d.
+    (tmp_path / "pipe" / "control").touch()
+    clock.now += 1
+    d.tick()
+    assert d.running and d.status().error is None
+    assert [c["argv"] for c in commands(tmp_path)].count(["-d"]) == 1

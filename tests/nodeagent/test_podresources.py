@@ -20,16 +20,19 @@ from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_SUC
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu_nodeagent.kubelet.podresources import (
+    Intruder,
     KubeletDevices,
     KubeletView,
     Mismatch,
     PodResourcesClient,
     PodResourcesWatch,
     from_response,
+    intruders,
     mismatches,
 )
 
 KNOWN = frozenset({GPU0, GPU1, GPU2})
+SCHEDULERS = frozenset({"vgpu-scheduler"})
 
 
 def bound(name: str, containers: dict[str, tuple[str, ...]], *, phase: str = "Running",
@@ -81,13 +84,13 @@ def kubelet(pod_name: str, **containers: tuple[str, ...]) -> list[KubeletDevices
 ])
 def test_mismatches(pods: list[Obj], view: list[KubeletDevices],
                     expected: list[Mismatch]) -> None:
-    assert list(mismatches(view, pods, KNOWN)) == expected
+    assert list(mismatches(view, pods, KNOWN, SCHEDULERS)) == expected
 
 
 def test_unreadable_assignment_is_not_compared() -> None:
     obj = bound("a", {"main": (GPU0,)})
     obj["metadata"]["annotations"][ASSIGNMENT] = "{not json"
-    assert mismatches(kubelet("a", main=(f"{GPU1}-0",)), [obj], KNOWN) == ()
+    assert mismatches(kubelet("a", main=(f"{GPU1}-0",)), [obj], KNOWN, SCHEDULERS) == ()
 
 
 def test_mismatch_message_names_both_sides() -> None:
@@ -125,7 +128,8 @@ def test_watch_reports_a_mismatch_once_and_is_down_without_a_socket(
     pods = [bound("a", {"main": (GPU0,)})]
     reported: list[Mismatch] = []
     watch = PodResourcesWatch(PodResourcesClient(stand_in.socket_path), "nvidia.com/gpu",
-                              lambda: KNOWN, lambda: pods, report=reported.append)
+                              lambda: KNOWN, lambda: pods, schedulers=SCHEDULERS,
+                              report=reported.append)
     stand_in.set({("default", "a"): {"main": [f"{GPU1}-0"]}})
     first = watch.poll()
     watch.poll()
@@ -177,7 +181,8 @@ def test_agent_checks_the_kubelet_view_into_metrics_and_events(
 def test_watch_does_not_read_while_a_pod_is_admitted(stand_in: PodResourcesStandIn) -> None:
     quiet = False
     watch = PodResourcesWatch(PodResourcesClient(stand_in.socket_path), "nvidia.com/gpu",
-                              lambda: KNOWN, lambda: [], report=lambda m: None,
+                              lambda: KNOWN, lambda: [], schedulers=SCHEDULERS,
+                              report=lambda m: None,
                               quiet=lambda: quiet)
     stand_in.set({("default", "a"): {"main": [f"{GPU0}-0"]}})
     assert watch.poll() == KubeletView() and stand_in.calls == 0
@@ -185,3 +190,69 @@ def test_watch_does_not_read_while_a_pod_is_admitted(stand_in: PodResourcesStand
     quiet = True
     assert watch.poll().devices == (KubeletDevices("default", "a", "main", (f"{GPU0}-0",)),)
     assert stand_in.calls == 1
+
+
+def foreign(name: str, *, scheduler: str = "other", deleting: bool = False) -> Obj:
+    """A pod on NODE that no vgpu scheduler placed, with a forged assignment on GPU0."""
+    obj = bound(name, {"main": (GPU0,)})
+    obj["spec"]["schedulerName"] = scheduler
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return obj
+
+
+@pytest.mark.parametrize(("pods", "view", "expected"), [
+    pytest.param([foreign("x")], kubelet("x", main=(f"{GPU0}-1",)),
+                 [Intruder("default", "x", (("main", (GPU0,)),))], id="forged-and-holding"),
+    pytest.param([foreign("x")], kubelet("x", main=()), [], id="holding-nothing"),
+    pytest.param([bound("a", {"main": (GPU0,)})], kubelet("a", main=(f"{GPU0}-1",)), [],
+                 id="a-vgpu-pod"),
+    pytest.param([foreign("x", deleting=True)], kubelet("x", main=(f"{GPU0}-1",)), [],
+                 id="being-deleted"),
+    pytest.param([], kubelet("x", main=(f"{GPU0}-1",)), [], id="not-in-the-watch"),
+])
+def test_intruders(pods: list[Obj], view: list[KubeletDevices],
+                   expected: list[Intruder]) -> None:
+    assert list(intruders(view, pods, KNOWN, SCHEDULERS)) == expected
+    # An intruder is no mismatch: it has no assignment of vgpu's to differ from.
+    assert mismatches(view, pods, KNOWN, SCHEDULERS) == ()
+
+
+def test_intruder_message_says_what_to_do() -> None:
+    text = Intruder("ns", "x", (("main", (GPU0,)),)).message
+    assert f"container main: GPUs [{GPU0}]" in text
+    assert "not placed by a vgpu scheduler" in text and "delete it" in text
+
+
+def agent_with_intruder(make_env: Any, stand_in: PodResourcesStandIn, *, evict: bool) -> Any:
+    env = make_env(small_config(pod_resources_socket=stand_in.socket_path,
+                                pod_resources_seconds=0.05, evict_intruders=evict))
+    env.kubelet.wait_registration()
+    obj = pod("x", [container("main", 1)])
+    obj["spec"].update(nodeName=NODE, schedulerName="other")
+    env.cluster.create("pods", obj)
+    stand_in.set({("default", "x"): {"main": [f"{GPU0}-4"]}})
+    return env
+
+
+def test_the_agent_names_an_intruder(make_env: Any, stand_in: PodResourcesStandIn) -> None:
+    env = agent_with_intruder(make_env, stand_in, evict=False)
+    wait_until(lambda: bool(env.cluster.events("x")), what="the intruder's event")
+    (event,) = env.cluster.events("x")
+    assert event.reason == "GPUNotPlacedByVgpu" and event.type == "Warning"
+    assert "not placed by a vgpu scheduler" in event.message
+    url = f"http://127.0.0.1:{env.agent.metrics_server.port}/metrics"
+
+    def gauge() -> str:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return str(response.read().decode())
+
+    wait_until(lambda: "vgpu_nodeagent_intruder_pods 1.0" in gauge(), what="the metric")
+    assert env.cluster.list("pods").items  # named, not evicted
+
+
+def test_the_agent_evicts_an_intruder_when_told(make_env: Any,
+                                                stand_in: PodResourcesStandIn) -> None:
+    env = agent_with_intruder(make_env, stand_in, evict=True)
+    # The memory cluster's eviction deletes the pod at once.
+    wait_until(lambda: not env.cluster.list("pods").items, what="the eviction")

@@ -25,15 +25,19 @@ class Flaky(MemoryCluster):
         super().__init__()
         self.failures = failures
         self.patches = 0
+        self.through_status: bool | None = None
 
     def patch_annotations(self, kind: Any, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
-                          resource_version: str | None = None) -> dict[str, Any]:
+                          resource_version: str | None = None, *,
+                          status: bool = False) -> dict[str, Any]:
         self.patches += 1
+        self.through_status = status
         if self.failures:
             self.failures -= 1
             raise ConflictError("the object has been modified")
-        return super().patch_annotations(kind, name, annotations, namespace, resource_version)
+        return super().patch_annotations(kind, name, annotations, namespace, resource_version,
+                                         status=status)
 
 
 class Clock:
@@ -139,6 +143,8 @@ def test_phase_writer_retries_conflicts() -> None:
     meta = cluster.get("pods", "p", "ns")["metadata"]["annotations"]
     assert (meta[BIND_PHASE], meta[BIND_REASON]) == ("failed", "no container asked for 2")
     assert cluster.patches == 4
+    # Through pods/status, which the validating webhook is not registered for.
+    assert cluster.through_status is True
 
 
 def test_phase_writer_clears_an_old_reason_and_drops_deleted_pods() -> None:

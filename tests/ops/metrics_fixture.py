@@ -61,6 +61,8 @@ EXPORTED: dict[str, frozenset[str]] = {
     "webhook": frozenset({
         *_counter("vgpu_webhook_requests"),
         *_histogram("vgpu_webhook_request_duration_seconds"),
+        *_counter("vgpu_webhook_validations"),
+        *_histogram("vgpu_webhook_validation_duration_seconds"),
         *_counter("vgpu_webhook_certificate_reloads"),
         "vgpu_webhook_certificate_expiry_timestamp_seconds",
         "vgpu_webhook_inventory_nodes", "vgpu_webhook_inventory_gpus",
@@ -74,6 +76,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         "vgpu_nodeagent_registered",
         *_histogram("vgpu_nodeagent_allocate_seconds"),
         *_counter("vgpu_nodeagent_allocations"),
+        *_counter("vgpu_nodeagent_allocate_refused"),
         *_histogram("vgpu_step_duration_seconds"),
     }),
     # scheduler/metrics.py
@@ -125,11 +128,13 @@ def _nodeagent() -> CollectorRegistry:
         "vgpu.io/bind-phase": "success",
         "vgpu.io/assignment": '{"version":1,"node":"n","containers":{"c":['
                               '{"uuid":"GPU-0","memory_mib":10,"cores":5}]}}'}},
-           "spec": {"nodeName": "n"}, "status": {"phase": "Running"}}
+           "spec": {"nodeName": "n", "schedulerName": "vgpu-scheduler"},
+           "status": {"phase": "Running"}}
     metrics = Metrics(Sources(gpus=lambda: [(facts, True)],
                               samples=lambda: {"GPU-0": GpuSample(memory_used_mib=1,
                                                                   utilization=2)},
-                              pods=lambda: [pod], registered=lambda: True))
+                              pods=lambda: [pod], registered=lambda: True,
+                              schedulers={"vgpu-scheduler"}))
     metrics.observe_allocate(0.01, True)
     registry: CollectorRegistry = metrics.registry
     return registry

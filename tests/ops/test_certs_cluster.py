@@ -14,7 +14,7 @@ from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Kind
 from vgpu.errors import ConfigError, ConflictError
 from vgpu_certs import pki
-from vgpu_certs.cluster import ClusterSecretStore, ClusterWebhookStore
+from vgpu_certs.cluster import ClusterSecretStore, ClusterWebhookStore, WebhookConfigurations
 from vgpu_certs.reconcile import reconcile, reconcile_retrying
 
 HOOKS = ("a.vgpu.io", "b.vgpu.io")
@@ -168,3 +168,29 @@ def test_a_secret_that_is_not_base64_is_a_clear_error() -> None:
         ClusterSecretStore(cluster, "ns", "s").read()
 
 
+
+
+def test_both_configurations_of_the_name_get_the_bundle() -> None:
+    """/mutate's and /validate's configurations (one server, one certificate) are one
+    store; a missing one is a missing store, and an edit of one keeps the other's."""
+    cluster, secrets, _ = on_cluster(("mutate.vgpu.io",))
+    both = WebhookConfigurations(cluster, "vgpu-webhook")
+    assert reconcile(secrets, both, SETTINGS, NOW).webhook_missing
+    cluster.create("validatingwebhookconfigurations", {
+        "metadata": {"name": "vgpu-webhook"}, "webhooks": [hook("validate.vgpu.io")]})
+    outcome = reconcile_retrying(secrets, both, SETTINGS, NOW)
+    assert outcome.webhooks_patched == ("mutate.vgpu.io", "validate.vgpu.io")
+    ca = base64.b64decode(stored(cluster)[0]["data"]["ca.crt"])
+    assert bundles(cluster.get("mutatingwebhookconfigurations", "vgpu-webhook")) == {
+        "mutate.vgpu.io": ca}
+    assert bundles(cluster.get("validatingwebhookconfigurations", "vgpu-webhook")) == {
+        "validate.vgpu.io": ca}
+    # Someone resets the validating bundle: the next run puts it back and leaves the
+    # mutating configuration alone.
+    config = cluster.get("validatingwebhookconfigurations", "vgpu-webhook")
+    config["webhooks"][0]["clientConfig"].pop("caBundle")
+    cluster.replace("validatingwebhookconfigurations", config)
+    before = cluster.get("mutatingwebhookconfigurations", "vgpu-webhook")
+    assert reconcile_retrying(secrets, both, SETTINGS, NOW).webhooks_patched == (
+        "validate.vgpu.io",)
+    assert cluster.get("mutatingwebhookconfigurations", "vgpu-webhook") == before

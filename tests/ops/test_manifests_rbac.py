@@ -69,7 +69,9 @@ EXPECTED_RIGHTS = {
     "vgpu-webhook": (_rights("cluster", "", "nodes", "list", "watch")
                      | _rights("cluster", "", "events", "create")),
     "vgpu-nodeagent": (
-        _rights("cluster", "", "pods", "get", "list", "watch", "patch")
+        _rights("cluster", "", "pods", "get", "list", "watch")
+        # The bind-phase patch goes through pods/status (off the validating webhook).
+        | _rights("cluster", "", "pods/status", "patch")
         # Its own Node's vgpu.io/isolation label (get); inventory and heartbeat (patch).
         | _rights("cluster", "", "nodes", "get", "patch")
         # Warnings on its pods (assignment mismatch, memory over grant); the watchdog's
@@ -81,6 +83,10 @@ EXPECTED_RIGHTS = {
         | _rights("vgpu-system", "", f"secrets/{certs_cli.DEFAULT_SECRET}", "get", "update")
         | _rights("cluster", "admissionregistration.k8s.io",
                   f"mutatingwebhookconfigurations/{certs_cli.DEFAULT_WEBHOOK_CONFIG}",
+                  "get", "update")
+        # /validate's configuration, of the same name and the same certificate.
+        | _rights("cluster", "admissionregistration.k8s.io",
+                  f"validatingwebhookconfigurations/{certs_cli.DEFAULT_WEBHOOK_CONFIG}",
                   "get", "update")),
 }
 

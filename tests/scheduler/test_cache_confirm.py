@@ -15,6 +15,8 @@ from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.host.pod_records import PodRecord, bound_record, confirmed
 from vgpu_scheduler.plugins.binder import binding_annotations
 
+SCHEDULERS = Config().vgpu_schedulers
+
 CLAIM = codecs.Assignment("n1", {"main": (codecs.GrantedDevice("GPU-n1-0", 4096, 25),)})
 
 
@@ -60,7 +62,7 @@ def _annotate(key: str, value: str) -> Callable[[dict[str, Any]], None]:
 def test_the_watchs_bound_pod_reuses_the_assumed_info() -> None:
     rec = assumed()
     pod = as_bound(rec.info.pod)
-    fresh = confirmed(rec, pod)
+    fresh = confirmed(rec, pod, SCHEDULERS)
     assert fresh is not None and fresh.info.pod is pod and not fresh.assumed
     reparsed = bound_record(pod, Config())
     assert reparsed is not None
@@ -85,10 +87,10 @@ def test_anything_else_is_parsed_again(change: Callable[[dict[str, Any]], None])
     rec = assumed()
     pod = as_bound(rec.info.pod)
     change(pod)
-    assert confirmed(rec, pod) is None
+    assert confirmed(rec, pod, SCHEDULERS) is None
 
 
 def test_another_assignment_is_parsed_again() -> None:
     rec = assumed()
     other = codecs.Assignment("n1", {"main": (codecs.GrantedDevice("GPU-n1-1", 4096, 25),)})
-    assert confirmed(rec, as_bound(rec.info.pod, other)) is None
+    assert confirmed(rec, as_bound(rec.info.pod, other), SCHEDULERS) is None

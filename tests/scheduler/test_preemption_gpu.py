@@ -35,7 +35,7 @@ def on_gpu(name: str, node: str, gpu: int, memory: int, *, priority: int = 0,
            cores: int = 0, labels: dict[str, str] | None = None) -> Obj:
     """A running GPU pod holding ``memory`` MiB and ``cores`` % of GPU ``gpu``."""
     obj = builders.pod(name, [builders.container(gpumem=memory, cores=cores or None)],
-                       priority=priority, scheduler_name="default-scheduler")
+                       priority=priority)
     obj["metadata"]["labels"] = dict(labels or {})
     obj["metadata"]["annotations"][ann.ASSIGNMENT] = codecs.encode_assignment(Assignment(
         node, {"main": (GrantedDevice(f"GPU-{node}-{gpu}", memory, cores),)}))

@@ -64,8 +64,9 @@ class FakeAgents:
     def _mark(self, pod: Obj) -> None:
         meta = pod["metadata"]
         try:
+            # As the node agent writes it: through the status subresource.
             self.port.patch_annotations("pods", meta["name"], {ann.BIND_PHASE: self.phase},
-                                        meta["namespace"])
+                                        meta["namespace"], status=True)
             with self._lock:
                 self.marked += 1
         except ClusterError as exc:

@@ -95,14 +95,19 @@ def test_containers_of_malformed_specs_are_skipped_not_raised(spec: Any) -> None
 ASSIGNED = Assignment("n1", {"main": (GrantedDevice("GPU-1", 1000, 10),)})
 
 
+SCHEDULERS = frozenset({"vgpu-scheduler", "second-vgpu"})
+
+
 def _pod(node: str | None = "n1", phase: str = "Running", text: str | None = None,
-         deleting: bool = False) -> dict[str, Any]:
+         deleting: bool = False, scheduler: str | None = "vgpu-scheduler") -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "p", "namespace": "default", "annotations": {}}
     if text is not None:
         meta["annotations"]["vgpu.io/assignment"] = text
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     spec: dict[str, Any] = {"nodeName": node} if node else {}
+    if scheduler is not None:
+        spec["schedulerName"] = scheduler
     return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
@@ -114,13 +119,20 @@ def _pod(node: str | None = "n1", phase: str = "Running", text: str | None = Non
     (_pod(phase="Succeeded", text=encode_assignment(ASSIGNED)), False),
     (_pod(phase="Failed", text=encode_assignment(ASSIGNED)), False),
     (_pod(), False),  # bound by another scheduler, no GPU slices
+    (_pod(text=encode_assignment(ASSIGNED), scheduler="second-vgpu"), True),  # trusted too
+    # Placed by a scheduler vgpu does not trust, or created on its node: its owner wrote
+    # the annotation, and it holds nothing (issue 24).
+    (_pod(text=encode_assignment(ASSIGNED), scheduler="other"), False),
+    (_pod(text=encode_assignment(ASSIGNED), scheduler=None), False),
+    (_pod(text=encode_assignment(ASSIGNED), scheduler="default-scheduler"), False),
 ])
 def test_which_pods_hold_gpu_slices(pod: dict[str, Any], holds: bool) -> None:
-    assert (claimed(pod) == ASSIGNED) is holds
-    assert holds or claimed(pod) is None
+    assert (claimed(pod, SCHEDULERS) == ASSIGNED) is holds
+    assert holds or claimed(pod, SCHEDULERS) is None
 
 
 def test_an_unreadable_assignment_of_a_bound_pod_is_an_error_the_caller_reports() -> None:
     with pytest.raises(CodecError, match=r"vgpu\.io/assignment"):
-        claimed(_pod(text=json.dumps({"version": 1})))
-    assert claimed(_pod(node=None, text="{")) is None  # not bound: not read at all
+        claimed(_pod(text=json.dumps({"version": 1})), SCHEDULERS)
+    assert claimed(_pod(node=None, text="{"), SCHEDULERS) is None  # not bound: not read
+    assert claimed(_pod(text="{", scheduler="other"), SCHEDULERS) is None  # not vgpu's

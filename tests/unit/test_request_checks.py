@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 
 from tests.unit.requests_support import CORES, CUSTOM, DEFAULT, GPU, MEM, PRIO, ctr, json_like, pod
-from vgpu.requests import names_gpu_resource, parse_pod, privileged_gpu_containers
+from vgpu.requests import names_gpu_resource, parse_pod
 
 # --- annotations select GPUs -------------------------------------------------------------
 
@@ -94,23 +94,3 @@ def test_names_gpu_resource_uses_configured_names() -> None:
 @given(json_like)
 def test_names_gpu_resource_never_raises(obj: Any) -> None:
     assert names_gpu_resource(obj, DEFAULT) in (True, False)
-
-
-# --- privileged containers ---------------------------------------------------------------
-
-def test_privileged_gpu_containers() -> None:
-    privileged = {"securityContext": {"privileged": True}}
-    p = pod(
-        ctr("gpu-priv", {GPU: 1}, **privileged),
-        ctr("gpu-plain", {GPU: 1}),
-        ctr("gpu-unprivileged", {GPU: 1}, securityContext={"privileged": False}),
-        ctr("cpu-priv", {"cpu": "1"}, **privileged),
-        init=(ctr("init-priv", {MEM: 100}, **privileged),),
-    )
-    request = parse_pod(p, DEFAULT)
-    assert privileged_gpu_containers(p, request) == ["init-priv", "gpu-priv"]
-
-
-def test_privileged_gpu_containers_none() -> None:
-    p = pod(ctr("a", {GPU: 1}, securityContext=None), ctr("b", {GPU: 1}, securityContext="x"))
-    assert privileged_gpu_containers(p, parse_pod(p, DEFAULT)) == []

@@ -80,8 +80,6 @@ CASES = [
     Case("plain pod", pod(ctr("web", {"cpu": "1", "memory": "1Gi"}))),
     Case("other extended resource", pod(ctr("fpga", {"example.com/fpga": "1"}))),
     Case("pod without containers' resources", pod(ctr("a"), ctr("b"))),
-    Case("GPU pod for another scheduler, even a bad one",
-         pod(ctr("c", {GPU: "1", PCT: "500"}), scheduler="volcano")),
     Case("update of a GPU pod", pod(ctr("c", {MEM: "3000"})), review={"operation": "UPDATE"}),
     Case("GPU deployment is not a pod",
          {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},

@@ -225,7 +225,8 @@ class MemoryCluster:
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
-                          resource_version: str | None = None) -> Obj:
+                          resource_version: str | None = None, *,
+                          status: bool = False) -> Obj:
         with self._lock:
             old = self._get(kind, name, namespace)
             if resource_version and resource_version != old["metadata"]["resourceVersion"]:

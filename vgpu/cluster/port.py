@@ -25,6 +25,7 @@ Obj = dict[str, Any]
 #: :data:`vgpu.cluster.resources.RESOURCES`, which a unit test holds in step with this.
 Kind = Literal[
     "pods", "nodes", "secrets", "leases", "mutatingwebhookconfigurations",
+    "validatingwebhookconfigurations",
     "persistentvolumes", "persistentvolumeclaims", "storageclasses", "csinodes",
     "poddisruptionbudgets", "events", "namespaces", "services", "replicationcontrollers",
     "replicasets", "statefulsets", "resourcequotas",
@@ -92,11 +93,14 @@ class ClusterPort(Protocol):
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
-                          resource_version: str | None = None) -> Obj:
+                          resource_version: str | None = None, *,
+                          status: bool = False) -> Obj:
         """Merge-patch ``metadata.annotations`` (``None`` removes a key).
 
         With ``resource_version`` the write is conditional: a stale version raises
-        ``ConflictError``.
+        ``ConflictError``. With ``status`` it goes through the ``status`` subresource, which
+        stores a pod's annotations too and which vgpu's validating webhook is not
+        registered for (the node agent's writes: docs/contracts.md#protected-annotations).
         """
         ...
 

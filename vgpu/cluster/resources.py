@@ -52,6 +52,8 @@ RESOURCES: Mapping[str, Resource] = MappingProxyType({r.plural: r for r in (
     Resource("leases", "Lease", "coordination.k8s.io/v1", namespaced=True),
     Resource("mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
              "admissionregistration.k8s.io/v1", namespaced=False),
+    Resource("validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
+             "admissionregistration.k8s.io/v1", namespaced=False),
     Resource("storageclasses", "StorageClass", "storage.k8s.io/v1", namespaced=False),
     Resource("csinodes", "CSINode", "storage.k8s.io/v1", namespaced=False),
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", namespaced=True,

@@ -20,6 +20,7 @@ from vgpu.config.plugin_args import (
     PodTopologySpreadArgs,
 )
 from vgpu.errors import ConfigError
+from vgpu.pods import DEFAULT_SCHEDULER
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,12 @@ class WebhookConfig:
     cert_reload_seconds: float = _knob(
         10.0, "how often the certificate and key files are checked for a change", lo=0.1,
         hi=3600)
+    annotation_writers: tuple[str, ...] = _knob(
+        ("system:serviceaccount:vgpu-system:vgpu-scheduler",
+         "system:serviceaccount:vgpu-system:vgpu-nodeagent"),
+        "users (as the API server names them in an admission review's userInfo.username) "
+        "that may set, change or remove vgpu's own pod annotations: the scheduler's and the "
+        "node agent's service accounts; /validate refuses everyone else")
 
 
 #: Every resource name under this prefix is vgpu's (:meth:`Config.owns_resource`).
@@ -225,6 +232,10 @@ class NodeAgentConfig:
     pod_resources_seconds: float = _knob(
         10.0, "how often the kubelet's pod resources are read", lo=0.1, hi=3600
     )
+    evict_intruders: bool = _knob(
+        False, "evict a pod that holds this node's vGPU device IDs in the kubelet's books but "
+        "was not placed by a vgpu scheduler (the pod-resources check finds it; it always gets "
+        "a Warning event and counts in vgpu_nodeagent_intruder_pods)")
 
 
 @dataclass(frozen=True)
@@ -241,6 +252,11 @@ class Config:
                                lo=0, hi=100)
     disable_core_limit: bool = _knob(False, "do not hand a compute limit to containers")
     scheduler_name: str = _knob("vgpu-scheduler", "spec.schedulerName of GPU pods")
+    extra_scheduler_names: tuple[str, ...] = _knob(
+        (), "other spec.schedulerName values trusted to place GPU pods as vgpu's scheduler "
+        "does (a second vGPU-aware scheduler writing vgpu.io/assignment in its Binding): "
+        "their GPU pods pass admission and their assignments count in every component; "
+        "empty = only schedulerName")
     default_gpu_policy: str = _knob(policy.DEFAULT_GPU_POLICY, "GPU choice policy",
                                     choices=policy.GPU_POLICIES)
     default_node_policy: str = _knob(policy.DEFAULT_NODE_POLICY, "node ranking policy",
@@ -258,6 +274,15 @@ class Config:
         problem = check_split(self.isolation.mode, self.device_split_count, self.isolation.mps)
         if problem is not None:
             raise ConfigError(f"isolation.mode mps: {problem}")
+        if DEFAULT_SCHEDULER in self.extra_scheduler_names:
+            raise ConfigError(
+                f"extraSchedulerNames: {DEFAULT_SCHEDULER!r} places pods without vgpu's "
+                f"assignment; list only schedulers that write vgpu.io/assignment")
+
+    @property
+    def vgpu_schedulers(self) -> frozenset[str]:
+        """Every ``spec.schedulerName`` whose pods vgpu trusts to be placed its way."""
+        return frozenset((self.scheduler_name, *self.extra_scheduler_names))
 
     def owns_resource(self, name: str) -> bool:
         """Whether vgpu accounts for resource ``name`` itself: every name under

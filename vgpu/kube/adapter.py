@@ -34,7 +34,7 @@ from vgpu.errors import (
     InvalidError,
     NotFoundError,
 )
-from vgpu.kube import paths
+from vgpu.kube import paths, tokens
 from vgpu.kube.ratelimit import TokenBucket
 from vgpu.kube.transport import (
     SERVICE_ACCOUNT_DIR,
@@ -187,13 +187,15 @@ class KubeCluster:
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
-                          resource_version: str | None = None) -> Obj:
+                          resource_version: str | None = None, *,
+                          status: bool = False) -> Obj:
         metadata: dict[str, Any] = {"annotations": dict(annotations)}
         if resource_version:
             # A merge patch carrying resourceVersion is a conditional write: 409 if stale.
             metadata["resourceVersion"] = resource_version
         res = self._resource(kind)
-        return self.request_json("PATCH", paths.path(res, name, namespace),
+        where = paths.path(res, name, namespace, "status" if status else None)
+        return self.request_json("PATCH", where,
                                  f"patch {res.singular} {name}",
                                  body={"metadata": metadata}, content_type=paths.MERGE_PATCH)
 
@@ -278,4 +280,9 @@ def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {kubeconfig}: {exc.strerror}") from None
     configuration.connection_pool_maxsize = pool_size
+    token_file = tokens.kubeconfig_token_file(kubeconfig)
+    if token_file is not None:
+        # The loader read the file once; client-go reads it again every 50 s.
+        hook: Any = tokens.refresher(tokens.TokenFile(token_file))
+        configuration.refresh_api_key_hook = hook
     return KubeCluster(ClientTransport(kubernetes.client.ApiClient(configuration)), qps, burst)

@@ -70,11 +70,19 @@ def request_head(method: str, target: str, authority: str, headers: Mapping[str,
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+def interim(status: int) -> bool:
+    """An interim answer (100, 102, 103): no body, the real one follows; skipped, as Go's
+    transport does. 101 switches protocols: an answer of its own (refused where read)."""
+    return 100 <= status < 200 and status != 101
+
+
 class _Answer:
     """httptools' callbacks: the body's pieces, whether the message is complete, and
-    whether the connection stays open (the parser forgets it once the message ends)."""
+    whether the connection stays open (the parser forgets it once the message ends).
+    ``interim``: an interim answer is being read past, alone in its packet or not."""
 
-    __slots__ = ("body", "complete", "framed", "headers_done", "keep_alive", "parser")
+    __slots__ = ("body", "complete", "framed", "headers_done", "interim", "keep_alive",
+                 "parser")
 
     def __init__(self) -> None:
         self.body: list[bytes] = []
@@ -83,6 +91,7 @@ class _Answer:
         #: The headers gave the body's length or chunked it (else it ends with the stream).
         self.framed = False
         self.headers_done = False
+        self.interim = False
         self.parser = httptools.HttpResponseParser(self)
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -90,12 +99,16 @@ class _Answer:
             self.framed = True
 
     def on_headers_complete(self) -> None:
-        self.headers_done = True
+        self.interim = interim(self.parser.get_status_code())
+        self.headers_done = not self.interim
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
 
     def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = self.framed = False
+            return
         self.complete = True
         self.keep_alive = self.parser.should_keep_alive()
 

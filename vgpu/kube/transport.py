@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 import ssl
-import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from vgpu.kube import http1
+from vgpu.kube import http1, tokens
 
 Timeout = http1.Timeout
 
@@ -159,26 +158,20 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 class InClusterTransport:
     """Requests with the pod's service account, without importing ``kubernetes``.
 
-    The token is re-read every minute: bound service-account tokens are rotated by the
-    kubelet and an old one stops working after an hour.
+    The token is read again as client-go reads it (:class:`vgpu.kube.tokens.TokenFile`):
+    bound service-account tokens are rotated by the kubelet and an old one stops working
+    after an hour.
     """
 
     def __init__(self, host: str, port: str, account_dir: str = SERVICE_ACCOUNT_DIR,
                  pool_size: int = 32) -> None:
-        self._token_file = os.path.join(account_dir, "token")
-        self._token = ""
-        self._token_read = 0.0
+        self._token = tokens.TokenFile(os.path.join(account_dir, "token"))
         ca = os.path.join(account_dir, "ca.crt")
         self._pool = http1.Pool(http1.Endpoint(host, int(port),
                                                ssl.create_default_context(cafile=ca)), pool_size)
 
     def _bearer(self) -> str:
-        now = time.monotonic()
-        if not self._token or now - self._token_read > 60:
-            with open(self._token_file, encoding="utf-8") as handle:
-                self._token = handle.read().strip()
-            self._token_read = now
-        return self._token
+        return self._token.token()
 
     def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
              content_type: str, timeout: Timeout) -> tuple[int, bytes]:

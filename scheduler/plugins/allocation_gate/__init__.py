@@ -19,7 +19,7 @@ from vgpu.annotations import GpuSelector
 from vgpu.cluster.port import Obj
 from vgpu.devices import fit, fit_request, resolve_memory, selectable
 from vgpu.errors import CodecError
-from vgpu.pods import bind_phase, is_terminated, node_name, pod_key
+from vgpu.pods import bind_phase, is_terminated, node_name, pod_key, scheduler_name
 from vgpu.requests import ContainerRequest
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
 from vgpu_scheduler.framework.handle import Handle
@@ -89,6 +89,7 @@ class AllocationGate:
         self._scaling = handle.config.device_memory_scaling
         section = handle.config.scheduler
         self._mode = section.permit_gate
+        self._schedulers = handle.config.vgpu_schedulers
         self.gate = Gate(section.permit_timeout_seconds, _conflicts(section.permit_gate))
         handle.on_pod_event(self._on_pod)
 
@@ -163,10 +164,13 @@ class AllocationGate:
             return
         phase = bind_phase(new)
         bound = node_name(new)
-        if phase == ann.PHASE_ALLOCATING and bound and not is_terminated(new):
+        # A pod another scheduler placed holds no gate, whatever its annotations say: its
+        # owner could write them (docs/contracts.md#protected-annotations).
+        if (phase == ann.PHASE_ALLOCATING and bound and not is_terminated(new)
+                and scheduler_name(new) in self._schedulers):
             since = codecs.bind_time(meta.annotations_of(new))
             self.gate.hold(key, bound, now if since is None else since, _assignment(new))
         elif phase in (ann.PHASE_SUCCESS, ann.PHASE_FAILED) or is_terminated(new) or bound:
-            # Allocated, failed, ended, or bound without our annotations (by another
-            # scheduler): nothing to wait for.
+            # Allocated, failed, ended, or bound without our annotations or by another
+            # scheduler: nothing to wait for.
             self._release(key, now)
