@@ -33,8 +33,9 @@ from vgpu.errors import (
     EvictionRefusedError,
     InvalidError,
     NotFoundError,
+    OutcomeUnknownError,
 )
-from vgpu.kube import paths
+from vgpu.kube import http1, paths
 from vgpu.kube.ratelimit import TokenBucket
 from vgpu.kube.transport import (
     SERVICE_ACCOUNT_DIR,
@@ -75,6 +76,8 @@ class KubeCluster:
             status, data = self.transport.call(method, path, query=query or [], body=body,
                                                content_type=content_type,
                                                timeout=timeout or self._timeout)
+        except http1.AnswerLost as exc:
+            raise OutcomeUnknownError(f"{what}: {exc}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterError(f"{what}: {exc}") from None
         if status >= 300:
