@@ -52,6 +52,11 @@ class PodRecord:
         return self.info.uid
 
     @property
+    def pod_id(self) -> str:
+        """What the cache keys the record by: the pod's uid (:func:`vgpu.pods.pod_id`)."""
+        return self.info.pod_id
+
+    @property
     def obj(self) -> Obj:
         return self.info.pod
 
@@ -82,8 +87,6 @@ def bound_record(pod: Obj, config: Config) -> PodRecord | None:
         _log.warning("bound pod has an unreadable assignment", pod=info.key, error=str(exc))
         assignment = None
     return PodRecord(key=info.key, node=node, info=info, assignment=assignment)
-
-
 
 
 def _same_but(old: Obj, new: Obj, annotations: frozenset[str]) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import vgpu.annotations as ann
-from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
+from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup, uid_of
 from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
@@ -133,8 +133,24 @@ def test_a_conflict_on_binding_is_not_retried_and_the_watch_tells_the_truth() ->
     sched.run_until_idle()
     assert node_of(cluster, "p") == "n2"
     assert "p" not in {e.name for e in cluster.events(reason="FailedScheduling")}
-    assert "default/p" not in sched.queue
-    rec = sched.cache.pod("default/p")
+    assert uid_of(cluster, "p") not in sched.queue
+    rec = sched.cache.pod(uid_of(cluster, "p"))
     assert rec is not None and rec.node == "n2" and not rec.assumed
     n1 = sched.cache.node_info("n1")
     assert n1 is not None and n1.usages[0].tasks == 0  # our assumption was forgotten
+
+
+def test_a_pod_held_at_permit_that_starts_terminating_gives_its_room_back() -> None:
+    sched, cluster, _ = setup([gpu_node("n1", 1)])
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)]))
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=2000)]))
+    sched.run_until_idle()
+    assert sched.waiting_pods() == {"default/b": "n1"}
+    # A finalizer keeps b while it is deleted: it stays, with a deletionTimestamp.
+    b = cluster.get("pods", "b", "default")
+    b["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    cluster.replace("pods", b)
+    sched.run_until_idle()
+    assert sched.waiting_pods() == {}
+    info = sched.cache.node_info("n1")
+    assert info is not None and info.usages[0].memory_mib == 1000  # a's only

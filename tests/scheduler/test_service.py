@@ -181,7 +181,8 @@ def test_one_replica_schedules_and_the_other_takes_over(
                                                  for i in range(3)))[1])
     assert not services[second].leading.is_set()
     assert services[second].readyz() == (True, "follower")
-    assert services[second].scheduler.cache.pod("default/p0") is not None  # warm cache
+    uid = cluster.get("pods", "p0", "default")["metadata"]["uid"]
+    assert services[second].scheduler.cache.pod(uid) is not None  # warm cache
     assert not services[second].scheduler.queue.counts()["in_flight"]
 
     allocate_all(cluster)
