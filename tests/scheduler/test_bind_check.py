@@ -58,8 +58,8 @@ class AnswerLost(MemoryCluster):
     """The Binding is carried out and its answer never arrives."""
 
     def bind(self, namespace: str, name: str, node: str,
-             annotations: Mapping[str, str]) -> None:
-        super().bind(namespace, name, node, annotations)
+             annotations: Mapping[str, str], *, uid: str = "") -> None:
+        super().bind(namespace, name, node, annotations, uid=uid)
         raise OutcomeUnknownError(f"bind pod {name}: the connection ended before the answer")
 
 
@@ -83,11 +83,11 @@ class OtherBinderFirst(MemoryCluster):
     """Another binder's Binding lands on another node just before ours (409)."""
 
     def bind(self, namespace: str, name: str, node: str,
-             annotations: Mapping[str, str]) -> None:
+             annotations: Mapping[str, str], *, uid: str = "") -> None:
         other = codecs.Assignment("n2", {"main": (codecs.GrantedDevice("GPU-n2-0", 16000, 0),)})
         super().bind(namespace, name, "n2",
                      {ann.ASSIGNMENT: codecs.encode_assignment(other)})
-        super().bind(namespace, name, node, annotations)
+        super().bind(namespace, name, node, annotations, uid=uid)
 
 
 def test_a_binding_another_binder_won_keeps_the_room_until_the_watch_tells() -> None:
