@@ -14,13 +14,18 @@ As kube-scheduler's cache (``pkg/scheduler/backend/cache``): pods are keyed by u
 (:func:`vgpu.pods.pod_id`), so a pod deleted and recreated under its name is another pod;
 a pod the watch showed bound is never assumed over (the cycle that decided it is stale);
 and ``forget`` and ``finish_binding`` act on the very assumption ``assume`` returned, never
-on what replaced it since.
+on what replaced it since. Two rules go further, because nothing after the scheduler
+refuses a vGPU slice that does not fit (the kubelet checks CPU and memory, not slices):
+an assumption is refused when its slices no longer fit what the cache counts now
+(:mod:`.room`), and a deleted pod's assumption stays while its Binding may still land
+(a server before 1.23 binds a successor of the name with it).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from dataclasses import dataclass
 
 from vgpu import logs, usage
 from vgpu.cluster.port import Obj
@@ -38,11 +43,24 @@ from vgpu_scheduler.host.pod_records import (
     refreshed,
     same_record,
 )
+from vgpu_scheduler.host.room import no_room
 
 _log = logs.get("vgpu.scheduler.cache")
 
 #: Pod changes a node may have waiting to be folded into its NodeInfo (see Cache._info).
 _MAX_PENDING = 64
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why :meth:`Cache.assume` assumed nothing."""
+
+    reason: str
+    #: The watch showed the pod bound: there is nothing to retry.
+    bound: bool = False
+
+
+BOUND = Refused("bound meanwhile by another binder", bound=True)
 
 
 class Cache:
@@ -221,29 +239,38 @@ class Cache:
         self._by_node.setdefault(new.node, {})[new.pod_id] = new
 
     def remove_pod(self, uid: str) -> PodRecord | None:
+        """The pod is gone: its record leaves (returned), except an assumption whose
+        Binding may still be in flight, which its binding cycle forgets or finishes."""
         with self._lock:
             old = self._pods.get(uid)
-            if old is not None:
-                self._apply(old, -1)
+            if old is None or (old.assumed and not old.binding_finished):
+                return None
+            self._apply(old, -1)
             return old
 
     def assume(self, pod: PodInfo, node: str,
-               assignment: Assignment | None = None) -> PodRecord | None:
+               assignment: Assignment | None = None) -> PodRecord | Refused:
         """Count a placement the scheduler just decided, before it is bound, with the GPU
         slices Reserve claimed for it; returns the assumption, to forget or finish later.
 
-        None, and nothing changes, when the watch has shown the pod bound meanwhile (by
-        another binder: a second replica, an old leader): the decision is stale, and the
-        bound pod stays counted where it is. A nomination, or an assumption whose binding
-        went unanswered, is replaced.
+        Nothing changes, and the answer says why, when the decision is stale: the watch has
+        shown the pod bound meanwhile (by another binder: a second replica, an old leader;
+        it stays counted where it is), or the slices no longer fit what the node holds now.
+        A nomination, or an assumption whose binding went unanswered, is replaced.
         """
         rec = PodRecord(key=pod.key, node=node, info=pod, assignment=assignment, assumed=True)
         with self._lock:
             old = self._pods.get(pod.pod_id)
             if old is not None and not (old.assumed or old.nominated):
-                return None
+                return BOUND
             if old is not None:
                 self._apply(old, -1)
+            info = self._info(node)
+            reason = None if info is None else no_room(info, assignment)
+            if reason is not None:
+                if old is not None:
+                    self._apply(old, +1)
+                return Refused(reason)
             self._apply(rec, +1)
         return rec
 

@@ -7,11 +7,13 @@ in the :mod:`.waiting` room; any other goes to binding, inline or on the pool. A
 at any step undoes the steps before it and sends the pod back to the queue with the
 reason; every outcome is reported to the listeners as a :class:`Decision`.
 
-Two races are settled here as kube-scheduler settles them, and one more carefully: a pod
+Two races are settled here as kube-scheduler settles them, and two more carefully: a pod
 the watch showed bound during its cycle is not assumed (the cycle is dropped, nothing
-forgotten); a failed binding undoes only the assumption it made; and before that, a
-binding that came back 409 or unanswered is checked against the pod as the API server has
-it (:mod:`.bind_check`), so that a pod that is bound is never forgotten.
+forgotten); a failed binding undoes only the assumption it made; a pod whose chosen GPUs
+filled up during its cycle is not assumed either, but tried again at once; and a binding
+that came back 409 or unanswered is checked against the pod as the API server has it
+(:mod:`.bind_check`) before anything is forgotten, so that a pod that is bound is never
+forgotten.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.framework.status import Code, Status
 from vgpu_scheduler.host.bind_check import Verdict, judge
 from vgpu_scheduler.host.binding import BindExecutor
-from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.cache import Cache, Refused
 from vgpu_scheduler.host.pod_records import PodRecord
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.queued_pod import POD_SPEC, QueuedPod
@@ -172,13 +174,16 @@ class ScheduleOne:
             return
         # What Reserve claimed counts in the cache before anything else is decided.
         rec = self._cache.assume(info, node, state.assignment)
-        if rec is None:
-            # The watch showed the pod bound during this cycle (another binder): the
-            # decision is stale and the pod counted where it is; nothing to retry.
+        if isinstance(rec, Refused):
+            # The decision is stale: the watch showed, during this cycle, the pod bound by
+            # another binder (counted where it is; nothing to retry), or a pod on the GPUs
+            # it chose (try again at once, on what the cache holds now).
             self._framework.unreserve(state, info, node)
-            self._queue.done(qp.key)
-            self._emit(info.key, node, "error", "bound meanwhile by another binder",
-                       started, queued=qp.waited)
+            if rec.bound:
+                self._queue.done(qp.key)
+            else:
+                self._queue.requeue(qp, unschedulable=False, message=rec.reason)
+            self._emit(info.key, node, "error", rec.reason, started, queued=qp.waited)
             return
         status, waiting_for = self._framework.permit(state, info, node)
         if status.code is Code.WAIT:

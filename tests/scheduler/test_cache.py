@@ -16,7 +16,7 @@ from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.host.cache import Cache
-from vgpu_scheduler.host.pod_records import same_record
+from vgpu_scheduler.host.pod_records import PodRecord, same_record
 
 NOW = 1_800_000_000.0
 
@@ -75,7 +75,7 @@ def test_assume_then_confirm_does_not_double_count() -> None:
     p = parse(builders.pod("a", [builders.container(cpu="1", memory="1Gi")]), Config())
     a = assignment("n1", "GPU-n1-0")
     assumed = cache.assume(p, "n1", a)
-    assert assumed is not None
+    assert isinstance(assumed, PodRecord)
     assert cache.node_info("n1").usages[0] == Usage(1000, 10, 1)  # type: ignore[union-attr]
     cache.finish_binding(assumed, NOW)
     cache.set_pod(bound("a", "n1", a))  # the watch shows it bound
@@ -90,11 +90,11 @@ def test_forget_and_expire() -> None:
     cache = cache_with("n1")
     p = parse(builders.pod("a"), Config())
     first = cache.assume(p, "n1", assignment("n1", "GPU-n1-0"))
-    assert first is not None and cache.forget(first)
+    assert isinstance(first, PodRecord) and cache.forget(first)
     assert not cache.forget(first)  # once
     assert cache.node_info("n1").usages[0] == Usage()  # type: ignore[union-attr]
     second = cache.assume(p, "n1", assignment("n1", "GPU-n1-0"))
-    assert second is not None
+    assert isinstance(second, PodRecord)
     # no expiry while the binding is still in progress
     assert cache.expire(NOW + 10_000) == []
     cache.finish_binding(second, NOW)
@@ -232,7 +232,7 @@ def test_node_state_after_any_changes_is_what_its_pods_add_up_to(ops: list[Any])
             pod = parse(builders.pod(f"p{i}", [builders.container(cpu="2")]), Config())
             assumed[key] = cache.assume(pod, node, assignment(node, f"GPU-{node}-{gpu}", 500, 5))
         elif op == "forget":
-            if assumed.get(key) is not None:
+            if isinstance(assumed.get(key), PodRecord):
                 cache.forget(assumed[key])
         elif op == "node":
             cache.set_node(builders.node(node, builders.devices(node, 2), cpu=str(8 + i)), NOW)

@@ -18,7 +18,8 @@ from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Usage
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
-from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.cache import BOUND, Cache, Refused
+from vgpu_scheduler.host.pod_records import PodRecord
 
 A0 = assignment("n1", "GPU-n1-0", 16000, 100)
 B0 = assignment("n2", "GPU-n2-0", 16000, 100)
@@ -46,7 +47,7 @@ def test_a_pod_the_watch_shows_bound_is_not_assumed_over() -> None:
     # Case 1 of issue 31: bound on n1 by another binder while its cycle ran.
     cache = cache_with("n1", "n2")
     cache.set_pod(bound_as("n1", A0))
-    assert cache.assume(pending(), "n2", B0) is None
+    assert cache.assume(pending(), "n2", B0) is BOUND
     rec = cache.pod("uid-1")
     assert rec is not None and rec.node == "n1" and not rec.assumed
     assert usage(cache, "n1") == Usage(16000, 100, 1) and usage(cache, "n2") == Usage()
@@ -55,7 +56,7 @@ def test_a_pod_the_watch_shows_bound_is_not_assumed_over() -> None:
 def test_forget_leaves_what_replaced_its_assumption() -> None:
     cache = cache_with("n1", "n2")
     mine = cache.assume(pending(), "n2", B0)
-    assert mine is not None
+    assert isinstance(mine, PodRecord)
     cache.set_pod(bound_as("n1", A0))  # another binder won: the watch tells
     assert not cache.forget(mine)
     cache.finish_binding(mine, NOW)  # nothing to start either
@@ -67,14 +68,40 @@ def test_a_same_name_successor_is_another_pod() -> None:
     # Case 2 of issue 31: p is assumed, deleted, recreated (another uid) and assumed too.
     cache = cache_with("n1")
     old = cache.assume(pending(uid="uid-1"), "n1", assignment("n1", "GPU-n1-0", 2000, 20))
+    assert isinstance(old, PodRecord)
+    cache.finish_binding(old, NOW)  # its binding returned
     new = cache.assume(pending(uid="uid-2"), "n1", assignment("n1", "GPU-n1-0", 12000, 80))
-    assert old is not None and new is not None
+    assert isinstance(new, PodRecord)
     assert usage(cache, "n1") == Usage(14000, 100, 2)
     assert cache.remove_pod("uid-1") is old  # the watch: the first one is gone
     assert not cache.forget(old)
     assert usage(cache, "n1") == Usage(12000, 80, 1)
     info = cache.node_info("n1")
     assert info is not None and list(info.pods) == ["uid-2"]
+
+
+def test_a_deleted_pods_room_is_held_while_its_binding_may_land() -> None:
+    # A server before 1.23 binds whatever pod has the name: a successor gets these slices.
+    cache = cache_with("n1")
+    rec = cache.assume(pending(), "n1", A0)
+    assert isinstance(rec, PodRecord)
+    assert cache.remove_pod("uid-1") is None  # deleted while its binding is in flight
+    assert usage(cache, "n1") == Usage(16000, 100, 1)
+    assert cache.forget(rec)  # the binding failed: gone
+    assert usage(cache, "n1") == Usage()
+
+
+def test_slices_that_filled_up_during_the_cycle_are_not_assumed() -> None:
+    cache = cache_with("n1")
+    cache.set_pod(bound_as("n1", assignment("n1", "GPU-n1-0", 30000, 50), uid="other",
+                           name="other"))
+    refused = cache.assume(pending(), "n1", assignment("n1", "GPU-n1-0", 12000, 30))
+    assert isinstance(refused, Refused) and not refused.bound
+    assert "insufficient GPU memory" in refused.reason
+    assert usage(cache, "n1") == Usage(30000, 50, 1)
+    # What still fits is assumed, on top of it.
+    assert isinstance(cache.assume(pending(), "n1", assignment("n1", "GPU-n1-0", 10000, 30)),
+                      PodRecord)
 
 
 def test_a_nominated_pod_bound_by_someone_else_counts_as_bound() -> None:
