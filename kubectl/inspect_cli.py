@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import sys
 
 from vgpu import config
-from vgpu.cluster.port import ClusterPort
+from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config import cli as config_cli
-from vgpu.errors import ConfigError
+from vgpu.errors import ClusterError, ConfigError
 from vgpu.kube import adapter
-from vgpu_kubectl import inspect
+from vgpu_kubectl import inspect, quota
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
-HELP = "show GPU allocation per node and GPU"
+HELP = "show GPU allocation per node and GPU, and the namespaces' GPU quotas"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser, "vgpu config file, for the scheduler name, memory scaling and heartbeat "
         "expiry (default: $VGPU_CONFIG, else the defaults)")
     parser.add_argument("-d", "--details", action="store_true",
-                        help="list the pods on each GPU")
+                        help="list the pods on each GPU and those charged to each quota")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
                         help="output format (json always lists the pods)")
 
@@ -35,20 +36,42 @@ def run(args: argparse.Namespace) -> int:
     cluster = adapter.connect(args.kubeconfig)
     if cluster is None:
         raise ConfigError("no cluster configuration")
-    report = collect(cluster, cfg, dt.datetime.now(dt.UTC))
+    pods = cluster.list("pods").items  # once, for both parts of the report
+    report = collect(cluster, cfg, dt.datetime.now(dt.UTC), pods)
+    quotas, warnings = collect_quotas(cluster, pods)
     if args.output == "json":
-        print(inspect.render_json(report))
+        body = inspect.to_json(report)
+        body["quotas"] = quota.to_json(quotas)
+        body["warnings"] += [{"object": "resourcequotas", "message": w} for w in warnings]
+        print(json.dumps(body, indent=2))
     else:
         print(inspect.render_table(report, details=args.details))
+        lines = quota.render_lines(quotas, details=args.details)
+        if lines or warnings:
+            print("\n".join(["", "GPU quotas:", *lines, *(f"WARNING {w}" for w in warnings)]))
     sys.stdout.flush()
     return 0
 
 
-def collect(cluster: ClusterPort, cfg: config.Config, now: dt.datetime) -> inspect.Report:
-    """Read every node and pod through the port and build the report."""
+def collect(cluster: ClusterPort, cfg: config.Config, now: dt.datetime,
+            pods: list[Obj] | None = None) -> inspect.Report:
+    """Read every node and pod (unless ``pods`` is given) through the port and build the
+    report."""
     nodes = cluster.list("nodes").items
-    pods = cluster.list("pods").items
+    pods = cluster.list("pods").items if pods is None else pods
     return inspect.build(nodes, pods, now=now,
                          heartbeat_expiry_seconds=cfg.node_heartbeat_expiry_seconds,
                          scheduler_name=cfg.scheduler_name,
                          memory_scaling=cfg.device_memory_scaling)
+
+
+def collect_quotas(cluster: ClusterPort, pods: list[Obj] | None = None
+                   ) -> tuple[tuple[quota.QuotaRow, ...], tuple[str, ...]]:
+    """Every namespace's ResourceQuotas that name a derived resource, with the pods charged
+    to them (``pods``: every pod, when already listed). A user who may not list
+    ResourceQuotas still gets the GPU report."""
+    try:
+        quotas = cluster.list("resourcequotas").items
+    except ClusterError as exc:
+        return (), (f"cannot list ResourceQuotas: {exc}",)
+    return quota.build(quotas, cluster.list("pods").items if pods is None else pods)

@@ -6,7 +6,8 @@ pods, as plain API dicts) to a :class:`Report`, plus its renderings
 the fact, at no extra API call:
 
 - ``vgpu.io/admission`` (the webhook's patch), or a ``FailedAdmission`` event on a pod
-  the webhook denied, which therefore does not exist;
+  the webhook denied, which therefore does not exist, or its owner's ``FailedCreate``
+  event when a namespace's ResourceQuota refused it (:mod:`vgpu_kubectl.why_quota`);
 - ``spec.schedulingGates``; the scheduler's ``FailedScheduling`` events (the last
   attempt's per-node summary); ``vgpu.io/assignment``, ``bind-phase``, ``bind-time``;
 - ``vgpu.io/allocation`` (the node agent's success patch): the Allocate answer's time,
@@ -30,6 +31,7 @@ from vgpu.pod_history import ADMISSION, ALLOCATION, Allocation, decode_admission
 from vgpu.pods import node_name, pod_key
 from vgpu.requests import parse_pod
 from vgpu.usage import claimed, tally
+from vgpu_kubectl import why_quota
 from vgpu_kubectl.closest import NodeFit, closest_nodes
 
 Obj = Mapping[str, Any]
@@ -60,8 +62,8 @@ class GpuLine:
 class Report:
     namespace: str
     name: str
-    #: not-found, denied, gated, queued, unschedulable, allocating, allocated, running,
-    #: allocation-failed, succeeded, failed, not-ours.
+    #: not-found, denied, quota-refused, gated, queued, unschedulable, allocating,
+    #: allocated, running, allocation-failed, succeeded, failed, not-ours.
     state: str
     summary: str
     phase: str | None = None
@@ -79,6 +81,8 @@ class Report:
     usage: Mapping[str, Any] | None = None
     events: tuple[EventLine, ...] = ()
     warnings: tuple[str, ...] = ()
+    #: For a pod a ResourceQuota refused: each resource in plain words.
+    quota: tuple[str, ...] = ()
 
 
 def event_line(event: Obj) -> EventLine:
@@ -90,8 +94,16 @@ def event_line(event: Obj) -> EventLine:
                      str(event.get("reportingComponent") or source.get("component") or ""))
 
 
-def _missing(namespace: str, name: str, events: list[EventLine]) -> Report:
+def _missing(namespace: str, name: str, events: list[EventLine],
+             namespace_events: Sequence[Obj]) -> Report:
     denials = [e for e in events if e.reason == DENIED_REASON]
+    refusals = why_quota.find(name, namespace_events)
+    if refusals and not (denials and denials[-1].time > refusals[-1].time):
+        refused = refusals[-1]
+        summary = why_quota.summary(refused, namespace,
+                                    why_quota.attempts(refused, namespace_events))
+        return Report(namespace, name, "quota-refused", summary,
+                      quota=why_quota.explain(refused), events=tuple(events[-5:]))
     if denials:
         last = denials[-1]
         return Report(namespace, name, "denied",
@@ -196,13 +208,15 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
 
 @dataclass(frozen=True)
 class Cluster:
-    """What the report reads: the pod (None when it does not exist) and its events, and,
-    for a pending pod's closest nodes, every node and pod."""
+    """What the report reads: the pod (None when it does not exist) and its events; for a
+    pending pod's closest nodes, every node and pod; for a missing one, the events of its
+    namespace (an owner's FailedCreate names the pod only in its message)."""
 
     pod: Obj | None
     events: Sequence[Obj] = ()
     nodes: Sequence[Obj] = ()
     pods: Sequence[Obj] = ()
+    namespace_events: Sequence[Obj] = ()
 
 
 def build(namespace: str, name: str, seen: Cluster, *, config: Config,
@@ -210,7 +224,7 @@ def build(namespace: str, name: str, seen: Cluster, *, config: Config,
     pod, nodes = seen.pod, seen.nodes
     lines = sorted((event_line(e) for e in seen.events), key=lambda e: e.time)
     if pod is None:
-        return _missing(namespace, name, lines)
+        return _missing(namespace, name, lines, seen.namespace_events)
     ann = meta.annotations_of(pod)
     spec = pod.get("spec") or {}
     phase = (pod.get("status") or {}).get("phase")

@@ -15,11 +15,13 @@ from vgpu_kubectl import why, why_render
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
-HELP = "explain one pod: admission, queue, closest nodes, placement, Allocate"
+HELP = "explain one pod: admission, quota, queue, closest nodes, placement, Allocate"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pod", metavar="POD", help="the pod's name (or NAMESPACE/NAME)")
+    parser.add_argument("pod", metavar="POD",
+                        help="the pod's name (or NAMESPACE/NAME); for a pod a quota refused, "
+                             "the name in the refusal, or its ReplicaSet's or Deployment's")
     parser.add_argument("-n", "--namespace", default="default",
                         help="the pod's namespace (default: default)")
     parser.add_argument("--kubeconfig", default=None,
@@ -44,13 +46,14 @@ def run(args: argparse.Namespace) -> int:
     print(why_render.render_json(report) if args.output == "json"
           else why_render.render_text(report))
     sys.stdout.flush()
-    return 0 if report.state not in ("not-found", "denied") else 1
+    return 0 if report.state not in ("not-found", "denied", "quota-refused") else 1
 
 
 def collect(cluster: ClusterPort, cfg: config.Config, namespace: str, name: str,
             now: dt.datetime) -> why.Report:
     """Read what the report needs through the port: the pod and its events always; every
-    node and pod only for a pending pod's closest nodes."""
+    node and pod only for a pending pod's closest nodes; the namespace's events only for a
+    pod that does not exist (its owner's FailedCreate)."""
     try:
         pod = cluster.get("pods", name, namespace)
     except NotFoundError:
@@ -60,10 +63,12 @@ def collect(cluster: ClusterPort, cfg: config.Config, namespace: str, name: str,
     if uid:
         # Events of an earlier pod of the same name are not this pod's story.
         events = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (uid, None)]
-    seen = why.Cluster(pod, events)
-    if pod is not None:
-        nodes = cluster.list("nodes").items
-        pending = not (pod.get("spec") or {}).get("nodeName")
-        pods = cluster.list("pods").items if pending else []
-        seen = why.Cluster(pod, events, nodes, pods)
-    return why.build(namespace, name, seen, config=cfg, now=now)
+    if pod is None:
+        around = cluster.list("events", Selector(namespace=namespace)).items
+        return why.build(namespace, name, why.Cluster(None, events, namespace_events=around),
+                         config=cfg, now=now)
+    nodes = cluster.list("nodes").items
+    pending = not (pod.get("spec") or {}).get("nodeName")
+    pods = cluster.list("pods").items if pending else []
+    return why.build(namespace, name, why.Cluster(pod, events, nodes, pods), config=cfg,
+                     now=now)

@@ -21,9 +21,30 @@ def _more(text: str) -> str:
     return f"  {'':<{_W}} {text}"
 
 
+def _placement(report: Report) -> list[str]:
+    """Where the pod went: node, GPUs, the Allocate answer."""
+    lines = []
+    if report.node is not None:
+        lines.append(_row("Node", f"{report.node} (bound {report.bind_time or '?'})"))
+    for g in report.gpus:
+        index = "?" if g.index is None else g.index
+        lines.append(_row("GPU", f"{g.container}: GPU {index} {g.uuid} ({g.model}) "
+                                 f"{g.memory_mib} MiB, {g.cores}% cores"))
+    if report.allocation is not None:
+        a = report.allocation
+        after = ("" if a.bind_to_allocate_seconds is None
+                 else f", {a.bind_to_allocate_seconds:.3f} s after binding")
+        lines.append(_row("Allocate", f"answered {a.time:%Y-%m-%dT%H:%M:%SZ}{after}"))
+        lines.append(_row("Isolation", f"{a.isolation.mode}: {a.isolation.detail}"))
+    if report.node is not None:
+        lines.append(_row("Memory use", "not reported: no node agent measures a container's "
+                                        "GPU memory yet"))
+    return lines
+
+
 def render_text(report: Report) -> str:
     lines = [f"Pod {report.namespace}/{report.name}: {report.state}",
-             _row("Summary", report.summary)]
+             _row("Summary", report.summary), *(_row("Quota", q) for q in report.quota)]
     if report.admission is not None:
         lines.append(_row("Admission", "mutated by the vgpu webhook:"))
         lines += [_more(change) for change in report.admission]
@@ -41,21 +62,7 @@ def render_text(report: Report) -> str:
                 f"{fit.fitting}/{fit.containers} GPU containers fit")
             lines.append(_more(f"{fit.node}: {verdict}"))
             lines += [_more(f"  {short}") for short in fit.short]
-    if report.node is not None:
-        lines.append(_row("Node", f"{report.node} (bound {report.bind_time or '?'})"))
-    for g in report.gpus:
-        index = "?" if g.index is None else g.index
-        lines.append(_row("GPU", f"{g.container}: GPU {index} {g.uuid} ({g.model}) "
-                                 f"{g.memory_mib} MiB, {g.cores}% cores"))
-    if report.allocation is not None:
-        a = report.allocation
-        after = ("" if a.bind_to_allocate_seconds is None
-                 else f", {a.bind_to_allocate_seconds:.3f} s after binding")
-        lines.append(_row("Allocate", f"answered {a.time:%Y-%m-%dT%H:%M:%SZ}{after}"))
-        lines.append(_row("Isolation", f"{a.isolation.mode}: {a.isolation.detail}"))
-    if report.node is not None:
-        lines.append(_row("Memory use", "not reported: no node agent measures a container's "
-                                        "GPU memory yet"))
+    lines += _placement(report)
     for e in report.events:
         lines.append(_row("Event", f"{e.time} {e.type} {e.reason} ({e.component}): "
                                    f"{e.message.splitlines()[0] if e.message else ''}"))

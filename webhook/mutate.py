@@ -23,12 +23,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from vgpu import quota
 from vgpu.annotations import GPUMEM_PERCENTAGE
 from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
-from vgpu.errors import RequestError
+from vgpu.errors import QuantityError, RequestError
 from vgpu.pod_history import ADMISSION, encode_admission
 from vgpu.pods import containers
+from vgpu.quantity import parse_whole
+from vgpu.quota import Charge
 from vgpu.requests import (
     ContainerRequest,
     PodRequest,
@@ -38,6 +41,7 @@ from vgpu.requests import (
 )
 from vgpu_webhook.gpus import ClusterGpus
 from vgpu_webhook.patch import Op, add, describe, update_mapping
+from vgpu_webhook.quota import Place, UnknownGpuError, charges
 
 Outcome = Literal["skipped", "unchanged", "mutated", "denied"]
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -112,7 +116,13 @@ def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Dec
         except RequestError as exc:
             return _deny(str(exc))
 
-    ops = _patch(pod, parsed, config, gpus)
+    charged: dict[Place, Charge] = {}
+    if config.quota.derived_requests:
+        try:
+            charged = charges(pod, parsed, config, gpus)
+        except UnknownGpuError as exc:
+            return _deny(str(exc), code=403)
+    ops = _patch(pod, parsed, config, gpus, charged)
     if not ops:
         return _allow("unchanged", "GPU pod needs no change")
     return Decision(allowed=True, outcome="mutated", patch=tuple(ops), message="GPU pod mutated")
@@ -138,17 +148,18 @@ def resolve_percentage(percent: int, parsed: PodRequest, config: Config,
 
 
 def _sections(container: Mapping[str, Any]) -> tuple[Any, Any]:
-    """A GPU container's limits and requests as they are (parse_pod checked the shapes)."""
-    resources: Mapping[str, Any] = container["resources"]
+    """A container's limits and requests as they are (parse_pod checked the shapes: each
+    is a mapping, null or absent, and so is ``resources``)."""
+    resources = container.get("resources")
+    if not isinstance(resources, Mapping):
+        return None, None
     return resources.get("limits"), resources.get("requests")
 
 
-def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRequest,
-                   resolved_mib: int | None, config: Config) -> list[Op]:
+def _gpu_wants(request: ContainerRequest, limits: Mapping[str, Any],
+               requests: Mapping[str, Any], resolved_mib: int | None,
+               config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
     names = config.resource_names
-    current_limits, current_requests = _sections(container)
-    limits: Mapping[str, Any] = current_limits or {}
-    requests: Mapping[str, Any] = current_requests or {}
     want_limits = dict(limits)
     want_requests = dict(requests)
     # The kubelet hands devices out by limits, and the API server rejects an extended
@@ -166,35 +177,63 @@ def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRe
             if names.gpumem_percentage in want:
                 del want[names.gpumem_percentage]
                 want[names.gpumem] = str(resolved_mib)
+    return want_limits, want_requests
+
+
+def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRequest | None,
+                   resolved_mib: int | None, charge: Charge | None, *,
+                   config: Config) -> list[Op]:
+    """The ops on one container's ``resources``: the GPU defaults for a GPU container
+    (``request``), and with derived requests on, exactly ``charge`` under the derived names
+    (none at all for ``None``), whatever the pod gave there."""
+    current_limits, current_requests = _sections(container)
+    limits: Mapping[str, Any] = current_limits or {}
+    requests: Mapping[str, Any] = current_requests or {}
+    if request is not None:
+        want_limits, want_requests = _gpu_wants(request, limits, requests, resolved_mib, config)
+    else:
+        want_limits, want_requests = dict(limits), dict(requests)
+    if config.quota.derived_requests:
+        derived = charge.by_name() if charge is not None else {}
+        for want in (want_limits, want_requests):
+            for name in quota.NAMES:
+                # Requests and limits equal, as Kubernetes requires of extended resources;
+                # a value the API server stored in its canonical form ("3k") stays.
+                if name not in derived:
+                    want.pop(name, None)
+                elif not _same(want.get(name), derived[name]):
+                    want[name] = str(derived[name])
+    if not isinstance(container.get("resources"), Mapping):
+        sections = {part: want for part, want in (("limits", want_limits),
+                                                   ("requests", want_requests)) if want}
+        return [add(base, sections)] if sections else []
     return (update_mapping(f"{base}/limits", current_limits, want_limits)
             + update_mapping(f"{base}/requests", current_requests, want_requests))
 
 
 def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
-           gpus: ClusterGpus) -> list[Op]:
+           gpus: ClusterGpus, charged: Mapping[Place, Charge]) -> list[Op]:
     spec: Mapping[str, Any] = pod["spec"]
     ops: list[Op] = []
     if spec.get("schedulerName") != config.scheduler_name:
         ops.append(add("/spec/schedulerName", config.scheduler_name))
 
     by_name = parsed.by_name()
-    percentage = config.resource_names.gpumem_percentage
     resolved: dict[str, int] = {}
     for ref in containers(pod):
         request = by_name.get(ref.name) if ref.name is not None else None
-        if request is None or request.init != ref.init:
+        if request is not None and request.init != ref.init:
+            request = None
+        charge = charged.get((ref.key, ref.position))
+        if request is None and not (config.quota.derived_requests
+                                    and (charge is not None or _names_derived(ref.container))):
             continue
-        container = ref.container
-        limits, requests = _sections(container)
-        explicit = percentage in (limits or {}) or percentage in (requests or {})
-        mib = None
-        if explicit and request.memory_percent is not None:
-            mib = resolve_percentage(request.memory_percent, parsed, config, gpus)
-            if mib is not None:
-                resolved[request.name] = request.memory_percent
+        mib = _resolved(ref.container, request, parsed, config, gpus)
+        if mib is not None and request is not None and request.memory_percent is not None:
+            resolved[request.name] = request.memory_percent
         # key and position need no escaping; resource names are escaped in the ops.
-        ops.extend(_container_ops(f"/spec/{ref.key}/{ref.position}/resources", container,
-                                  request, mib, config))
+        ops.extend(_container_ops(f"/spec/{ref.key}/{ref.position}/resources", ref.container,
+                                  request, mib, charge, config=config))
 
     if not ops:
         return ops
@@ -213,3 +252,29 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
         desired.update(records)
         ops.extend(update_mapping("/metadata/annotations", annotations, desired))
     return ops
+
+
+def _resolved(container: Mapping[str, Any], request: ContainerRequest | None,
+              parsed: PodRequest, config: Config, gpus: ClusterGpus) -> int | None:
+    """MiB an explicit ``gpumem-percentage`` of the container becomes, when it can."""
+    if request is None or request.memory_percent is None:
+        return None
+    percentage = config.resource_names.gpumem_percentage
+    limits, requests = _sections(container)
+    if percentage not in (limits or {}) and percentage not in (requests or {}):
+        return None
+    return resolve_percentage(request.memory_percent, parsed, config, gpus)
+
+
+def _same(written: Any, value: int) -> bool:
+    try:
+        return written is not None and parse_whole(written) == value
+    except QuantityError:
+        return False
+
+
+def _names_derived(container: Mapping[str, Any]) -> bool:
+    """Whether the container already names a derived resource (the pod's own, to undo)."""
+    limits, requests = _sections(container)
+    return any(isinstance(part, Mapping) and name in part
+               for part in (limits, requests) for name in quota.NAMES)

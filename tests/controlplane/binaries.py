@@ -2,8 +2,9 @@
 
 Separate from what runs them: ``ensure_binaries`` (etcd, kube-apiserver, kubectl) is also
 what tests that only need kubectl (``kubectl kustomize``) call; ``ensure_node_binaries``
-(a real node: kubelet, containerd, runc, busybox) and ``ensure_kube_scheduler`` build their
-target only when a test asks for it, so a run without those tests never waits for them.
+(a real node: kubelet, containerd, runc, busybox), ``ensure_kube_scheduler`` and
+``ensure_kube_controller_manager`` build their target only when a test asks for it, so a
+run without those tests never waits for them.
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ def ensure_node_binaries(build_script: Path = BUILD_SCRIPT) -> NodeBinaries:
 def ensure_kube_scheduler(build_script: Path = BUILD_SCRIPT) -> Path:
     """kube-scheduler (``build.sh kube-scheduler``)."""
     return run_build(("kube-scheduler",), ("kube-scheduler",), build_script) / "kube-scheduler"
+
+
+def ensure_kube_controller_manager(build_script: Path = BUILD_SCRIPT) -> Path:
+    """kube-controller-manager (``build.sh kube-controller-manager``)."""
+    return run_build(("kube-controller-manager",), ("kube-controller-manager",),
+                     build_script) / "kube-controller-manager"
 
 
 def run_build(targets: tuple[str, ...], executables: tuple[str, ...],

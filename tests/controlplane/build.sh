@@ -2,13 +2,17 @@
 # Build the Kubernetes binaries the e2e tests run, from Debian bookworm packages
 # alone (CI reaches only the package registries).
 #
-#   build.sh [TARGET...]      TARGET: controlplane, node, kube-scheduler, all (default)
+#   build.sh [TARGET...]      TARGET: controlplane, node, kube-scheduler,
+#                             kube-controller-manager, all (default)
 #
 #   controlplane    kube-apiserver, kubectl (go build) and etcd (etcd-server's binary)
 #   node            kubelet (go build); containerd, containerd-shim-runc-v2, ctr, runc
 #                   and busybox (busybox-static, for the test images), unpacked from
 #                   Debian's packages: nothing is installed system-wide
 #   kube-scheduler  kube-scheduler (go build)
+#   kube-controller-manager
+#                   kube-controller-manager (go build); tests run only the
+#                   controllers they need (ResourceQuota, ReplicaSet, Deployment)
 #
 # Everything lands in a cache folder outside the repository, keyed by the
 # Debian version of the `kubernetes` source package:
@@ -55,9 +59,9 @@ trap 'printf "[controlplane-build] FAILED at line %s: %s\n" "$LINENO" "$BASH_COM
 TARGETS=()
 for t in "${@:-all}"; do
     case "$t" in
-        all) TARGETS+=(controlplane node kube-scheduler) ;;
-        controlplane | node | kube-scheduler) TARGETS+=("$t") ;;
-        *) printf 'build.sh: unknown target %s (controlplane, node, kube-scheduler, all)\n' "$t" >&2; exit 2 ;;
+        all) TARGETS+=(controlplane node kube-scheduler kube-controller-manager) ;;
+        controlplane | node | kube-scheduler | kube-controller-manager) TARGETS+=("$t") ;;
+        *) printf 'build.sh: unknown target %s (controlplane, node, kube-scheduler, kube-controller-manager, all)\n' "$t" >&2; exit 2 ;;
     esac
 done
 stamp_of() { if [ "$1" = controlplane ]; then echo "$BIN/.complete"; else echo "$BIN/.complete-$1"; fi; }
@@ -66,6 +70,7 @@ outputs_of() {
         controlplane) echo kube-apiserver kubectl etcd ;;
         node) echo kubelet containerd containerd-shim-runc-v2 ctr runc busybox ;;
         kube-scheduler) echo kube-scheduler ;;
+        kube-controller-manager) echo kube-controller-manager ;;
     esac
 }
 target_built() {
@@ -369,12 +374,20 @@ build_kube_scheduler() {
     write_stamp kube-scheduler "$began"
 }
 
+build_kube_controller_manager() {
+    local began=$SECONDS
+    go_build kube-controller-manager
+    "$BIN/kube-controller-manager" --version >&2 || die "built kube-controller-manager does not run"
+    write_stamp kube-controller-manager "$began"
+}
+
 for t in "${TARGETS[@]}"; do
     target_built "$t" && continue
     case "$t" in
         controlplane) build_controlplane ;;
         node) build_node ;;
         kube-scheduler) build_kube_scheduler ;;
+        kube-controller-manager) build_kube_controller_manager ;;
     esac
 done
 log "done in $((SECONDS - START)) s: $BIN"

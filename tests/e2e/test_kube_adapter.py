@@ -223,6 +223,7 @@ MINIMAL: dict[str, Obj] = {
     "statefulsets": {"spec": {"replicas": 0, "serviceName": "x",
                               "selector": {"matchLabels": {"app": "x"}},
                               "template": _TEMPLATE}},
+    "resourcequotas": {"spec": {"hard": {"requests.vgpu.io/memory-mib": "1000"}}},
 }
 
 

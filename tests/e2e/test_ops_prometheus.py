@@ -3,8 +3,11 @@
 The whole of vgpu runs as processes (tests/e2e/harness.py): `vgpu webhook`, `vgpu
 scheduler` and a `vgpu nodeagent` on the fake-gpus overlay's GPUs, next to a kubelet
 stand-in, against this e2e API server. One GPU pod is placed and allocated and one waits
-for a GPU type nobody has, so every family has series. Debian's Prometheus scrapes the
-three /metrics every second. Every PromQL expression of every dashboard panel and
+for a GPU type nobody has, so every family has series; a ResourceQuota on the derived
+names, counted by the quota controller (kube-controller-manager running it alone), feeds
+the quota row through a stand-in for kube-state-metrics' ``kube_resourcequota``
+(tests/e2e/kube_state_metrics.py). Debian's Prometheus scrapes the four /metrics every
+second. Every PromQL expression of every dashboard panel and
 variable is then evaluated and must return data; a query naming a metric no component
 exports returns none, and fails the same check.
 """
@@ -24,14 +27,16 @@ import pytest
 import yaml
 
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.kube_controllers import KubeControllers
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, free_port, wait_until
+from tests.e2e.kube_state_metrics import QuotaExporter
 from tests.e2e.ops_support import MANIFESTS, ROOT
-from vgpu import latency
+from vgpu import latency, quota
 
 DASHBOARDS = MANIFESTS / "dashboards"
 # What Grafana puts in for its variables; a 1 s scrape interval makes 10 s rate windows.
 GRAFANA = {"$__rate_interval": "10s", "$node": ".*", "$gpu": ".*"}
-RUNNING = ("webhook", "scheduler", "nodeagent")
+RUNNING = ("webhook", "scheduler", "nodeagent", "kube-state-metrics")
 
 
 def queries() -> list[tuple[str, str]]:
@@ -99,13 +104,17 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
     bin_dir = Path(subprocess.run(["bash", str(ROOT / "tests" / "e2e" / "prometheus.sh")],
                                   capture_output=True, text=True, check=True,
                                   timeout=300).stdout.strip().splitlines()[-1])
-    with FullStack(control_plane, [NodeSpec("prom", gpus_of_the_fake_overlay())],
-                   agent_metrics=True) as stack:
+    with KubeControllers(control_plane, ("resourcequota",)), \
+            FullStack(control_plane, [NodeSpec("prom", gpus_of_the_fake_overlay())],
+                      agent_metrics=True) as stack, QuotaExporter(stack.cluster) as quotas:
         (node,) = stack.nodes.values()
         namespace = stack.namespace(f"prom-{stack.tag}")
         stack.create_pod(namespace, gpu_pod("job"))
         stack.create_pod(namespace, gpu_pod("waits", {"nvidia.com/use-gputype": "H100"}))
         stack.wait_allocated(namespace, "job")
+        stack.create(f"/api/v1/namespaces/{namespace}/resourcequotas", {
+            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"},
+            "spec": {"hard": {f"requests.{name}": "100000" for name in quota.NAMES}}})
 
         prom_port = free_port()
         scrape: dict[str, Any] = {
@@ -120,6 +129,8 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
                 {"job_name": "nodeagent", "honor_labels": True,
                  "static_configs": [{"targets": [f"127.0.0.1:{node.metrics_port}"],
                                      "labels": {"node": node.name}}]},
+                {"job_name": "kube-state-metrics", "honor_labels": True, "static_configs": [
+                    {"targets": [f"127.0.0.1:{quotas.port}"]}]},
             ]}
         (stack.workdir / "prometheus.yml").write_text(yaml.safe_dump(scrape))
         stack.procs.start("prometheus", [
@@ -139,6 +150,9 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
         # the scheduler found no GPU for it.
         wait_until("the agent reports the pod's grant",
                    lambda: prom.query("vgpu_container_memory_granted_bytes"), 30,
+                   interval=0.25, context=stack.logs)
+        wait_until("the quota controller counted the pods",
+                   lambda: prom.query('kube_resourcequota{type="used"} > 0'), 30,
                    interval=0.25, context=stack.logs)
         wait_until("the scheduler reports a pending pod",
                    lambda: prom.query("sum(vgpu_scheduler_pending_pods) > 0"), 30,

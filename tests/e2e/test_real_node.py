@@ -8,6 +8,9 @@ read back with ``kubectl logs``. The agent reads the kubelet's pod-resources API
 must match the assignments. The node (tests/controlplane/real_node.py) has two fake
 A100s; its pods use the host's network and the local busybox image.
 
+Pods carry the webhook's derived quota requests: the real kubelet admits them, because
+they sit on app containers only (two tests below show both sides of that).
+
 The kubelet stand-in's tests (test_full_stack.py) stay: they are faster and reach error
 paths a real kubelet never takes. The kubelet restart is last: it changes the node.
 """
@@ -20,6 +23,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.images import BUSYBOX
 from tests.e2e.full_stack_support import assignment_of
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, bind_phase, wait_until
 from tests.e2e.harness_pods import namespace_for_test
@@ -32,6 +36,7 @@ from tests.e2e.real_node_support import (
     real_container,
     real_pod,
 )
+from vgpu import quota
 from vgpu.annotations import PHASE_SUCCESS
 from vgpu_nodeagent.kubelet.podresources import PodResourcesClient, from_response
 
@@ -171,6 +176,54 @@ def test_the_agents_view_of_the_kubelets_pod_resources_matches_the_assignment(
     assert mine == {key: tuple(sorted(u for u, n in gpus.items() for _ in range(n)))
                     for key, gpus in want.items()}
     assert not [e for e in stack.events(ns, "two") if e.get("reason") == "GPUAssignmentMismatch"]
+
+
+def test_the_kubelet_runs_a_pod_whose_gpu_init_container_is_charged_on_its_app_container(
+        stack: FullStack, ns: str) -> None:
+    # The init container names only the count, which the node advertises: a 1.20 kubelet
+    # admits it; had the derived requests been written on it, it would refuse the pod.
+    init = {**real_container("warm", gpu=1), "command": ["sh", "-c", "env; echo ENV-END"]}
+    pod = real_pod("warmed", real_container("main", gpu=1, gpumem=2000))
+    pod["spec"]["initContainers"] = [init]
+    created = stack.create_pod(ns, pod)
+    main, = created["spec"]["containers"]
+    assert {k: v for k, v in main["resources"]["requests"].items() if k in quota.NAMES} == {
+        quota.VGPUS: "2", quota.MEMORY: str(A100.memory_mib + 2000), quota.CORES: "0"}
+    assert all(not k.startswith("vgpu.io/")
+               for k in created["spec"]["initContainers"][0]["resources"]["limits"])
+    assignment = assignment_of(stack.wait_allocated(ns, "warmed", timeout=60))
+    assert sorted(s.memory_mib for c in assignment.containers.values() for s in c) == [
+        2000, A100.memory_mib]
+
+
+def test_the_kubelet_drops_derived_requests_of_app_containers_not_of_init_containers(
+        stack: FullStack, ns: str) -> None:
+    """What the placement of the derived requests rests on, shown with pods the webhook
+    passes untouched (no GPU resource) and placed on the node directly: the 1.20 kubelet
+    leaves out an app container's requests for resources its node does not advertise,
+    but counts an init container's (fixed in Kubernetes 1.31)."""
+    charge = {quota.MEMORY: "1"}
+
+    def placed(name: str, *, init: bool) -> dict[str, object]:
+        busy = {"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never",
+                "command": ["sh", "-c", "sleep 3600"]}
+        charged = {**busy, "name": "charged", "command": ["true"],
+                   "resources": {"limits": dict(charge), "requests": dict(charge)}}
+        spec: dict[str, object] = {"nodeName": node_name(stack), "hostNetwork": True,
+                                   "restartPolicy": "Never", "terminationGracePeriodSeconds": 0}
+        if init:
+            spec.update(initContainers=[charged], containers=[busy])
+        else:
+            spec.update(containers=[{**charged, "command": busy["command"]}])
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+    stack.create_pod(ns, placed("on-app", init=False))
+    stack.create_pod(ns, placed("on-init", init=True))
+    stack.wait_pod(ns, "on-app", "running", lambda p: p["status"].get("phase") == "Running",
+                   timeout=60)
+    refused = stack.wait_pod(ns, "on-init", "refused by the kubelet",
+                             lambda p: p["status"].get("phase") == "Failed", timeout=60)
+    assert refused["status"]["reason"] == f"OutOf{quota.MEMORY}"
 
 
 def test_a_kubelet_restart_keeps_running_pods_and_the_agent_registers_again(

@@ -5,9 +5,10 @@ The one place to update when a dashboard or an exporter changes:
 - ``DASHBOARD_METRICS``: per dashboard file, every series name its panels and variables
   read (as scraped: a counter's ``_total``, a histogram's ``_bucket``).
 - ``EXPORTED``: per component, the series names its ``/metrics`` shows, as read from
-  its metrics module. Where that module is importable, ``live_exported`` scrapes a real
-  registry instead and a test checks the copy here still matches it; where it is not yet
-  merged into this tree, the copy stands in for it.
+  its metrics module (and kube-state-metrics' ``kube_resourcequota``, the quota row's).
+  Where that module is importable, ``live_exported`` scrapes a real registry instead and
+  a test checks the copy here still matches it; where it is not yet merged into this
+  tree, the copy stands in for it.
 
 The scheduler's metrics (issue 5) were named after what the dashboards expected (attempts
 by result, scheduling and created→bound latency, queue lengths, per-GPU allocation
@@ -35,7 +36,7 @@ DASHBOARD_METRICS: dict[str, frozenset[str]] = {
         "vgpu_webhook_requests_total", "vgpu_webhook_request_duration_seconds_bucket",
         "vgpu_webhook_certificate_expiry_timestamp_seconds",
         "vgpu_step_duration_seconds_bucket", "vgpu_step_duration_seconds_sum",
-        "vgpu_step_duration_seconds_count",
+        "vgpu_step_duration_seconds_count", "kube_resourcequota",
     }),
     "vgpu-gpus.json": frozenset({
         "vgpu_gpu_memory_total_bytes", "vgpu_gpu_memory_used_bytes", "vgpu_gpu_healthy",
@@ -90,6 +91,11 @@ EXPORTED: dict[str, frozenset[str]] = {
         *_counter("vgpu_scheduler_permit_waits"),
         *_histogram("vgpu_step_duration_seconds"),
     }),
+    # Not vgpu's: kube-state-metrics, which Prometheus setups run beside Kubernetes, exports
+    # every ResourceQuota's hard and used values (labels namespace, resourcequota, resource,
+    # type); the quota row reads the ones on the derived vgpu.io/ names. The e2e Prometheus
+    # test serves this one series from the cluster's quotas (tests/e2e/kube_state_metrics.py).
+    "kube-state-metrics": frozenset({"kube_resourcequota"}),
 }
 
 

@@ -107,6 +107,8 @@ PATHS = [
      "/apis/apps/v1/namespaces/ns/replicasets/x"),
     ("statefulsets", "/apis/apps/v1/namespaces/ns/statefulsets",
      "/apis/apps/v1/namespaces/ns/statefulsets/x"),
+    ("resourcequotas", "/api/v1/namespaces/ns/resourcequotas",
+     "/api/v1/namespaces/ns/resourcequotas/x"),
 ]
 
 

@@ -88,7 +88,9 @@ def test_serves_by_flags_and_stops_on_sigterm(tmp_path: Path) -> None:
         record = serving_line(process)
         assert record["scheduler"] == "gpu-sharing"
         context = ssl.create_default_context(cafile=str(ca_file))
-        body = json.dumps(review(pod(ctr("c", {"nvidia.com/gpu": "1"})))).encode()
+        # MiB, not a share of a GPU: with no cluster there is no GPU to charge a share on.
+        body = json.dumps(review(pod(ctr("c", {"nvidia.com/gpu": "1",
+                                               "nvidia.com/gpumem": "1000"})))).encode()
         request = urllib.request.Request(f"https://127.0.0.1:{record['port']}/mutate",
                                          data=body,
                                          headers={"Content-Type": "application/json"})

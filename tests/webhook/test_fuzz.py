@@ -28,6 +28,7 @@ from vgpu.errors import VgpuError
 from vgpu.requests import names_gpu_resource, parse_pod
 from vgpu_webhook.gpus import ClusterGpus, GpuView
 from vgpu_webhook.mutate import decide
+from vgpu_webhook.quota import charges
 from vgpu_webhook.review import BadReview, answer, parse
 from vgpu_webhook.server import WebhookServer
 from vgpu_webhook.tls import CertReloader
@@ -186,6 +187,8 @@ def test_gpu_pods_that_parse_are_never_denied_for_shape(obj: Any, gpus: ClusterG
                     and c["securityContext"].get("privileged") is True
                     for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])):
                 raise VgpuError("policy denial")
+            # A memory percentage with no GPU known to charge it against (quota).
+            charges(obj, parse_pod(obj, CONFIG), CONFIG, gpus)
             if gpus.known:
                 raise VgpuError("cluster limit denial")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.webhook.pods import A100, T4, node_inventory
+from tests.webhook.pods import A100, T4, admit, ctr, node_inventory, pod
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT, GpuSelector
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import encode_inventory
@@ -123,3 +123,12 @@ def test_watch_nodes_on_a_memory_cluster() -> None:
 def test_no_cluster_is_ready_and_empty() -> None:
     view = no_cluster()
     assert view.synced and not view.snapshot.known
+
+
+def test_two_models_of_one_size_resolve() -> None:
+    # Homogeneity is about the memory size, not the model.
+    gpus = ClusterGpus.from_inventories([node_inventory(A100, 40960, 2, "x"),
+                                         node_inventory("NVIDIA A40", 40960, 2, "y")])
+    _, patched = admit(pod(ctr("c", {"nvidia.com/gpumem-percentage": "50"})), gpus)
+    assert patched["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] == \
+        "20480"

@@ -1,4 +1,6 @@
-"""Table-driven admission decisions: each case's patch is applied and the pod checked."""
+"""Table-driven admission decisions: each case's patch is applied and the pod checked.
+Derived quota requests are off here (``PLAIN``); their table is tests/webhook/test_quota.py.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.webhook.pods import A100, HOMOGENEOUS, MIXED, NO_GPUS, admit, ctr, node_inventory, pod
+from tests.webhook.pods import HOMOGENEOUS, MIXED, NO_GPUS, admit, ctr, pod
 from vgpu.annotations import GPUMEM_PERCENTAGE
-from vgpu.config import Config, ResourceNames
+from vgpu.config import Config, QuotaConfig, ResourceNames
 from vgpu.pod_history import ADMISSION, decode_admission
 from vgpu.requests import parse_pod
 from vgpu_webhook.gpus import ClusterGpus
@@ -21,6 +23,7 @@ GPU, MEM, PCT, CORES, PRIO = ResourceNames().all()
 SCHED = "vgpu-scheduler"
 
 Edit = Callable[[dict[str, Any]], None]
+PLAIN = Config(quota=QuotaConfig(derived_requests=False))
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class Case:
     denied: str | None = None  # a fragment the denial message must contain
     code: int = 400
     gpus: ClusterGpus = NO_GPUS
-    config: Config = field(default_factory=Config)
+    config: Config = PLAIN
     review: dict[str, Any] = field(default_factory=dict)
 
 
@@ -69,8 +72,8 @@ def note(values: dict[str, int]) -> Edit:
 CUSTOM = Config(resource_names=ResourceNames(gpu="example.com/v~gpu", gpumem="example.com/mem",
                                              gpumem_percentage="example.com/mem-pct",
                                              gpucores="example.com/cores",
-                                             priority="example.com/prio"))
-SCALED = Config(device_memory_scaling=2.0)
+                                             priority="example.com/prio"), quota=PLAIN.quota)
+SCALED = Config(device_memory_scaling=2.0, quota=PLAIN.quota)
 
 CASES = [
     # --- pods the webhook leaves alone ---------------------------------------------------
@@ -291,10 +294,3 @@ def test_resolution_keeps_every_other_request_field() -> None:
                                                           before.priority)
     assert (after.memory_mib, after.memory_percent) == (20480, None)
 
-
-def test_two_models_of_one_size_resolve() -> None:
-    # Homogeneity is about the memory size, not the model.
-    gpus = ClusterGpus.from_inventories([node_inventory(A100, 40960, 2, "x"),
-                                         node_inventory("NVIDIA A40", 40960, 2, "y")])
-    _, patched = admit(pod(ctr("c", {PCT: "50"})), gpus)
-    assert patched["spec"]["containers"][0]["resources"]["limits"][MEM] == "20480"

@@ -33,7 +33,7 @@ Kind = Literal[
     "pods", "nodes", "secrets", "leases", "mutatingwebhookconfigurations",
     "persistentvolumes", "persistentvolumeclaims", "storageclasses", "csinodes",
     "poddisruptionbudgets", "events", "namespaces", "services", "replicationcontrollers",
-    "replicasets", "statefulsets",
+    "replicasets", "statefulsets", "resourcequotas",
 ]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 

@@ -65,6 +65,8 @@ RESOURCES: Mapping[str, Resource] = MappingProxyType({r.plural: r for r in (
     Resource("replicationcontrollers", "ReplicationController", "v1", namespaced=True),
     Resource("replicasets", "ReplicaSet", "apps/v1", namespaced=True),
     Resource("statefulsets", "StatefulSet", "apps/v1", namespaced=True),
+    # What `vgpu inspect` and `vgpu why` read to show a namespace's GPU quota.
+    Resource("resourcequotas", "ResourceQuota", "v1", namespaced=True),
 )})
 
 #: Where a namespaced object that names no namespace goes, as with kubectl.

@@ -43,6 +43,20 @@ class WebhookConfig:
         hi=3600)
 
 
+@dataclass(frozen=True)
+class QuotaConfig:
+    """The derived quota requests the webhook writes (docs/contracts.md#quota-resources)."""
+
+    derived_requests: bool = _knob(
+        True, "the webhook writes vgpu.io/vgpus, vgpu.io/memory-mib and vgpu.io/cores on each "
+        "GPU pod, its true totals, so that a namespace's ResourceQuota caps them; false = it "
+        "writes none and leaves the names as pods give them")
+    unknown_gpu_memory_mib: int = _knob(
+        0, "GPU memory (MiB, before deviceMemoryScaling) a memory percentage is charged "
+        "against when no node inventory lists a GPU the pod may land on (nodes scaled from "
+        "zero, say); 0 = such pods are refused", lo=0)
+
+
 #: The scheduler's default profile: plugins in the order their extension points run.
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
@@ -227,6 +241,7 @@ class Config:
     scheduler: SchedulerConfig = _section(SchedulerConfig, "scheduler")
     nodeagent: NodeAgentConfig = _section(NodeAgentConfig, "node agent")
     isolation: IsolationConfig = _section(IsolationConfig, "isolation backends and watchdog")
+    quota: QuotaConfig = _section(QuotaConfig, "derived requests for namespace quotas")
 
     def __post_init__(self) -> None:
         problem = check_split(self.isolation.mode, self.device_split_count, self.isolation.mps)
