@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass
 
 from vgpu import logs, usage
 from vgpu.cluster.port import Obj
@@ -43,24 +42,12 @@ from vgpu_scheduler.host.pod_records import (
     refreshed,
     same_record,
 )
-from vgpu_scheduler.host.room import no_room
+from vgpu_scheduler.host.room import BOUND, Refused, no_room
 
 _log = logs.get("vgpu.scheduler.cache")
 
 #: Pod changes a node may have waiting to be folded into its NodeInfo (see Cache._info).
 _MAX_PENDING = 64
-
-
-@dataclass(frozen=True)
-class Refused:
-    """Why :meth:`Cache.assume` assumed nothing."""
-
-    reason: str
-    #: The watch showed the pod bound: there is nothing to retry.
-    bound: bool = False
-
-
-BOUND = Refused("bound meanwhile by another binder", bound=True)
 
 
 class Cache:

@@ -5,14 +5,29 @@ watch events meanwhile (in the deployment, on their own threads), so by the time
 is assumed, a pod bound by another binder may hold part of the chosen GPU. kube-scheduler
 assumes regardless and lets the kubelet refuse what does not fit; nothing refuses a vGPU
 slice after the fact, so the cache checks, under its lock, that the slices fit on top of
-what it counts now (:func:`vgpu.devices.fit`, the Filter's own rule).
+what it counts now (:func:`vgpu.devices.fit`, the Filter's own rule), and says why
+it assumed nothing (:class:`Refused`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from vgpu.codecs import Assignment
 from vgpu.devices import EMPTY, fit
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why :meth:`~vgpu_scheduler.host.cache.Cache.assume` assumed nothing."""
+
+    reason: str
+    #: The watch showed the pod bound: there is nothing to retry.
+    bound: bool = False
+
+
+BOUND = Refused("bound meanwhile by another binder", bound=True)
 
 
 def no_room(info: NodeInfo, assignment: Assignment | None) -> str | None:

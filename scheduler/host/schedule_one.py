@@ -35,10 +35,11 @@ from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.framework.status import Code, Status
 from vgpu_scheduler.host.bind_check import Verdict, judge
 from vgpu_scheduler.host.binding import BindExecutor
-from vgpu_scheduler.host.cache import Cache, Refused
+from vgpu_scheduler.host.cache import Cache
 from vgpu_scheduler.host.pod_records import PodRecord
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.queued_pod import POD_SPEC, QueuedPod
+from vgpu_scheduler.host.room import Refused
 from vgpu_scheduler.host.summary import summarize
 from vgpu_scheduler.host.waiting import DELETED, Waiting, WaitingRoom
 

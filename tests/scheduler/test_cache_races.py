@@ -18,8 +18,9 @@ from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Usage
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
-from vgpu_scheduler.host.cache import BOUND, Cache, Refused
+from vgpu_scheduler.host.cache import Cache
 from vgpu_scheduler.host.pod_records import PodRecord
+from vgpu_scheduler.host.room import BOUND, Refused
 
 A0 = assignment("n1", "GPU-n1-0", 16000, 100)
 B0 = assignment("n2", "GPU-n2-0", 16000, 100)
