@@ -5,8 +5,9 @@
 
     VGPUDEV_RACES=long python -m pytest -q -p no:cacheprovider tests/scheduler/test_races.py
 
-``VGPUDEV_RACE_STATS=<file>`` appends one JSON line with how many runs, steps and distinct
-interleavings were explored.
+``VGPUDEV_RACE_EXAMPLES=<n>`` sets how many runs either profile makes (to bound a long run
+by time). ``VGPUDEV_RACE_STATS=<file>`` appends one JSON line with how many runs, steps and
+distinct interleavings were explored.
 """
 
 from __future__ import annotations
@@ -43,3 +44,6 @@ def _stats() -> Iterator[None]:
 
 TestRaces = RaceMachine.TestCase
 TestRaces.settings = _PROFILES[PROFILE]
+if os.environ.get("VGPUDEV_RACE_EXAMPLES"):
+    TestRaces.settings = settings(TestRaces.settings,
+                                  max_examples=int(os.environ["VGPUDEV_RACE_EXAMPLES"]))
