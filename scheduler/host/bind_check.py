@@ -26,7 +26,7 @@ class Verdict(enum.Enum):
     #: it; until then the assumption is kept (counting it twice is safe, not at all is not).
     ELSEWHERE = "elsewhere"
     #: The pod that was scheduled is gone (deleted, being deleted, or replaced by another of
-    #: the same name): nothing of it to count or retry.
+    #: the same name that does not hold its slices): nothing of it to count or retry.
     GONE = "gone"
     #: Still waiting for a node: the binding did nothing; retry after a backoff.
     PENDING = "pending"
@@ -36,14 +36,23 @@ class Verdict(enum.Enum):
 
 def judge(pod: PodInfo, node: str, assignment: Assignment | None, seen: Obj | None) -> Verdict:
     """The verdict on the binding of ``pod`` to ``node`` with ``assignment``, from the pod
-    as read after it failed (``seen``; None: not found)."""
-    if seen is None or pod_id(seen) != pod.pod_id:
+    as read after it failed (``seen``; None: not found).
+
+    A successor of the name bound with this binding's slices is ELSEWHERE, not GONE: a
+    server before 1.23 carries a Binding out on whatever pod has the name, so the slices
+    are taken, by the successor, and stay counted until the watch shows it.
+    """
+    if seen is None:
         return Verdict.GONE
     bound = node_name(seen)
+    successor = pod_id(seen) != pod.pod_id
     if bound is None:
-        return Verdict.GONE if meta.deleting(seen) else Verdict.PENDING
+        return Verdict.GONE if successor or meta.deleting(seen) else Verdict.PENDING
     try:
         held = assignment_of(seen)
     except CodecError:
-        return Verdict.ELSEWHERE
-    return Verdict.OURS if bound == node and held == assignment else Verdict.ELSEWHERE
+        return Verdict.GONE if successor else Verdict.ELSEWHERE
+    ours = bound == node and held == assignment
+    if successor:
+        return Verdict.ELSEWHERE if ours else Verdict.GONE
+    return Verdict.OURS if ours else Verdict.ELSEWHERE

@@ -18,7 +18,8 @@ on what replaced it since. Two rules go further, because nothing after the sched
 refuses a vGPU slice that does not fit (the kubelet checks CPU and memory, not slices):
 an assumption is refused when its slices no longer fit what the cache counts now
 (:mod:`.room`), and a deleted pod's assumption stays while its Binding may still land
-(a server before 1.23 binds a successor of the name with it).
+(a server before 1.23 binds a successor of the name with it; the successor's record
+takes its place when the watch shows it bound with those slices).
 """
 
 from __future__ import annotations
@@ -217,8 +218,21 @@ class Cache:
                     self._swap(new)
                     return old, new
                 self._apply(old, -1)
+            self._drop_predecessor(new)
             self._apply(new, +1)
             return old, new
+
+    def _drop_predecessor(self, new: PodRecord) -> None:
+        """A pod shows up bound with the very slices the cache assumed for a predecessor
+        of its name (a server before 1.23 carried the predecessor's Binding out on it):
+        its record takes over from that assumption, or they would count the slices
+        twice until the assumption expired."""
+        if new.assignment is None:
+            return
+        for rec in list(self._by_node.get(new.node, {}).values()):
+            if (rec.assumed and rec.key == new.key and rec.pod_id != new.pod_id
+                    and rec.assignment == new.assignment):
+                self._apply(rec, -1)
 
     def _swap(self, new: PodRecord) -> None:
         """``new`` in place of the pod's record, on the same node with the same usage."""

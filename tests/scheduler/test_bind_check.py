@@ -46,10 +46,14 @@ def seen(*, uid: str = "uid-1", node: str | None = None,
     (seen(), Verdict.PENDING),
     (seen(deleting=True), Verdict.GONE),
     (seen(uid="uid-2"), Verdict.GONE),  # a successor of the name
-    (seen(uid="uid-2", node="n1", assignment=MINE), Verdict.GONE),
+    # A server before 1.23 bound the successor with this binding: its slices are taken.
+    (seen(uid="uid-2", node="n1", assignment=MINE), Verdict.ELSEWHERE),
+    (seen(uid="uid-2", node="n1", assignment=OTHER), Verdict.GONE),
+    (seen(uid="uid-2", node="n1"), Verdict.GONE),
     (None, Verdict.GONE),
 ], ids=["ours", "other node", "other slices", "no assignment", "pending", "deleting",
-        "successor", "successor bound", "not found"])
+        "successor", "successor bound with these slices", "successor bound with others",
+        "successor bound without an assignment", "not found"])
 def test_the_verdict(pod: Obj | None, verdict: Verdict) -> None:
     assert judge(INFO, "n1", MINE, pod) is verdict
 

@@ -92,6 +92,25 @@ def test_a_deleted_pods_room_is_held_while_its_binding_may_land() -> None:
     assert usage(cache, "n1") == Usage()
 
 
+def test_a_successor_bound_with_a_predecessors_slices_takes_over_its_assumption() -> None:
+    # The predecessor's Binding landed on the successor (a server before 1.23): the
+    # successor's record counts the slices, the assumption goes, nothing twice.
+    cache = cache_with("n1", "n2")
+    rec = cache.assume(pending(), "n1", A0)
+    assert isinstance(rec, PodRecord)
+    assert cache.remove_pod("uid-1") is None
+    cache.finish_binding(rec, NOW)
+    cache.set_pod(bound_as("n1", A0, uid="uid-2"))
+    assert cache.pod("uid-1") is None and usage(cache, "n1") == Usage(16000, 100, 1)
+    assert not cache.forget(rec)  # gone already: nothing to undo
+    # Another pod of the name, or other slices, leave an assumption alone.
+    mine = cache.assume(pending(uid="uid-3"), "n2", B0)
+    assert isinstance(mine, PodRecord)
+    cache.set_pod(bound_as("n2", B0, uid="uid-4", name="other"))
+    cache.set_pod(bound_as("n1", A0, uid="uid-5"))
+    assert cache.pod("uid-3") is mine
+
+
 def test_slices_that_filled_up_during_the_cycle_are_not_assumed() -> None:
     cache = cache_with("n1")
     cache.set_pod(bound_as("n1", assignment("n1", "GPU-n1-0", 30000, 50), uid="other",

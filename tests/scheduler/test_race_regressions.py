@@ -105,3 +105,23 @@ def test_room_a_nomination_gives_up_wakes_the_pods_it_can_serve() -> None:
         lambda m: m.tick(1.0),
         lambda m: m.schedule(),  # h, to b's GPU
         lambda m: m.quiesce())
+
+
+def test_a_binding_that_landed_on_a_successor_keeps_its_slices_counted() -> None:
+    # Found by the long profile. q's cycle is interrupted by a StatefulSet replacing q; its
+    # Binding goes out with the answer lost, and a 1.20 server carries it out on the
+    # successor, with the predecessor's 16000 MiB. Read back, the pod is another of the
+    # name: that must not forget the slices the successor now holds, or p and r (16000
+    # MiB each, seen before the successor) get both GPUs, the successor's included.
+    run(lambda m: m.create_pod("q", (16000, 100), 0),
+        lambda m: m.create_pod("p", (16000, 100), 0),
+        lambda m: m.create_pod("r", (16000, 100), 0),
+        lambda m: m.deliver("pods", 3),
+        lambda m: m.next_binding_fails("lost"),
+        lambda m: m.schedule_interrupted("recreate", (2000, 20)),
+        lambda m: m.bind(0),
+        lambda m: m.schedule(),
+        lambda m: m.schedule(),
+        lambda m: m.bind(0),
+        lambda m: m.bind(0),
+        lambda m: m.quiesce())
