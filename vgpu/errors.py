@@ -54,6 +54,12 @@ class EvictionRefusedError(ClusterError):
     disruption of the pod now."""
 
 
+class OutcomeUnknownError(ClusterError):
+    """A write went out but no answer came back (the connection ended or timed out first):
+    the server may have carried it out. It is never sent again by the transport; the
+    caller reads what happened before acting on it as a failure."""
+
+
 class GoneError(ClusterError):
     """A watch resourceVersion is too old (HTTP 410); the caller must re-list."""
 

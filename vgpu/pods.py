@@ -1,9 +1,9 @@
 """What a pod says, read the same way by every component.
 
 Pods arrive as plain dicts in API shape, possibly malformed; these accessors never raise.
-Each is the one definition of its fact: the pod's key, its scheduler, whether it has
-ended, its ``vgpu.io/bind-phase``, and its containers in the order the kubelet starts them (the
-``metadata`` fields every object has are :mod:`vgpu.meta`'s).
+Each is the one definition of its fact: the pod's key and identity, its scheduler, whether
+it has ended, its ``vgpu.io/bind-phase``, and its containers in the order the kubelet starts
+them (the ``metadata`` fields every object has are :mod:`vgpu.meta`'s).
 """
 
 from __future__ import annotations
@@ -31,6 +31,13 @@ def pod_key(pod: Mapping[str, Any]) -> str:
     would have put it."""
     md = meta.of(pod)
     return f"{md.get('namespace') or 'default'}/{md.get('name', '')}"
+
+
+def pod_id(pod: Mapping[str, Any]) -> str:
+    """The key the scheduler keeps a pod under: its ``metadata.uid``, so that a pod deleted
+    and recreated under the same name is another pod (kube-scheduler's ``GetPodKey``). A
+    pod built without one (a test's, never an API server's) goes by :func:`pod_key`."""
+    return meta.uid(pod) or pod_key(pod)
 
 
 def node_name(pod: Mapping[str, Any]) -> str | None:

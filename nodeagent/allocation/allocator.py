@@ -145,7 +145,7 @@ class Allocator:
         """Queue the pod's ``bind-phase`` patch (none without a cluster)."""
         if self._phases is not None:
             self._phases.submit(PhaseUpdate(meta.namespace(pod, "default"), meta.name(pod),
-                                            phase, reason, extra or {}))
+                                            phase, reason, extra or {}, meta.uid(pod)))
 
     def _complete(self, pod: Obj, containers: Collection[str]) -> None:
         """Mark the pod allocated, with the record ``vgpu why`` reads, in one patch."""

@@ -18,10 +18,10 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vgpu import logs
+from vgpu import logs, meta
 from vgpu.annotations import BIND_PHASE, BIND_REASON
 from vgpu.cluster.port import ClusterPort
-from vgpu.errors import ClusterError, NotFoundError
+from vgpu.errors import ClusterError, ConflictError, NotFoundError
 
 # The name from when both writers shared a module: log queries keep matching.
 _log = logs.get("vgpu.nodeagent.writer")
@@ -35,6 +35,8 @@ class PhaseUpdate:
     reason: str | None = None
     #: More annotations for the same patch (the allocation record).
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: The pod's uid: the patch is for this pod only, never a successor of the name.
+    uid: str = ""
 
 
 class PhaseWriter:
@@ -66,7 +68,8 @@ class PhaseWriter:
         for attempt in range(1, self._max_attempts + 1):
             try:
                 self._port.patch_annotations("pods", update.name, annotations,
-                                             namespace=update.namespace, status=True)
+                                             namespace=update.namespace, uid=update.uid,
+                                             status=True)
                 _log.info("pod bind phase written", pod=f"{update.namespace}/{update.name}",
                           phase=update.phase, reason=update.reason)
                 return True
@@ -75,15 +78,33 @@ class PhaseWriter:
                           pod=f"{update.namespace}/{update.name}")
                 return False
             except ClusterError as exc:
+                if isinstance(exc, ConflictError) and self._replaced(update):
+                    # The phase was this pod's; a pod that took its name gets none of it.
+                    _log.info("pod replaced before its bind phase was written",
+                              pod=f"{update.namespace}/{update.name}", uid=update.uid)
+                    return False
                 _log.warning("writing bind phase failed, retrying",
                              pod=f"{update.namespace}/{update.name}", attempt=attempt,
                              error=str(exc))
-                if stop.wait(backoff):
-                    return False
-                backoff = min(backoff * 2, self._max_backoff)
+            if stop.wait(backoff):
+                return False
+            backoff = min(backoff * 2, self._max_backoff)
         _log.error("gave up writing bind phase", pod=f"{update.namespace}/{update.name}",
                    phase=update.phase)
         return False
+
+    def _replaced(self, update: PhaseUpdate) -> bool:
+        """Whether the pod of ``update`` is gone or another pod has its name now (what a
+        conflict on a patch that names the uid means)."""
+        if not update.uid:
+            return False
+        try:
+            pod = self._port.get("pods", update.name, update.namespace)
+        except NotFoundError:
+            return True
+        except ClusterError:
+            return False  # cannot tell: try again
+        return meta.uid(pod) != update.uid
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():

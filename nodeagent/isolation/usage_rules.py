@@ -25,6 +25,8 @@ class Owner:
     pod: str  # namespace/name
     container: str
     grants: Mapping[str, int] = field(default_factory=dict)
+    #: The pod's uid: an eviction for the breach names it, not a successor of the name.
+    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Use:
     uuid: str
     used_mib: int
     granted_mib: int
+    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ def tally(processes: Mapping[str, tuple[GpuProcess, ...]], owners: Mapping[int, 
           slack_mib: int = 0) -> Tally:
     used: dict[tuple[str, str, str], int] = {}
     granted: dict[tuple[str, str, str], int] = {}
+    uids: dict[tuple[str, str, str], str] = {}
     foreign: list[Foreign] = []
     for uuid, procs in sorted(processes.items()):
         for proc in procs:
@@ -68,7 +72,7 @@ def tally(processes: Mapping[str, tuple[GpuProcess, ...]], owners: Mapping[int, 
             key = (owner.pod, owner.container, uuid)
             used[key] = used.get(key, 0) + mib
             granted[key] = owner.grants[uuid]
-    uses = tuple(Use(pod, container, uuid, mib, granted[(pod, container, uuid)])
-                 for (pod, container, uuid), mib in sorted(used.items()))
+            uids[key] = owner.uid
+    uses = tuple(Use(*key, mib, granted[key], uids[key]) for key, mib in sorted(used.items()))
     breaches = tuple(u for u in uses if u.used_mib > u.granted_mib + slack_mib)
     return Tally(uses, breaches, tuple(foreign))

@@ -22,7 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from vgpu import logs, meta
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config.isolation import WatchdogConfig
-from vgpu.errors import ClusterError, CodecError
+from vgpu.errors import ClusterError, CodecError, ConflictError, NotFoundError
 from vgpu.pods import pod_key
 from vgpu.usage import claimed
 from vgpu_nodeagent import events
@@ -62,7 +62,7 @@ def owners_of(pids: Sequence[int], pods: Sequence[Obj],
             continue
         key, names, grants = known
         container = names.get(ref.container_id, ref.container_id[:12])
-        out[pid] = Owner(key, container, grants.get(container, {}))
+        out[pid] = Owner(key, container, grants.get(container, {}), ref.pod_uid)
     return out
 
 
@@ -127,7 +127,11 @@ class Watchdog:
             return
         namespace, name = use.pod.split("/", 1)
         try:
-            self._port.evict(namespace, name)
+            # For this pod only: a successor of the name did not breach anything.
+            self._port.evict(namespace, name, uid=use.uid)
+        except (NotFoundError, ConflictError):
+            _log.info("the pod that breached its grant is gone", pod=use.pod, uid=use.uid)
+            return
         except ClusterError as exc:  # a PodDisruptionBudget said no, or the API failed
             _log.warning("could not evict the pod; next breach tries again", pod=use.pod,
                          error=str(exc))

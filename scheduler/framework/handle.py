@@ -64,16 +64,16 @@ class PodNominator(Protocol):
 
     def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None: ...
 
-    def clear_nomination(self, pod_key: str) -> None: ...
+    def clear_nomination(self, pod_id: str) -> None: ...
 
 
 class WaitingPods(Protocol):
-    """The pods held at Permit (kube's waiting pods map)."""
+    """The pods held at Permit (kube's waiting pods map), by uid (``PodInfo.pod_id``)."""
 
-    def allow(self, pod_key: str, plugin: str) -> bool:
+    def allow(self, pod_id: str, plugin: str) -> bool:
         """True when ``plugin`` was the last one holding the pod."""
 
-    def reject(self, pod_key: str, reason: str) -> bool:
+    def reject(self, pod_id: str, reason: str) -> bool:
         """True when the pod was held."""
 
 
@@ -99,13 +99,13 @@ class _Detached:
     def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
         return None
 
-    def clear_nomination(self, pod_key: str) -> None:
+    def clear_nomination(self, pod_id: str) -> None:
         return None
 
-    def allow(self, pod_key: str, plugin: str) -> bool:
+    def allow(self, pod_id: str, plugin: str) -> bool:
         return False
 
-    def reject(self, pod_key: str, reason: str) -> bool:
+    def reject(self, pod_id: str, reason: str) -> bool:
         return False
 
 
@@ -150,10 +150,12 @@ class Handle(Protocol):
 
     def node_info(self, name: str) -> NodeInfo | None: ...
 
-    def allow(self, pod_key: str, plugin: str) -> None:
-        """Let a pod waiting at Permit go on to binding (when every waiting plugin allowed)."""
+    def allow(self, pod_id: str, plugin: str) -> None:
+        """Let a pod waiting at Permit go on to binding (when every waiting plugin allowed);
+        pods are named by uid (``PodInfo.pod_id``, :func:`vgpu.pods.pod_id`) here and in
+        :meth:`reject` and :meth:`clear_nomination`."""
 
-    def reject(self, pod_key: str, plugin: str, reason: str) -> None:
+    def reject(self, pod_id: str, plugin: str, reason: str) -> None:
         """Fail a pod waiting at Permit: it is unreserved and retried after a backoff."""
 
     def on_pod_event(self, handler: PodHandler) -> None:
@@ -181,7 +183,7 @@ class Handle(Protocol):
         or attempted again (the host gives the room back to the pod first thing in each
         attempt; PostFilter nominates it again if it must still wait)."""
 
-    def clear_nomination(self, pod_key: str) -> None:
+    def clear_nomination(self, pod_id: str) -> None:
         """Give up the room a pending pod's nomination holds (a higher-priority pod
         preempted on its node); the pod is tried again at once, as kube-scheduler moves a
         pod whose nomination it removed to the active queue."""

@@ -144,8 +144,9 @@ class NodeInfo:
         #: What the pods ask of the node's other resources (``NodeStatic.alloc_other``).
         self.requested_other = requested_other
         self.pod_count = pod_count
-        #: The pods on the node by key, for plugins that look at them (ports, affinity,
-        #: spread, volumes, preemption); the totals above are what they add up to.
+        #: The pods on the node by uid (``PodInfo.pod_id``), for plugins that look at them
+        #: (ports, affinity, spread, volumes, preemption); the totals above are what they
+        #: add up to.
         self.pods: Mapping[str, NodePod] = pods or {}
         self._used_ports: tuple[HostPort, ...] | None = None
         #: Usage by GPU uuid, including uuids the inventory no longer lists (a GPU that

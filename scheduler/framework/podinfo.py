@@ -76,6 +76,11 @@ class PodInfo:
                 self.host_ports, self.claims, tuple(sorted(self.resources.items())))
 
     @property
+    def pod_id(self) -> str:
+        """What the scheduler keys the pod by (:func:`vgpu.pods.pod_id`): its uid."""
+        return self.uid or self.key
+
+    @property
     def is_gpu_pod(self) -> bool:
         return self.gpu is not None and self.gpu.is_gpu_pod
 

@@ -118,15 +118,15 @@ class Framework:
     def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
         self._host.nominator.nominate(pod, node, claim)
 
-    def clear_nomination(self, pod_key: str) -> None:
-        self._host.nominator.clear_nomination(pod_key)
+    def clear_nomination(self, pod_id: str) -> None:
+        self._host.nominator.clear_nomination(pod_id)
 
-    def allow(self, pod_key: str, plugin: str) -> None:
-        if self._host.waiting.allow(pod_key, plugin):
+    def allow(self, pod_id: str, plugin: str) -> None:
+        if self._host.waiting.allow(pod_id, plugin):
             self._host.wake()
 
-    def reject(self, pod_key: str, plugin: str, reason: str) -> None:
-        if self._host.waiting.reject(pod_key, f"{plugin}: {reason}"):
+    def reject(self, pod_id: str, plugin: str, reason: str) -> None:
+        if self._host.waiting.reject(pod_id, f"{plugin}: {reason}"):
             self._host.wake()
 
     # -- queue support, for the host -------------------------------------------------------

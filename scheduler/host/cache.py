@@ -9,6 +9,17 @@ against the node before the API server has even seen the binding), so the next d
 made microseconds later, never hands out the same slice. The watch later *confirms* it;
 a failed binding *forgets* it; an assumption whose binding finished but never showed up
 in the watch *expires* after ``assume_ttl``.
+
+As kube-scheduler's cache (``pkg/scheduler/backend/cache``): pods are keyed by uid
+(:func:`vgpu.pods.pod_id`), so a pod deleted and recreated under its name is another pod;
+a pod the watch showed bound is never assumed over (the cycle that decided it is stale);
+and ``forget`` and ``finish_binding`` act on the very assumption ``assume`` returned, never
+on what replaced it since. Two rules go further, because nothing after the scheduler
+refuses a vGPU slice that does not fit (the kubelet checks CPU and memory, not slices):
+an assumption is refused when its slices no longer fit what the cache counts now
+(:mod:`.room`), and a deleted pod's assumption stays while its Binding may still land
+(a server before 1.23 binds a successor of the name with it; the successor's record
+takes its place when the watch shows it bound with those slices).
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ from vgpu import logs, usage
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.config import Config
-from vgpu.pods import is_terminated, node_name, pod_key
+from vgpu.pods import is_terminated, node_name, pod_id
 from vgpu_scheduler.framework import compute
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodeStatic, parse_node, static_changes
@@ -34,6 +45,7 @@ from vgpu_scheduler.host.pod_records import (
     refreshed,
     same_record,
 )
+from vgpu_scheduler.host.room import BOUND, Refused, no_room
 
 _log = logs.get("vgpu.scheduler.cache")
 
@@ -72,9 +84,10 @@ class Cache:
         with self._lock:
             return list(self._infos)
 
-    def pod(self, key: str) -> PodRecord | None:
+    def pod(self, uid: str) -> PodRecord | None:
+        """The record of the pod with this :func:`~vgpu.pods.pod_id`."""
         with self._lock:
-            return self._pods.get(key)
+            return self._pods.get(uid)
 
     def assumed(self) -> list[PodRecord]:
         with self._lock:
@@ -118,21 +131,22 @@ class Cache:
     def _build(self, static: NodeStatic) -> NodeInfo:
         records = self._by_node.get(static.name, {})
         return NodeInfo.of(static, self._scaling,
-                           {key: rec.on_node() for key, rec in records.items()})
+                           {uid: rec.on_node() for uid, rec in records.items()})
 
     # -- pods ------------------------------------------------------------------------------
 
     def _apply(self, rec: PodRecord, sign: int) -> None:
         records = self._by_node.setdefault(rec.node, {})
+        uid = rec.pod_id
         if sign > 0:
-            records[rec.key] = rec
-            self._pods[rec.key] = rec
+            records[uid] = rec
+            self._pods[uid] = rec
         else:
-            records.pop(rec.key, None)
+            records.pop(uid, None)
             if not records:
                 del self._by_node[rec.node]
-            if self._pods.get(rec.key) is rec:
-                del self._pods[rec.key]
+            if self._pods.get(uid) is rec:
+                del self._pods[uid]
         if rec.node not in self._infos:
             return
         # Folded into the node's NodeInfo when it is next read: a cold start adds every
@@ -156,9 +170,9 @@ class Cache:
         for rec, sign in changes:
             usage.apply(usages, rec.assignment, sign)
             if sign > 0:
-                pods[rec.key] = rec.on_node()
+                pods[rec.pod_id] = rec.on_node()
             else:
-                pods.pop(rec.key, None)
+                pods.pop(rec.pod_id, None)
             cpu += sign * rec.cpu
             memory += sign * rec.memory
             count += sign
@@ -173,11 +187,12 @@ class Cache:
         """Record what a pod from the watch takes; returns (previous, current) records.
 
         A pod the cache assumed is confirmed here. A pod that is pending, or that reached
-        a terminal phase, takes nothing (an assumed pending pod keeps its assumption).
+        a terminal phase, takes nothing (an assumed pending pod keeps its assumption). A
+        nominated pod bound meanwhile (by another binder) is counted as bound from now on.
         """
-        key = pod_key(pod)
+        uid = pod_id(pod)
         with self._lock:
-            old = self._pods.get(key)
+            old = self._pods.get(uid)
             # Most updates of a bound pod (the agent's phase, the kubelet's status) change
             # nothing it takes: parsing it again was a fifth of the scheduler's CPU in a
             # burst (py-spy, bench/bind.py --profile).
@@ -193,7 +208,7 @@ class Cache:
                 return old, fresh
         new = bound_record(pod, self._config)
         with self._lock:
-            old = self._pods.get(key)
+            old = self._pods.get(uid)
             if new is None:
                 if old is None or ((old.assumed or old.nominated) and node_name(pod) is None
                                    and not is_terminated(pod)):
@@ -202,36 +217,66 @@ class Cache:
                 return old, None
             if old is not None:
                 new = kept_claim(old, new)
-                if old.same_placement(new):
+                if not old.nominated and old.same_placement(new):
                     # Confirmation or a status/annotation change: swap the record in place
                     # without touching the node's usage.
                     self._swap(new)
                     return old, new
                 self._apply(old, -1)
+            self._drop_predecessor(new)
             self._apply(new, +1)
             return old, new
 
+    def _drop_predecessor(self, new: PodRecord) -> None:
+        """A pod shows up bound with the very slices the cache assumed for a predecessor
+        of its name (a server before 1.23 carried the predecessor's Binding out on it):
+        its record takes over from that assumption, or they would count the slices
+        twice until the assumption expired."""
+        if new.assignment is None:
+            return
+        for rec in list(self._by_node.get(new.node, {}).values()):
+            if (rec.assumed and rec.key == new.key and rec.pod_id != new.pod_id
+                    and rec.assignment == new.assignment):
+                self._apply(rec, -1)
+
     def _swap(self, new: PodRecord) -> None:
         """``new`` in place of the pod's record, on the same node with the same usage."""
-        self._pods[new.key] = new
-        self._by_node.setdefault(new.node, {})[new.key] = new
+        self._pods[new.pod_id] = new
+        self._by_node.setdefault(new.node, {})[new.pod_id] = new
 
-    def remove_pod(self, key: str) -> PodRecord | None:
+    def remove_pod(self, uid: str) -> PodRecord | None:
+        """The pod is gone: its record leaves (returned), except an assumption whose
+        Binding may still be in flight, which its binding cycle forgets or finishes."""
         with self._lock:
-            old = self._pods.get(key)
-            if old is not None:
-                self._apply(old, -1)
+            old = self._pods.get(uid)
+            if old is None or (old.assumed and not old.binding_finished):
+                return None
+            self._apply(old, -1)
             return old
 
     def assume(self, pod: PodInfo, node: str,
-               assignment: Assignment | None = None) -> PodRecord:
+               assignment: Assignment | None = None) -> PodRecord | Refused:
         """Count a placement the scheduler just decided, before it is bound, with the GPU
-        slices Reserve claimed for it."""
+        slices Reserve claimed for it; returns the assumption, to forget or finish later.
+
+        Nothing changes, and the answer says why, when the decision is stale: the watch has
+        shown the pod bound meanwhile (by another binder: a second replica, an old leader;
+        it stays counted where it is), or the slices no longer fit what the node holds now.
+        A nomination, or an assumption whose binding went unanswered, is replaced.
+        """
         rec = PodRecord(key=pod.key, node=node, info=pod, assignment=assignment, assumed=True)
         with self._lock:
-            old = self._pods.get(pod.key)
+            old = self._pods.get(pod.pod_id)
+            if old is not None and not (old.assumed or old.nominated):
+                return BOUND
             if old is not None:
                 self._apply(old, -1)
+            info = self._info(node)
+            reason = None if info is None else no_room(info, assignment)
+            if reason is not None:
+                if old is not None:
+                    self._apply(old, +1)
+                return Refused(reason)
             self._apply(rec, +1)
         return rec
 
@@ -240,40 +285,41 @@ class Cache:
         memory and GPU ``claim``), until it is assumed, bound, deleted or nominated again."""
         rec = PodRecord(key=pod.key, node=node, info=pod, assignment=claim, nominated=True)
         with self._lock:
-            old = self._pods.get(pod.key)
+            old = self._pods.get(pod.pod_id)
             if old is not None and not old.nominated:
                 return  # assumed or bound already: that is the room it takes
             if old is not None:
                 self._apply(old, -1)
             self._apply(rec, +1)
 
-    def clear_nomination(self, key: str) -> PodRecord | None:
+    def clear_nomination(self, uid: str) -> PodRecord | None:
         """Give up the room a nomination held (the pod is being scheduled again)."""
         with self._lock:
-            rec = self._pods.get(key)
+            rec = self._pods.get(uid)
             if rec is None or not rec.nominated:
                 return None
             self._apply(rec, -1)
             return rec
 
-    def finish_binding(self, key: str, now: float) -> None:
-        """The binding call returned: start the clock on the watch confirming it."""
+    def finish_binding(self, rec: PodRecord, now: float) -> None:
+        """The binding of the assumption ``rec`` returned: start the clock on the watch
+        confirming it (nothing if the watch already did, or the pod is gone)."""
         with self._lock:
-            rec = self._pods.get(key)
-            if rec is not None and rec.assumed:
+            if self._pods.get(rec.pod_id) is rec:
                 rec.binding_finished = True
                 rec.deadline = now + self._ttl
                 # Deadlines are handed out in time order, so a FIFO is a priority queue.
                 self._deadlines.append((rec.deadline, rec))
 
-    def forget(self, key: str) -> PodRecord | None:
-        """Drop an assumption whose binding failed."""
+    def forget(self, rec: PodRecord) -> bool:
+        """Drop the assumption ``rec`` (as :meth:`assume` returned it), whose binding
+        failed; False when it is no longer in place (confirmed, replaced or removed since),
+        which is then left alone."""
         with self._lock:
-            rec = self._pods.get(key)
-            if rec is None or not rec.assumed:
-                return None
+            if self._pods.get(rec.pod_id) is not rec:
+                return False
             self._apply(rec, -1)
-            return rec
+            return True
 
     def expire(self, now: float) -> list[PodRecord]:
         """Drop assumptions bound more than ``assume_ttl`` ago and never confirmed."""
@@ -284,7 +330,7 @@ class Cache:
                 _, rec = queue.popleft()
                 # Only if that very assumption is still in place (not confirmed, forgotten
                 # or replaced since).
-                if rec.assumed and self._pods.get(rec.key) is rec:
+                if rec.assumed and self._pods.get(rec.pod_id) is rec:
                     stale.append(rec)
             for rec in stale:
                 _log.warning("assumed pod expired without its binding confirmed", pod=rec.key,

@@ -135,21 +135,21 @@ class RecordingPort:
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
-                          resource_version: str | None = None, *,
+                          resource_version: str | None = None, *, uid: str = "",
                           status: bool = False) -> Obj:
         return self.inner.patch_annotations(kind, name, annotations, namespace,
-                                            resource_version, status=status)
+                                            resource_version, uid=uid, status=status)
 
     def bind(self, namespace: str, name: str, node: str,
-             annotations: Mapping[str, str]) -> None:
-        self.inner.bind(namespace, name, node, annotations)
+             annotations: Mapping[str, str], *, uid: str = "") -> None:
+        self.inner.bind(namespace, name, node, annotations, uid=uid)
 
     def patch_status(self, kind: Kind, name: str, status: Mapping[str, Any],
                      namespace: str | None = None) -> Obj:
         return self.inner.patch_status(kind, name, status, namespace)
 
-    def evict(self, namespace: str, name: str) -> None:
-        self.inner.evict(namespace, name)
+    def evict(self, namespace: str, name: str, *, uid: str = "") -> None:
+        self.inner.evict(namespace, name, uid=uid)
 
     # -- events ----------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 A bound pod (ours or anyone's) counts in the cache; a pending pod of ours goes to the
 queue; a change that frees room or adds a node becomes a :class:`ClusterEvent` that wakes
 the parked pods it could help. Pod events are also passed on to plugins that asked
-(``Handle.on_pod_event``).
+(``Handle.on_pod_event``). Pods are told apart by uid (:func:`vgpu.pods.pod_id`), as in
+the cache, the queue and the waiting room.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from typing import Literal
 from vgpu import meta
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
-from vgpu.pods import is_terminated, node_name, pod_key
+from vgpu.pods import is_terminated, node_name, pod_id
 from vgpu_scheduler.framework import podinfo
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.handle import Clock, PodHandler
 from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.pod_records import PodRecord
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.waiting import DELETED, WaitingRoom
 
@@ -54,7 +56,7 @@ class Handlers:
             handler(old, new)
 
     def _pod_deleted(self, pod: Obj) -> None:
-        key = pod_key(pod)
+        key = pod_id(pod)
         self._queue.delete(key)
         self._waiting.reject(key, DELETED)
         rec = self._cache.remove_pod(key)
@@ -63,7 +65,7 @@ class Handlers:
                 ClusterEvent("pod", "delete", rec.node, freed=rec.assignment, obj=pod))
 
     def _pod_changed(self, old: Obj | None, new: Obj) -> None:
-        key = pod_key(new)
+        key = pod_id(new)
         spec = new.get("spec") or {}
         if node_name(new) is not None:
             self._queue.delete(key)
@@ -72,7 +74,10 @@ class Handlers:
         if spec.get("schedulerName") != self._config.scheduler_name:
             return
         if is_terminated(new) or meta.deleting(new):
+            # Also out of the waiting room: a pod held at Permit that is being deleted
+            # (a finalizer keeps it) must give back its reservation now.
             self._queue.delete(key)
+            self._waiting.reject(key, DELETED)
             return
         if key in self._waiting:
             return
@@ -85,11 +90,16 @@ class Handlers:
 
     def _bound(self, pod: Obj) -> None:
         before, after = self._cache.set_pod(pod)
+        if before is after:
+            return
+        if before is not None and (after is None or _moved(before, after)):
+            # Room given up where the pod was counted: the pod ended, or it was bound
+            # elsewhere than assumed or nominated (another binder won the race).
+            self._queue.on_event(ClusterEvent("pod", "delete", before.node,
+                                              freed=before.assignment, obj=pod))
         if after is None:
-            if before is not None:
-                self._queue.on_event(ClusterEvent("pod", "delete", before.node,
-                                                  freed=before.assignment, obj=pod))
-        elif before is None or before.assumed or before.node != after.node:
+            return
+        if before is None or before.assumed or before.nominated or before.node != after.node:
             # As kube-scheduler's AssignedPodAdd (an assumed pod's confirmation too): a pod
             # that pod affinity or topology spread waits for is now on a node.
             self._queue.on_event(ClusterEvent("pod", "add", after.node, obj=pod))
@@ -115,3 +125,7 @@ class Handlers:
             self._waiting.reject_node(name, f"node {name} was deleted")
             return
         self._queue.on_event(self._cache.set_node(new, self._clock()))
+
+
+def _moved(before: PodRecord, after: PodRecord) -> bool:
+    return before.node != after.node or before.assignment != after.assignment

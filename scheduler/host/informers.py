@@ -13,8 +13,9 @@ from vgpu import meta
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Kind, Obj
 from vgpu.errors import ClusterError
-from vgpu.pods import node_name
+from vgpu.pods import node_name, pod_id
 from vgpu_scheduler.framework.handle import Lister
+from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.host.handlers import Handlers
 
 
@@ -79,14 +80,14 @@ class Informers:
         return bool(self._informers) and all(i.synced.is_set()
                                              for i in self._informers.values())
 
-    def still_pending(self, key: str) -> bool:
+    def still_pending(self, pod: PodInfo) -> bool:
         """Whether the pod, as the watch last showed it, still waits for a node (as
-        kube-scheduler, a failed pod is only requeued while it is unassigned); True when
-        nothing is watched."""
+        kube-scheduler, a failed pod is only requeued while it is unassigned); False once
+        it is gone, even if another pod took its name; True when nothing is watched."""
         pods = self._informers.get("pods")
         if pods is None:
             return True
-        pod = pods.get(key)
-        if pod is None:
+        seen = pods.get(pod.key)
+        if seen is None or pod_id(seen) != pod.pod_id:
             return False
-        return not (node_name(pod) or meta.deleting(pod))
+        return not (node_name(seen) or meta.deleting(seen))

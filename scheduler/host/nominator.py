@@ -23,11 +23,11 @@ class Nominator:
     def nominate(self, pod: PodInfo, node: str, claim: Assignment | None) -> None:
         self._cache.nominate(pod, node, claim)
 
-    def clear_nomination(self, pod_key: str) -> None:
-        rec = self._cache.clear_nomination(pod_key)
+    def clear_nomination(self, pod_id: str) -> None:
+        rec = self._cache.clear_nomination(pod_id)
         if rec is None:
             return
         self._queue.on_event(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
-        qp = self._queue.get(pod_key)
+        qp = self._queue.get(pod_id)
         if qp is not None:
             self._queue.add(qp.info)

@@ -53,6 +53,11 @@ class PodRecord:
         return self.info.uid
 
     @property
+    def pod_id(self) -> str:
+        """What the cache keys the record by: the pod's uid (:func:`vgpu.pods.pod_id`)."""
+        return self.info.pod_id
+
+    @property
     def obj(self) -> Obj:
         return self.info.pod
 
@@ -103,8 +108,6 @@ def kept_claim(old: PodRecord, new: PodRecord) -> PodRecord:
     _log.warning("bound pod's assignment changed after its binding; it keeps what it was "
                  "bound with", pod=new.key, node=new.node)
     return dataclasses.replace(new, assignment=old.assignment)
-
-
 
 
 def _same_but(old: Obj, new: Obj, annotations: frozenset[str]) -> bool:

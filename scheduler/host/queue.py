@@ -7,7 +7,9 @@ arrives (the profile's ``could_help`` hints) or ``max_unschedulable`` passes. A 
 backoff has not run out when it is woken goes to the backoff heap, so a burst of events
 cannot spin it.
 
-Thread-safe: informer threads add and move pods while the scheduling thread pops.
+Pods are keyed by uid (:attr:`PodInfo.pod_id`): a pod deleted and recreated under its name
+is another pod. Thread-safe: informer threads add and move pods while the scheduling thread
+pops.
 """
 
 from __future__ import annotations
@@ -83,17 +85,17 @@ class SchedulingQueue:
         """A new pending pod, or a changed one: it goes (back) to the active heap at once."""
         with self._cond:
             # A pod updated while it waits in the active heap keeps its wait so far.
-            was_active = info.key in self._active_keys
-            old = self._detach(info.key)
-            if info.key in self._in_flight:
+            was_active = info.pod_id in self._active_keys
+            old = self._detach(info.pod_id)
+            if info.pod_id in self._in_flight:
                 # Being scheduled right now; the new version replaces it when it settles.
-                self._in_flight[info.key].info = info
-                self._in_flight[info.key].changed = True
+                self._in_flight[info.pod_id].info = info
+                self._in_flight[info.pod_id].changed = True
                 return
             qp = old or QueuedPod(info, self._clock())
             qp.info = info
             if not self._profile.pre_enqueue(info).ok:
-                self._gated[info.key] = qp
+                self._gated[info.pod_id] = qp
                 return
             self._push_active(qp, still_ready=was_active)
 

@@ -32,4 +32,6 @@ class QueuedPod:
 
     @property
     def key(self) -> str:
-        return self.info.key
+        """What the queue and the waiting room key the pod by: its uid
+        (:attr:`PodInfo.pod_id`); ``info.key`` is its name."""
+        return self.info.pod_id

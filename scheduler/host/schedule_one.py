@@ -6,6 +6,14 @@ assumes the pod with those slices on the chosen node, then Permit. A pod Permit 
 in the :mod:`.waiting` room; any other goes to binding, inline or on the pool. A failure
 at any step undoes the steps before it and sends the pod back to the queue with the
 reason; every outcome is reported to the listeners as a :class:`Decision`.
+
+Two races are settled here as kube-scheduler settles them, and two more carefully: a pod
+the watch showed bound during its cycle is not assumed (the cycle is dropped, nothing
+forgotten); a failed binding undoes only the assumption it made; a pod whose chosen GPUs
+filled up during its cycle is not assumed either, but tried again at once; and a binding
+that came back 409 or unanswered is checked against the pod as the API server has it
+(:mod:`.bind_check`) before anything is forgotten, so that a pod that is bound is never
+forgotten.
 """
 
 from __future__ import annotations
@@ -16,8 +24,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from vgpu import logs
-from vgpu.cluster.port import ClusterPort
-from vgpu.errors import ClusterError
+from vgpu.cluster.port import ClusterPort, Obj
+from vgpu.errors import ClusterError, NotFoundError
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.handle import Clock
@@ -25,10 +33,13 @@ from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.runtime import Framework
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.framework.status import Code, Status
+from vgpu_scheduler.host.bind_check import Verdict, judge
 from vgpu_scheduler.host.binding import BindExecutor
 from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.pod_records import PodRecord
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.queued_pod import POD_SPEC, QueuedPod
+from vgpu_scheduler.host.room import Refused
 from vgpu_scheduler.host.summary import summarize
 from vgpu_scheduler.host.waiting import DELETED, Waiting, WaitingRoom
 
@@ -64,7 +75,7 @@ def _since(started: tuple[float, float]) -> tuple[float, float]:
 
 
 class Watched(Protocol):
-    def still_pending(self, key: str) -> bool:
+    def still_pending(self, pod: PodInfo) -> bool:
         """Whether the pod, as the watch last showed it, still waits for a node."""
 
 
@@ -110,7 +121,7 @@ class ScheduleOne:
         self._event(qp.info, "Warning", "FailedScheduling", message)
         self._queue.requeue(qp, unschedulable=unschedulable, rejected_by=rejected_by,
                             message=message)
-        self._emit(qp.key, node, "unschedulable" if unschedulable else "error", message,
+        self._emit(qp.info.key, node, "unschedulable" if unschedulable else "error", message,
                    started, queued=qp.waited)
 
     # -- the scheduling cycle --------------------------------------------------------------
@@ -123,8 +134,10 @@ class ScheduleOne:
         try:
             self._attempt(qp)
         finally:
-            if held is not None and self._cache.pod(qp.key) is None:
-                # Not scheduled and not nominated again: the room is free for others.
+            now = self._cache.pod(qp.key) if held is not None else None
+            if held is not None and (now is None or now.node != held.node):
+                # The room held there is free for others, wherever the pod went: it was
+                # scheduled elsewhere, nominated elsewhere, or it waits again.
                 self._queue.on_event(
                     ClusterEvent("pod", "delete", held.node, freed=held.assignment))
 
@@ -161,76 +174,114 @@ class ScheduleOne:
                        rejected_by={status.plugin}, unschedulable=status.rejected, node=node)
             return
         # What Reserve claimed counts in the cache before anything else is decided.
-        self._cache.assume(info, node, state.assignment)
+        rec = self._cache.assume(info, node, state.assignment)
+        if isinstance(rec, Refused):
+            # The decision is stale: the watch showed, during this cycle, the pod bound by
+            # another binder (counted where it is; nothing to retry), or a pod on the GPUs
+            # it chose (try again at once, on what the cache holds now).
+            self._framework.unreserve(state, info, node)
+            if rec.bound:
+                self._queue.done(qp.key)
+            else:
+                self._queue.requeue(qp, unschedulable=False, message=rec.reason)
+            self._emit(info.key, node, "error", rec.reason, started, queued=qp.waited)
+            return
         status, waiting_for = self._framework.permit(state, info, node)
         if status.code is Code.WAIT:
-            self._waiting.hold(Waiting(qp, state, node, waiting_for))
-            self._queue.done(info.key)
+            self._waiting.hold(Waiting(qp, state, node, waiting_for, rec))
+            self._queue.done(qp.key)
             self._emit(info.key, node, "waiting", ", ".join(sorted(waiting_for)), started,
                        queued=qp.waited)
             return
         if not status.ok:
-            self._undo(info, state, node)
+            self._undo(info, state, node, rec)
             self._fail(qp, started, message=f"permit on {node} refused: {status.message}",
                        rejected_by={status.plugin}, unschedulable=status.rejected, node=node)
             return
-        self._queue.done(info.key)
+        self._queue.done(qp.key)
         self._emit(info.key, node, "scheduled", "", started, queued=qp.waited)
-        self._submit_bind(qp, state, node)
+        self._submit_bind(qp, state, node, rec)
 
-    def _forget(self, info: PodInfo) -> None:
-        rec = self._cache.forget(info.key)
-        if rec is not None:
+    def _undo(self, info: PodInfo, state: CycleState, node: str, rec: PodRecord) -> None:
+        """Unreserve, and forget the assumption ``rec`` if it is still the cache's."""
+        self._framework.unreserve(state, info, node)
+        if self._cache.forget(rec):
             self._queue.on_event(
                 ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
 
-    def _undo(self, info: PodInfo, state: CycleState, node: str) -> None:
-        self._framework.unreserve(state, info, node)
-        self._forget(info)
-
     # -- the binding cycle -----------------------------------------------------------------
 
-    def _submit_bind(self, qp: QueuedPod, state: CycleState, node: str) -> None:
-        self.binder.submit(lambda: self.bind(qp, state, node))
+    def _submit_bind(self, qp: QueuedPod, state: CycleState, node: str,
+                     rec: PodRecord) -> None:
+        self.binder.submit(lambda: self.bind(qp, state, node, rec))
 
-    def bind(self, qp: QueuedPod, state: CycleState, node: str) -> None:
+    def bind(self, qp: QueuedPod, state: CycleState, node: str, rec: PodRecord) -> None:
         started = _clocks()
         info = qp.info
         status: Status = self._framework.bind(state, info, node)
         if status.ok:
-            self._cache.finish_binding(info.key, self._clock())
-            self._event(info, "Normal", "Scheduled", f"Successfully assigned {info.key} to {node}")
-            self._emit(info.key, node, "bound", "", started)
+            self._bound(info, node, rec, started)
             return
-        self._undo(info, state, node)
-        if status.code is Code.CONFLICT:
-            # Already bound (by another replica, or by an earlier try of ours whose answer
-            # was lost), or being deleted: not a failure. The watch shows what is true and
-            # the cache counts that; nothing to retry.
-            _log.info("pod already bound or going away", pod=info.key, node=node,
+        # A PreBind failure sent no Binding; a Bind failure may have bound the pod.
+        pre_bind = any(p.name == status.plugin for p in self._framework.pre_binds)
+        verdict = Verdict.PENDING if pre_bind else self._verdict(info, node, state)
+        if verdict is Verdict.OURS:
+            _log.info("binding failed but went through", pod=info.key, node=node,
                       detail=status.message)
+            self._bound(info, node, rec, started)
+            return
+        self._framework.unreserve(state, info, node)
+        if verdict in (Verdict.ELSEWHERE, Verdict.UNKNOWN):
+            # Maybe bound: keep counting it here until the watch shows where it is (or
+            # the assumption expires).
+            self._cache.finish_binding(rec, self._clock())
+        elif self._cache.forget(rec):
+            self._queue.on_event(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
+        if verdict in (Verdict.ELSEWHERE, Verdict.GONE):
+            # Bound by someone else, or deleted: not a failure, nothing to retry.
+            _log.info("pod already bound or going away", pod=info.key, node=node,
+                      detail=status.message, verdict=verdict.value)
             self._emit(info.key, node, "bind-conflict", status.message, started)
             return
         _log.warning("binding failed", pod=info.key, node=node, error=status.message)
         # kube's words: a PreBind failure says which plugin failed, a Bind one that the
         # binding was rejected. Either way the pod backs off and is tried again.
-        pre_bind = any(p.name == status.plugin for p in self._framework.pre_binds)
         message = status.message if pre_bind else f"binding rejected: {status.message}"
         self._event(info, "Warning", "FailedScheduling", message)
-        if self._watched.still_pending(info.key):
+        if self._watched.still_pending(info):
             self._queue.readd_failed(qp, message)
         self._emit(info.key, node, "bind-failed", message, started)
+
+    def _bound(self, info: PodInfo, node: str, rec: PodRecord,
+               started: tuple[float, float]) -> None:
+        self._cache.finish_binding(rec, self._clock())
+        self._event(info, "Normal", "Scheduled", f"Successfully assigned {info.key} to {node}")
+        self._emit(info.key, node, "bound", "", started)
+
+    def _verdict(self, info: PodInfo, node: str, state: CycleState) -> Verdict:
+        """What the failed binding did, from the pod as the API server has it now."""
+        if self._cluster is None:
+            return Verdict.PENDING  # nothing was sent anywhere
+        try:
+            seen: Obj | None = self._cluster.get("pods", info.name, info.namespace)
+        except NotFoundError:
+            seen = None
+        except ClusterError as exc:
+            _log.warning("could not read the pod after its binding failed", pod=info.key,
+                         error=str(exc))
+            return Verdict.UNKNOWN
+        return judge(info, node, state.assignment, seen)
 
     def settle_waiting(self) -> None:
         """Bind the Permit-held pods that were allowed; undo the rejected ones."""
         for settled in self._waiting.settle():
             waiting = settled.waiting
             if settled.allowed:
-                self._submit_bind(waiting.qp, waiting.state, waiting.node)
+                self._submit_bind(waiting.qp, waiting.state, waiting.node, waiting.assumed)
                 continue
-            self._undo(waiting.qp.info, waiting.state, waiting.node)
+            self._undo(waiting.qp.info, waiting.state, waiting.node, waiting.assumed)
             if settled.reason != DELETED:
                 self._event(waiting.qp.info, "Warning", "FailedScheduling",
                             f"permit on {waiting.node} rejected: {settled.reason}")
-                if self._watched.still_pending(waiting.qp.key):
+                if self._watched.still_pending(waiting.qp.info):
                     self._queue.readd_failed(waiting.qp, settled.reason)

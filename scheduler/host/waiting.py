@@ -3,7 +3,8 @@
 A Permit plugin that answers WAIT (the node's allocation gate) later calls
 ``handle.allow`` or ``handle.reject`` from whatever thread learns the news (an informer,
 a tick); the scheduling loop then settles the pod: bind it, or undo its reservation. The
-room only keeps the bookkeeping, thread-safe; the loop does the work.
+room only keeps the bookkeeping, thread-safe; the loop does the work. Pods are keyed by
+uid (:attr:`QueuedPod.key`), as the gate that allows them is.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from vgpu_scheduler.framework.cycle_state import CycleState
+from vgpu_scheduler.host.pod_records import PodRecord
 from vgpu_scheduler.host.queued_pod import QueuedPod
 
 #: The rejection reason of a waiting pod that was deleted: nothing to report or retry.
@@ -25,7 +27,9 @@ class Waiting:
     qp: QueuedPod
     state: CycleState
     node: str
-    pending: set[str] = field(default_factory=set)
+    pending: set[str]
+    #: The cache's assumption of the pod on ``node``, to bind or forget.
+    assumed: PodRecord
 
 
 @dataclass(frozen=True)
@@ -53,9 +57,9 @@ class WaitingRoom:
             return key in self._waiting
 
     def nodes(self) -> dict[str, str]:
-        """Pods held, with the node each waits for."""
+        """Pods held, by ``namespace/name``, with the node each waits for."""
         with self._lock:
-            return {key: w.node for key, w in self._waiting.items()}
+            return {w.qp.info.key: w.node for w in self._waiting.values()}
 
     def allow(self, key: str, plugin: str) -> bool:
         """``plugin`` lets the pod go; True when it was the last one holding it."""

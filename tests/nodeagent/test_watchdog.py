@@ -100,17 +100,33 @@ def test_evict_goes_through_the_eviction_api(tmp_path: Path) -> None:
     agent, cluster, _ = setup(tmp_path, watchdog_config("evict"),
                               [{"pid": 100, "used_memory_mib": 5120}])
     agent.watchdog._pods = pods_of(cluster)
-    calls: list[tuple[str, str]] = []
+    calls: list[tuple[str, str, str]] = []
     real = cluster.evict
 
-    def evict(namespace: str, name: str) -> None:
-        calls.append((namespace, name))
-        real(namespace, name)
+    def evict(namespace: str, name: str, *, uid: str = "") -> None:
+        calls.append((namespace, name, uid))
+        real(namespace, name, uid=uid)
 
     cluster.evict = evict  # type: ignore[method-assign]
+    uid = cluster.get("pods", "p", "default")["metadata"]["uid"]
     agent.watchdog.check()
-    assert calls == [("default", "p")]
+    assert calls == [("default", "p", uid)]  # this pod only (preconditions.uid)
     assert agent.watchdog.evictions == 1
+
+
+def test_a_successor_of_the_name_is_never_evicted_for_its_predecessor(
+        tmp_path: Path) -> None:
+    agent, cluster, _ = setup(tmp_path, watchdog_config("evict"),
+                              [{"pid": 100, "used_memory_mib": 5120}])
+    seen = cluster.list("pods").items  # what the agent's watch showed: the breaching pod
+    agent.watchdog._pods = lambda: seen
+    # Meanwhile its StatefulSet replaced it: same name, another uid.
+    cluster.delete("pods", "p", "default")
+    successor = cluster.create("pods", pod("p", [container("main", 1, mem=4096, cores=30)]))
+    agent.watchdog.check()
+    assert agent.watchdog.evictions == 0
+    assert cluster.get("pods", "p", "default")["metadata"]["uid"] == (
+        successor["metadata"]["uid"])
 
 
 def test_a_disruption_budget_refusal_is_retried_next_round(tmp_path: Path) -> None:
@@ -119,7 +135,7 @@ def test_a_disruption_budget_refusal_is_retried_next_round(tmp_path: Path) -> No
     agent.watchdog._pods = pods_of(cluster)
     tries: list[str] = []
 
-    def refuse(namespace: str, name: str) -> None:
+    def refuse(namespace: str, name: str, *, uid: str = "") -> None:
         tries.append(name)
         raise EvictionRefusedError("Cannot evict pod as it would violate the pod's "
                                    "disruption budget")

@@ -28,16 +28,15 @@ class Flaky(MemoryCluster):
         self.through_status: bool | None = None
 
     def patch_annotations(self, kind: Any, name: str, annotations: Mapping[str, str | None],
-                          namespace: str | None = None,
-                          resource_version: str | None = None, *,
-                          status: bool = False) -> dict[str, Any]:
+                          namespace: str | None = None, resource_version: str | None = None,
+                          *, uid: str = "", status: bool = False) -> dict[str, Any]:
         self.patches += 1
         self.through_status = status
         if self.failures:
             self.failures -= 1
             raise ConflictError("the object has been modified")
         return super().patch_annotations(kind, name, annotations, namespace, resource_version,
-                                         status=status)
+                                         uid=uid, status=status)
 
 
 class Clock:
@@ -161,6 +160,18 @@ def test_phase_writer_clears_an_old_reason_and_drops_deleted_pods() -> None:
     thread.join()
     meta = cluster.get("pods", "p", "ns")["metadata"]["annotations"]
     assert meta[BIND_PHASE] == "success" and BIND_REASON not in meta
+
+
+def test_phase_writer_never_writes_a_phase_on_a_successor_of_the_name() -> None:
+    cluster = MemoryCluster()
+    pod(cluster)
+    uid = cluster.get("pods", "p", "ns")["metadata"]["uid"]
+    cluster.delete("pods", "p", "ns")
+    pod(cluster)  # recreated: same name, another uid, still allocating
+    writer = PhaseWriter(cluster, max_backoff=0.01)
+    assert not writer.write(PhaseUpdate("ns", "p", "success", uid=uid), threading.Event())
+    assert cluster.get("pods", "p", "ns")["metadata"]["annotations"][BIND_PHASE] == (
+        "allocating")
 
 
 def test_phase_writer_gives_up_after_max_attempts() -> None:

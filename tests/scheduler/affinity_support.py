@@ -129,7 +129,7 @@ def snapshot_of(plugin: Any, nodes: Sequence[Obj], pods: Sequence[PodInfo | Obj]
     snap = Snapshot(plugin.columns())
     for obj in nodes:
         static = parse_node(obj)
-        on = {i.key: NodePod(i) for i in infos if i.pod["spec"].get("nodeName") == static.name}
+        on = {i.pod_id: NodePod(i) for i in infos if i.pod["spec"].get("nodeName") == static.name}
         snap.set(NodeInfo.of(static, 1.0, on))
     return snap
 

@@ -39,6 +39,11 @@ def node_of(cluster: MemoryCluster, name: str) -> str | None:
     return node
 
 
+def uid_of(cluster: MemoryCluster, name: str, namespace: str = "default") -> str:
+    """The pod's uid: what the scheduler's cache, queue and waiting room key it by."""
+    return str(cluster.get("pods", name, namespace)["metadata"]["uid"])
+
+
 def annotations(cluster: MemoryCluster, name: str) -> Mapping[str, str]:
     result: Mapping[str, str] = cluster.get("pods", name, "default")["metadata"]["annotations"]
     return result

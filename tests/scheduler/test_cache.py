@@ -16,7 +16,7 @@ from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.host.cache import Cache
-from vgpu_scheduler.host.pod_records import same_record
+from vgpu_scheduler.host.pod_records import PodRecord, same_record
 
 NOW = 1_800_000_000.0
 
@@ -74,11 +74,12 @@ def test_assume_then_confirm_does_not_double_count() -> None:
     cache = cache_with("n1")
     p = parse(builders.pod("a", [builders.container(cpu="1", memory="1Gi")]), Config())
     a = assignment("n1", "GPU-n1-0")
-    cache.assume(p, "n1", a)
+    assumed = cache.assume(p, "n1", a)
+    assert isinstance(assumed, PodRecord)
     assert cache.node_info("n1").usages[0] == Usage(1000, 10, 1)  # type: ignore[union-attr]
-    cache.finish_binding(p.key, NOW)
+    cache.finish_binding(assumed, NOW)
     cache.set_pod(bound("a", "n1", a))  # the watch shows it bound
-    rec = cache.pod(p.key)
+    rec = cache.pod(p.pod_id)
     assert rec is not None and not rec.assumed
     info = cache.node_info("n1")
     assert info is not None and info.usages[0] == Usage(1000, 10, 1) and info.pod_count == 1
@@ -88,17 +89,19 @@ def test_assume_then_confirm_does_not_double_count() -> None:
 def test_forget_and_expire() -> None:
     cache = cache_with("n1")
     p = parse(builders.pod("a"), Config())
-    cache.assume(p, "n1", assignment("n1", "GPU-n1-0"))
-    assert cache.forget(p.key) is not None
+    first = cache.assume(p, "n1", assignment("n1", "GPU-n1-0"))
+    assert isinstance(first, PodRecord) and cache.forget(first)
+    assert not cache.forget(first)  # once
     assert cache.node_info("n1").usages[0] == Usage()  # type: ignore[union-attr]
-    cache.assume(p, "n1", assignment("n1", "GPU-n1-0"))
+    second = cache.assume(p, "n1", assignment("n1", "GPU-n1-0"))
+    assert isinstance(second, PodRecord)
     # no expiry while the binding is still in progress
     assert cache.expire(NOW + 10_000) == []
-    cache.finish_binding(p.key, NOW)
+    cache.finish_binding(second, NOW)
     assert cache.expire(NOW + 29) == []
-    assert [r.key for r in cache.expire(NOW + 31)] == [p.key]
+    assert [r.pod_id for r in cache.expire(NOW + 31)] == [p.pod_id]
     assert cache.node_info("n1").usages[0] == Usage()  # type: ignore[union-attr]
-    assert cache.pod(p.key) is None
+    assert cache.pod(p.pod_id) is None
 
 
 def test_snapshot_is_copy_on_write_and_incremental() -> None:
@@ -218,6 +221,7 @@ def test_node_state_after_any_changes_is_what_its_pods_add_up_to(ops: list[Any])
     # order of changes and reads, what is read equals the node built from scratch.
     cache = cache_with("n1", "n2")
     snapshot = Snapshot()
+    assumed: dict[str, Any] = {}
     for op, i, node, gpu in ops:
         key = f"default/p{i}"
         if op == "bind":
@@ -226,9 +230,10 @@ def test_node_state_after_any_changes_is_what_its_pods_add_up_to(ops: list[Any])
             cache.remove_pod(key)
         elif op == "assume":
             pod = parse(builders.pod(f"p{i}", [builders.container(cpu="2")]), Config())
-            cache.assume(pod, node, assignment(node, f"GPU-{node}-{gpu}", 500, 5))
+            assumed[key] = cache.assume(pod, node, assignment(node, f"GPU-{node}-{gpu}", 500, 5))
         elif op == "forget":
-            cache.forget(key)
+            if isinstance(assumed.get(key), PodRecord):
+                cache.forget(assumed[key])
         elif op == "node":
             cache.set_node(builders.node(node, builders.devices(node, 2), cpu=str(8 + i)), NOW)
         else:

@@ -8,11 +8,12 @@ covers where pods land and what is reported.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import vgpu.annotations as ann
-from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
-from vgpu import builders
+from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup, uid_of
+from tests.scheduler.helpers import FakeClock
+from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
 from vgpu.errors import ClusterError
@@ -97,11 +98,11 @@ class FlakyBind(MemoryCluster):
         self.failures = 1
 
     def bind(self, namespace: str, name: str, node: str,
-             annotations: Mapping[str, str]) -> None:
+             annotations: Mapping[str, str], *, uid: str = "") -> None:
         if self.failures:
             self.failures -= 1
             raise ClusterError("the API server said no (HTTP 500)")
-        super().bind(namespace, name, node, annotations)
+        super().bind(namespace, name, node, annotations, uid=uid)
 
 
 def test_failed_binding_forgets_and_retries() -> None:
@@ -121,10 +122,10 @@ class BoundMeanwhile(MemoryCluster):
     """Another binder wins the race: its Binding lands just before ours (409)."""
 
     def bind(self, namespace: str, name: str, node: str,
-             annotations: Mapping[str, str]) -> None:
+             annotations: Mapping[str, str], *, uid: str = "") -> None:
         if name == "p":
             super().bind(namespace, name, "n2", {})
-        super().bind(namespace, name, node, annotations)
+        super().bind(namespace, name, node, annotations, uid=uid)
 
 
 def test_a_conflict_on_binding_is_not_retried_and_the_watch_tells_the_truth() -> None:
@@ -133,8 +134,58 @@ def test_a_conflict_on_binding_is_not_retried_and_the_watch_tells_the_truth() ->
     sched.run_until_idle()
     assert node_of(cluster, "p") == "n2"
     assert "p" not in {e.name for e in cluster.events(reason="FailedScheduling")}
-    assert "default/p" not in sched.queue
-    rec = sched.cache.pod("default/p")
+    assert uid_of(cluster, "p") not in sched.queue
+    rec = sched.cache.pod(uid_of(cluster, "p"))
     assert rec is not None and rec.node == "n2" and not rec.assumed
     n1 = sched.cache.node_info("n1")
     assert n1 is not None and n1.usages[0].tasks == 0  # our assumption was forgotten
+
+
+def test_a_pod_held_at_permit_that_starts_terminating_gives_its_room_back() -> None:
+    sched, cluster, _ = setup([gpu_node("n1", 1)])
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)]))
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=2000)]))
+    sched.run_until_idle()
+    assert sched.waiting_pods() == {"default/b": "n1"}
+    # A finalizer keeps b while it is deleted: it stays, with a deletionTimestamp.
+    b = cluster.get("pods", "b", "default")
+    b["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    cluster.replace("pods", b)
+    sched.run_until_idle()
+    assert sched.waiting_pods() == {}
+    info = sched.cache.node_info("n1")
+    assert info is not None and info.usages[0].memory_mib == 1000  # a's only
+
+
+class Later:
+    """Bindings wait until the test runs them."""
+
+    def __init__(self) -> None:
+        self.tasks: list[Callable[[], None]] = []
+
+    def submit(self, task: Callable[[], None]) -> None:
+        self.tasks.append(task)
+
+    def close(self) -> None:
+        self.tasks.clear()
+
+
+def test_a_binding_for_a_replaced_pod_binds_nothing() -> None:
+    cluster, later = MemoryCluster(), Later()
+    cluster.create("nodes", gpu_node("n1", 1))
+    sched = Scheduler(Config(), cluster, clock=FakeClock(), binder=later)
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=2000, cores=20)]))
+    sched.run_until_idle()
+    # Its StatefulSet replaces p (another uid, more memory) before the binding goes out.
+    cluster.delete("pods", "p", "default")
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=12000, cores=80)]))
+    sched.run_until_idle()
+    first, second = later.tasks
+    first()  # the Binding names the first pod's uid: refused, nothing bound
+    assert node_of(cluster, "p") is None
+    second()
+    got = codecs.assignment_of(cluster.get("pods", "p", "default"))
+    assert got is not None and got.containers["main"][0].memory_mib == 12000
+    sched.run_until_idle()
+    info = sched.cache.node_info("n1")
+    assert info is not None and info.usages[0].memory_mib == 12000

@@ -83,7 +83,7 @@ def test_attempts_latency_and_per_gpu_allocation() -> None:
     assert value(metrics, "vgpu_scheduler_pending_pods", queue="unschedulable") == 1
     assert value(metrics, "vgpu_scheduler_leader") == 1
 
-    placed = sched.cache.pod("default/a")
+    placed = sched.cache.pod(cluster.get("pods", "a", "default")["metadata"]["uid"])
     assert placed is not None and placed.assignment is not None
     (granted,) = placed.assignment.containers["main"]
     for i in range(2):

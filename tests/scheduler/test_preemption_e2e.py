@@ -5,7 +5,7 @@ once they are gone."""
 from __future__ import annotations
 
 import vgpu.annotations as ann
-from tests.scheduler.e2e_support import allocated, gpu_node, node_of
+from tests.scheduler.e2e_support import allocated, gpu_node, node_of, uid_of
 from tests.scheduler.helpers import FakeClock
 from tests.scheduler.test_preemption_gpu import on_gpu
 from vgpu import builders, codecs
@@ -86,7 +86,7 @@ def test_the_room_is_held_while_the_victims_terminate() -> None:
     assert low["metadata"].get("deletionTimestamp")
     assert [c["reason"] for c in low["status"]["conditions"]
             if c["type"] == "DisruptionTarget"] == ["PreemptionByScheduler"]
-    held = sched.cache.pod("default/high")
+    held = sched.cache.pod(uid_of(cluster, "high"))
     assert held is not None and held.nominated and held.assignment is not None
     assert held.assignment.containers["main"][0].uuid == "GPU-n1-0"
 
@@ -98,7 +98,7 @@ def test_the_room_is_held_while_the_victims_terminate() -> None:
     assert len(messages(cluster, "low", "Preempted")) == 1
     assert any("not eligible due to a terminating pod on the nominated node" in m
                for m in messages(cluster, "high", "FailedScheduling"))
-    held = sched.cache.pod("default/high")
+    held = sched.cache.pod(uid_of(cluster, "high"))
     assert held is not None and held.nominated
 
     # The victim is gone; a lower-priority pod that arrives before the preemptor's next

@@ -171,8 +171,8 @@ def test_victims_are_lower_priority_needed_and_sufficient(
     (best,) = found
     assert best.victims and all(v.priority < priority for v in best.victims)
     left = {k: p for k, p in node.pods.items()
-            if k not in {v.info.key for v in best.victims}}
+            if k not in {v.info.pod_id for v in best.victims}}
     assert _fits(world, pod, NodeInfo.of(node.static, node.scaling, left))
     for victim in best.victims:
-        back = {**left, victim.info.key: victim.pod}
+        back = {**left, victim.info.pod_id: victim.pod}
         assert not _fits(world, pod, NodeInfo.of(node.static, node.scaling, back))

@@ -22,6 +22,7 @@ from tests.scheduler.preemption_support import (
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.diagnosis import Diagnosis
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
@@ -188,3 +189,16 @@ def test_a_lower_priority_nomination_is_displaced_without_an_eviction() -> None:
     assert world.sched.cache.pod("default/waiting") is None
     assert {"p", "waiting"} <= world.names()
     assert "taking the room held for 1 lower-priority pod" in status.message
+
+
+def test_a_victim_replaced_by_a_successor_of_its_name_is_not_evicted() -> None:
+    world = World([node("node1", ("0", "0"), pods=1)], [pod("p1", LOW, on="node1")])
+    info, state = world.prepare(pod("p", HIGH))  # p1 is in the snapshot
+    # Its controller replaced it meanwhile; the watch has not shown that yet.
+    world.cluster.delete("pods", "p1", "default")
+    successor = world.cluster.create("pods", pod("p1", LOW, on="node1"))
+    diagnosis = Diagnosis(len(world.sched.snapshot), rejected("node1"))
+    status = world.plugin.post_filter(state, info, world.sched.snapshot, diagnosis)
+    assert status.ok, status  # the victim it chose is gone: nothing left to evict
+    assert world.cluster.get("pods", "p1", "default")["metadata"]["uid"] == (
+        successor["metadata"]["uid"])

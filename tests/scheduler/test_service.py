@@ -181,9 +181,10 @@ def test_one_replica_schedules_and_the_other_takes_over(
                                                  for i in range(3)))[1])
     assert not services[second].leading.is_set()
     assert services[second].readyz() == (True, "follower")
+    uid = cluster.get("pods", "p0", "default")["metadata"]["uid"]
     # A warm cache: the follower's own watch shows it the bound pod (its informer thread
     # may be a watch round behind the leader's binding on a loaded machine).
-    wait_for(lambda: services[second].scheduler.cache.pod("default/p0") is not None)
+    wait_for(lambda: services[second].scheduler.cache.pod(uid) is not None)
     assert not services[second].scheduler.queue.counts()["in_flight"]
 
     allocate_all(cluster)

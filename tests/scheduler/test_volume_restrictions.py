@@ -117,7 +117,7 @@ def test_removing_the_user_frees_the_claim_for_preemption() -> None:
     user = vol.claim_pod("user", "solo")
     plugin, info, (state, status), nodes = rwop_case([user])
     assert status.ok
-    victim = nodes[0].pods["default/user"]
+    (victim,) = nodes[0].pods.values()
     trial = state.clone()
     assert plugin.remove_pod(trial, info, victim, nodes[0]).ok
     assert plugin.filter(trial, info, nodes[0]).ok

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from tests.scheduler.e2e_support import gpu_node, node_of, setup
+from tests.scheduler.e2e_support import gpu_node, node_of, setup, uid_of
 from tests.support import volumes as vol
 from tests.support.fakeagent import FakeAgents
 from vgpu.cluster.memory import MemoryCluster
@@ -153,8 +153,8 @@ def test_a_claim_not_bound_in_time_sends_the_pod_back_with_the_reason() -> None:
     assert messages(cluster, "p") == [
         'running PreBind plugin "VolumeBinding": binding volumes: timed out after 0.2s '
         "waiting for PersistentVolumeClaim(s) default/data to be bound"]
-    assert sched.queue.get("default/p") is not None  # backing off, not lost
-    assert sched.cache.pod("default/p") is None  # the reservation was undone
+    assert sched.queue.get(uid_of(cluster, "p")) is not None  # backing off, not lost
+    assert sched.cache.pod(uid_of(cluster, "p")) is None  # the reservation was undone
     # The claim keeps its node, as in kube: the provisioner may be at work.
     assert claim_of(cluster, "data")["metadata"]["annotations"][SELECTED_NODE] == "n-b"
     with vol.FakeProvisioner(cluster):
@@ -179,7 +179,7 @@ def test_a_provisioner_refusing_the_node_fails_the_binding_and_frees_the_claim()
     assert messages(cluster, "q") == [prefix + 'provisioning failed for PVC "more"']
     for claim in ("data", "more"):
         assert SELECTED_NODE not in claim_of(cluster, claim)["metadata"]["annotations"]
-    assert sched.queue.get("default/p") is not None  # backing off: any node may do now
+    assert sched.queue.get(uid_of(cluster, "p")) is not None  # backing off: any node may do now
 
 
 def test_deleting_a_pod_while_its_volumes_bind_abandons_the_binding() -> None:
@@ -187,6 +187,7 @@ def test_deleting_a_pod_while_its_volumes_bind_abandons_the_binding() -> None:
     cluster.create("storageclasses", zoned_class())
     cluster.create("persistentvolumeclaims", vol.pvc("data", "zoned"))
     cluster.create("pods", vol.claim_pod("p", "data"))
+    uid = uid_of(cluster, "p")
 
     def delete_when_asked() -> None:
         deadline = time.monotonic() + 10
@@ -201,7 +202,7 @@ def test_deleting_a_pod_while_its_volumes_bind_abandons_the_binding() -> None:
     sched.run_until_idle()
     deleter.join()
     assert "pod does not exist any more" in messages(cluster, "p")[0]
-    assert sched.queue.get("default/p") is None and sched.cache.pod("default/p") is None
+    assert sched.queue.get(uid) is None and sched.cache.pod(uid) is None
 
 
 def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time() -> None:

@@ -76,7 +76,7 @@ def node(name: str, labels: Mapping[str, str] | None = None, *, pods: Iterable[O
          **kw: Any) -> NodeInfo:
     static = parse_node(builders.node(name, labels=labels, **kw))
     infos = [pod(p) for p in pods]
-    return NodeInfo.of(static, 1.0, {i.key: NodePod(i) for i in infos})
+    return NodeInfo.of(static, 1.0, {i.pod_id: NodePod(i) for i in infos})
 
 
 def snapshot(*nodes: NodeInfo) -> Snapshot:

@@ -73,6 +73,40 @@ def test_bind_sets_node_and_annotations_in_one_write_and_only_once() -> None:
         c.bind("default", "p", "n2", {})
 
 
+@pytest.mark.parametrize("checks_uid", [True, False], ids=["1.23 on", "1.20-1.22"])
+def test_writes_that_name_a_uid_are_for_that_pod_only(checks_uid: bool) -> None:
+    c = MemoryCluster(binding_checks_uid=checks_uid)
+    old = c.create("pods", pod("p"))["metadata"]["uid"]
+    c.delete("pods", "p", "default")
+    new = c.create("pods", pod("p"))["metadata"]["uid"]
+    # An eviction (preconditions.uid) and a patch (metadata.uid) for the old pod: refused.
+    with pytest.raises(ConflictError, match="UID in the precondition"):
+        c.evict("default", "p", uid=old)
+    with pytest.raises(ConflictError, match="UID in the precondition"):
+        c.patch_annotations("pods", "p", {"a": "1"}, "default", uid=old)
+    # A Binding (metadata.uid): refused by servers that check it, applied by older ones.
+    if checks_uid:
+        with pytest.raises(ConflictError, match="UID in the precondition"):
+            c.bind("default", "p", "n1", {}, uid=old)
+        assert "nodeName" not in c.get("pods", "p", "default")["spec"]
+    else:
+        c.bind("default", "p", "n1", {}, uid=old)
+        assert c.get("pods", "p", "default")["spec"]["nodeName"] == "n1"
+    c.patch_annotations("pods", "p", {"a": "1"}, "default", uid=new)
+    c.evict("default", "p", uid=new)
+    with pytest.raises(NotFoundError):
+        c.get("pods", "p", "default")
+
+
+def test_a_pod_being_deleted_is_not_bound() -> None:
+    c = MemoryCluster()
+    obj = c.create("pods", pod("p"))
+    obj["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    c.replace("pods", obj)
+    with pytest.raises(ConflictError, match="being deleted"):
+        c.bind("default", "p", "n1", {})
+
+
 def test_watch_resumes_and_field_selector_reports_enter_and_leave() -> None:
     c = MemoryCluster()
     start = c.resource_version

@@ -11,7 +11,9 @@ resource of :mod:`vgpu.cluster.resources` alike; only pods get defaults (an empt
 phase Pending) and subresources: a binding, an eviction that respects
 PodDisruptionBudgets as the API server does (:mod:`vgpu.cluster.budgets`; HTTP 429's
 ``EvictionRefusedError``), and Events kept apart, counted by content
-(:mod:`vgpu.cluster.events`).
+(:mod:`vgpu.cluster.events`). Writes that name a uid check it as the API server does: an
+eviction's and a patch's always, a Binding's as servers since 1.23 do, or not at all as
+1.20-1.22 (``binding_checks_uid``).
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ from vgpu.errors import (
 class MemoryCluster:
     """A thread-safe in-memory implementation of :class:`vgpu.cluster.port.ClusterPort`."""
 
-    def __init__(self, history: int = 100_000, copy_objects: bool = True) -> None:
+    def __init__(self, history: int = 100_000, copy_objects: bool = True, *,
+                 binding_checks_uid: bool = True) -> None:
         self._lock = threading.Condition()
         self._objects: dict[str, dict[str, Obj]] = {kind: {} for kind in RESOURCES}
         self._rv = itertools.count(1)
@@ -70,6 +73,7 @@ class MemoryCluster:
         # The simulator turns copying off: it never mutates what it is given, and deep copies
         # of every object at every read dominate a 10,000-pod replay.
         self._copy_objects = copy_objects
+        self.binding_checks_uid = binding_checks_uid
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -92,6 +96,15 @@ class MemoryCluster:
     def _record(self, kind: Kind, etype: EventType, old: Obj | None, new: Obj | None) -> None:
         self._history.append((self._last_rv, kind, etype, old, new))
         self._lock.notify_all()
+
+    @staticmethod
+    def _check_uid(res: Resource, obj: Obj, uid: str) -> None:
+        """A write that names a uid is for that object only (a precondition)."""
+        if uid and meta.uid(obj) != uid:
+            raise ConflictError(
+                f"{res.singular} {key_of(obj)}: the UID in the precondition ({uid}) does not "
+                f"match the UID in record ({meta.uid(obj)}); the object might have been "
+                f"deleted and then recreated")
 
     @staticmethod
     def _key(res: Resource, name: str, namespace: str | None) -> str:
@@ -225,10 +238,11 @@ class MemoryCluster:
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
-                          resource_version: str | None = None, *,
+                          resource_version: str | None = None, *, uid: str = "",
                           status: bool = False) -> Obj:
         with self._lock:
             old = self._get(kind, name, namespace)
+            self._check_uid(resource(kind), old, uid)
             if resource_version and resource_version != old["metadata"]["resourceVersion"]:
                 raise self._stale(resource(kind), old, resource_version)
             new = copy.copy(old)
@@ -250,9 +264,14 @@ class MemoryCluster:
     # -- pod subresources and Events -------------------------------------------------------
 
     def bind(self, namespace: str, name: str, node: str,
-             annotations: Mapping[str, str]) -> None:
+             annotations: Mapping[str, str], *, uid: str = "") -> None:
         with self._lock:
             old = self._get("pods", name, namespace)
+            if self.binding_checks_uid:
+                self._check_uid(resource("pods"), old, uid)
+            if meta.deleting(old):
+                raise ConflictError(f"pod {namespace}/{name} is being deleted, cannot be "
+                                    f"assigned to a host")
             if (old.get("spec") or {}).get("nodeName"):
                 raise ConflictError(
                     f"pod {namespace}/{name} is already assigned to node "
@@ -294,9 +313,10 @@ class MemoryCluster:
             new["status"] = merged
             return self._copy(self._store(kind, new, "MODIFIED", old))
 
-    def evict(self, namespace: str, name: str) -> None:
+    def evict(self, namespace: str, name: str, *, uid: str = "") -> None:
         with self._lock:
             pod = self._get("pods", name, namespace)
+            self._check_uid(resource("pods"), pod, uid)
             charged = budgets.guarding(self._objects["poddisruptionbudgets"].values(), pod)
             for budget in charged:
                 if budgets.allowed(budget) < 1:

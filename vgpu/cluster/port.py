@@ -7,9 +7,15 @@ namespaced object given no namespace is in ``default``, and a namespace given fo
 cluster-scoped object is ignored.
 
 Errors are the :mod:`vgpu.errors` cluster errors: ``NotFoundError``, ``ConflictError``
-(stale resourceVersion, already bound, already exists), ``GoneError`` (watch
-resourceVersion too old: re-list) and ``InvalidError`` (content refused, or a selector
-that cannot apply to the resource).
+(stale resourceVersion, already bound, already exists, another object of the name than the
+uid a write named), ``GoneError`` (watch resourceVersion too old: re-list),
+``InvalidError`` (content refused, or a selector that cannot apply to the resource) and
+``OutcomeUnknownError`` (a write went out and no answer came back: it may have been
+applied).
+
+Writes aimed at one pod carry its uid where the caller has it (a Binding's
+``metadata.uid``, an eviction's ``preconditions.uid``, a patch's ``metadata.uid``), so that
+a pod deleted and recreated under its name is never written for its predecessor.
 """
 
 from __future__ import annotations
@@ -93,21 +99,28 @@ class ClusterPort(Protocol):
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
-                          resource_version: str | None = None, *,
+                          resource_version: str | None = None, *, uid: str = "",
                           status: bool = False) -> Obj:
         """Merge-patch ``metadata.annotations`` (``None`` removes a key).
 
         With ``resource_version`` the write is conditional: a stale version raises
-        ``ConflictError``. With ``status`` it goes through the ``status`` subresource, which
-        stores a pod's annotations too and which vgpu's validating webhook is not
-        registered for (the node agent's writes: docs/contracts.md#protected-annotations).
+        ``ConflictError``. With ``uid`` it applies only to the object of that uid: another
+        one of the name raises ``ConflictError`` (the API server answers 422, the uid being
+        immutable; the adapter says what it means). With ``status`` it goes through the
+        ``status`` subresource, which stores a pod's annotations too and which vgpu's
+        validating webhook is not registered for (the node agent's writes:
+        docs/contracts.md#protected-annotations).
         """
         ...
 
     def bind(self, namespace: str, name: str, node: str,
-             annotations: Mapping[str, str]) -> None:
+             annotations: Mapping[str, str], *, uid: str = "") -> None:
         """POST ``pods/binding``: sets ``spec.nodeName`` and copies ``annotations`` onto the
-        pod in the same write. A pod already bound raises ``ConflictError``."""
+        pod in the same write. A pod already bound, or being deleted, raises
+        ``ConflictError``; so does another pod of the name than ``uid`` on API servers that
+        check it (1.23-1.24 and 1.27 on, and the patch releases of 1.25 and 1.26 that
+        fixed its regression: kubernetes#105913, #116550). Older ones bind whatever pod
+        has the name."""
         ...
 
     def patch_status(self, kind: Kind, name: str, status: Mapping[str, Any],
@@ -115,9 +128,10 @@ class ClusterPort(Protocol):
         """Merge-patch the ``status`` subresource (a pod's ``nominatedNodeName``)."""
         ...
 
-    def evict(self, namespace: str, name: str) -> None:
+    def evict(self, namespace: str, name: str, *, uid: str = "") -> None:
         """POST ``pods/eviction``: delete the pod unless a PodDisruptionBudget forbids it
-        now, which raises ``EvictionRefusedError``."""
+        now, which raises ``EvictionRefusedError``. With ``uid`` (``preconditions.uid``)
+        another pod of the name raises ``ConflictError`` and stays."""
         ...
 
     def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,

@@ -30,11 +30,13 @@ from vgpu.cluster.resources import DEFAULT_NAMESPACE, Resource, check_selector, 
 from vgpu.errors import (
     ClusterError,
     ConfigError,
+    ConflictError,
     EvictionRefusedError,
     InvalidError,
     NotFoundError,
+    OutcomeUnknownError,
 )
-from vgpu.kube import paths, tokens
+from vgpu.kube import http1, paths, tokens
 from vgpu.kube.ratelimit import TokenBucket
 from vgpu.kube.transport import (
     SERVICE_ACCOUNT_DIR,
@@ -75,6 +77,8 @@ class KubeCluster:
             status, data = self.transport.call(method, path, query=query or [], body=body,
                                                content_type=content_type,
                                                timeout=timeout or self._timeout)
+        except http1.AnswerLost as exc:
+            raise OutcomeUnknownError(f"{what}: {exc}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterError(f"{what}: {exc}") from None
         if status >= 300:
@@ -187,27 +191,39 @@ class KubeCluster:
 
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
-                          resource_version: str | None = None, *,
+                          resource_version: str | None = None, *, uid: str = "",
                           status: bool = False) -> Obj:
         metadata: dict[str, Any] = {"annotations": dict(annotations)}
         if resource_version:
             # A merge patch carrying resourceVersion is a conditional write: 409 if stale.
             metadata["resourceVersion"] = resource_version
+        if uid:
+            # The uid is immutable: on another object of the name the patch would change
+            # it, which the server refuses (422 "field is immutable"), so it acts as a
+            # precondition; said here as the conflict it is.
+            metadata["uid"] = uid
         res = self._resource(kind)
+        what = f"patch {res.singular} {name}"
         where = paths.path(res, name, namespace, "status" if status else None)
-        return self.request_json("PATCH", where,
-                                 f"patch {res.singular} {name}",
-                                 body={"metadata": metadata}, content_type=paths.MERGE_PATCH)
+        try:
+            return self.request_json("PATCH", where, what, body={"metadata": metadata},
+                                     content_type=paths.MERGE_PATCH)
+        except InvalidError as exc:
+            if uid and "metadata.uid" in str(exc):
+                raise ConflictError(f"{what}: it is not the object of uid {uid} any more "
+                                    f"(deleted and recreated): {exc}") from None
+            raise
 
     # -- pod subresources and Events -------------------------------------------------------
 
     def bind(self, namespace: str, name: str, node: str,
-             annotations: Mapping[str, str]) -> None:
-        body = {
-            "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
+             annotations: Mapping[str, str], *, uid: str = "") -> None:
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace,
+                                    "annotations": dict(annotations)}
+        if uid:
+            metadata["uid"] = uid  # as kube-scheduler's DefaultBinder: a precondition
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         self.request_json("POST", paths.path(resource("pods"), name, namespace, "binding"),
                           f"bind pod {name}", body=body)
 
@@ -225,22 +241,22 @@ class KubeCluster:
                                  f"patch {res.singular} {name} status",
                                  body={"status": dict(status)}, content_type=paths.MERGE_PATCH)
 
-    def evict(self, namespace: str, name: str) -> None:
+    def evict(self, namespace: str, name: str, *, uid: str = "") -> None:
         target = paths.path(resource("pods"), name, namespace, "eviction")
-        metadata = {"name": name, "namespace": namespace}
+        body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
         try:
-            self.request_json("POST", target, f"evict pod {namespace}/{name}",
-                              body={"apiVersion": "policy/v1", "kind": "Eviction",
-                                    "metadata": metadata})
+            self.request_json("POST", target, f"evict pod {namespace}/{name}", body=body)
         except ClusterError as exc:
             # Before Kubernetes 1.22 the server knows only policy/v1beta1 Evictions, and
             # says so naming the version it does not know.
-            if isinstance(exc, (NotFoundError, EvictionRefusedError)) or (
-                    "policy/v1" not in str(exc)):
+            if isinstance(exc, (NotFoundError, EvictionRefusedError, ConflictError,
+                                OutcomeUnknownError)) or "policy/v1" not in str(exc):
                 raise
             self.request_json("POST", target, f"evict pod {namespace}/{name}",
-                              body={"apiVersion": "policy/v1beta1", "kind": "Eviction",
-                                    "metadata": metadata})
+                              body={**body, "apiVersion": "policy/v1beta1"})
 
 
 def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,

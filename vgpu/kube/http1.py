@@ -3,16 +3,16 @@
 A binding or an Event is a small request with a small answer. Through urllib3 (alone or
 under the ``kubernetes`` client) one cost the scheduler 300-390 µs of CPU on the test API
 server, through ``http.client`` 150-200 µs (it parses headers with the ``email`` package),
-and written here in one ``sendall`` with the answer parsed by httptools (the llhttp parser
+and written here in one write with the answer parsed by httptools (the llhttp parser
 of Node.js, which uvicorn uses) 60-80 µs: at two requests per pod, a third of the
 scheduler's CPU per pod in ``bench/bind.py``. A watch is read the same way, as a
 :class:`Stream` of lines.
 
 Only what the API server's answers need: a status, a body (by length or chunked), and
-whether the connection stays open. A kept-alive connection the server closed while idle
-is noticed before it is used (it reads as ready) or, if the close crossed the request,
-by an end of stream before any byte of an answer: the request is sent once more on a new
-connection, as Go's transport does, since the server cannot have acted on it.
+whether the connection stays open.
+
+Connections are kept alive and shared by :class:`vgpu.kube.pool.Pool`, which also decides
+when a request may be sent again (never when the server could act on it twice).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import contextlib
 import select
 import socket
 import ssl
-import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -34,8 +33,18 @@ class ProtocolError(OSError):
     """The peer's answer was not HTTP/1.1, or the connection ended inside it."""
 
 
-class _ClosedEarly(ProtocolError):
+class ClosedEarly(ProtocolError):
     """The connection ended before any byte of an answer."""
+
+
+class NothingWritten(ProtocolError):
+    """Writing the request failed before its first byte reached the connection."""
+
+
+class AnswerLost(ProtocolError):
+    """A request that is not safe to send twice went out (some or all of it) and no whole
+    answer came back: the server may have carried it out."""
+
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,7 @@ def interim(status: int) -> bool:
     return 100 <= status < 200 and status != 101
 
 
-class _Answer:
+class Answer:
     """httptools' callbacks: the body's pieces, whether the message is complete, and
     whether the connection stays open (the parser forgets it once the message ends).
     ``interim``: an interim answer is being read past, alone in its packet or not."""
@@ -113,7 +122,7 @@ class _Answer:
         self.keep_alive = self.parser.should_keep_alive()
 
 
-def _times(timeout: Timeout) -> tuple[float, float]:
+def times(timeout: Timeout) -> tuple[float, float]:
     return timeout if isinstance(timeout, tuple) else (timeout, timeout)
 
 
@@ -146,11 +155,21 @@ class Connection:
         self.used = True
         sock = self._sock
         sock.settimeout(read_timeout)
-        sock.sendall(head + body if len(body) < 65536 else head)
-        if len(body) >= 65536:
-            sock.sendall(body)
+        # One write for a small request; a large body is not copied behind its head.
+        sent = 0
+        for piece in (head, body) if len(body) >= 65536 else (head + body,):
+            view = memoryview(piece)
+            while view:
+                try:
+                    written = sock.send(view)
+                except OSError as exc:
+                    if sent:
+                        raise
+                    raise NothingWritten(f"the request could not be sent: {exc}") from exc
+                sent += written
+                view = view[written:]
 
-    def receive(self, answer: _Answer) -> bool:
+    def receive(self, answer: Answer) -> bool:
         """Feed what the socket has to ``answer``'s parser; False at the end of the stream."""
         data = self._sock.recv(262144)
         if not data:
@@ -163,20 +182,20 @@ class Connection:
             raise ProtocolError(f"malformed answer: {exc}") from None
         return True
 
-    def start(self, head: bytes, body: bytes, read_timeout: float) -> _Answer:
+    def start(self, head: bytes, body: bytes, read_timeout: float) -> Answer:
         """Send one request and read its answer up to the end of the headers."""
         self.send(head, body, read_timeout)
-        answer = _Answer()
+        answer = Answer()
         received = False
         while not answer.headers_done:
             if not self.receive(answer):
                 if not received:
-                    raise _ClosedEarly("the server closed the connection before answering")
+                    raise ClosedEarly("the server closed the connection before answering")
                 raise ProtocolError("the connection ended inside the answer's headers")
             received = True
         return answer
 
-    def finish(self, answer: _Answer) -> None:
+    def finish(self, answer: Answer) -> None:
         """Read the rest of ``answer``."""
         while not answer.complete:
             if not self.receive(answer):
@@ -193,7 +212,7 @@ class Stream:
     """An answer read as it arrives (a watch): its status, then its body line by line.
     The connection is closed with the stream, never reused."""
 
-    def __init__(self, conn: Connection, answer: _Answer) -> None:
+    def __init__(self, conn: Connection, answer: Answer) -> None:
         self._conn = conn
         self._answer = answer
         self.status = answer.parser.get_status_code()
@@ -225,76 +244,3 @@ class Stream:
 
     def close(self) -> None:
         self._conn.close()
-
-
-class Pool:
-    """Kept-alive connections to one endpoint, shared by threads (at most ``maxsize`` idle)."""
-
-    def __init__(self, endpoint: Endpoint, maxsize: int = 32) -> None:
-        self.endpoint = endpoint
-        self._maxsize = maxsize
-        self._idle: list[Connection] = []
-        self._lock = threading.Lock()
-
-    def _take(self, connect_timeout: float) -> Connection:
-        while True:
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                return Connection(self.endpoint, connect_timeout)
-            if not conn.stale():
-                return conn
-            conn.close()
-
-    def _give(self, conn: Connection) -> None:
-        with self._lock:
-            if len(self._idle) < self._maxsize:
-                self._idle.append(conn)
-                return
-        conn.close()
-
-    def _started(self, method: str, target: str, headers: Mapping[str, str], body: bytes,
-                 timeout: Timeout) -> tuple[Connection, _Answer]:
-        connect_timeout, read_timeout = _times(timeout)
-        head = request_head(method, target, self.endpoint.authority, headers, len(body))
-        for attempt in range(2):
-            conn = self._take(connect_timeout)
-            reused = conn.used
-            try:
-                return conn, conn.start(head, body, read_timeout)
-            except _ClosedEarly:
-                conn.close()
-                if not reused or attempt:
-                    raise
-                # Closed while idle, as the request left: it was never read.
-            except BaseException:
-                conn.close()
-                raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes,
-                timeout: Timeout) -> tuple[int, bytes]:
-        """Send a request (``target``: path and query) and read the whole answer."""
-        conn, answer = self._started(method, target, headers, body, timeout)
-        try:
-            conn.finish(answer)
-        except BaseException:
-            conn.close()
-            raise
-        if answer.complete and answer.keep_alive:
-            self._give(conn)
-        else:
-            conn.close()
-        return answer.parser.get_status_code(), b"".join(answer.body)
-
-    def stream(self, method: str, target: str, headers: Mapping[str, str],
-               timeout: Timeout) -> Stream:
-        """Send a request and return its answer once the headers are in."""
-        conn, answer = self._started(method, target, headers, b"", timeout)
-        return Stream(conn, answer)
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()

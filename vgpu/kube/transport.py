@@ -8,7 +8,8 @@ With a kubeconfig (an operator's laptop, the tests) the ``kubernetes`` client's 
 ``ApiClient`` carries the requests, so every auth method its loader knows (exec plugins,
 OIDC, client certificates) works.
 
-Both send requests and watches through :mod:`vgpu.kube.http1`; a kubeconfig that names
+Both send requests and watches through :mod:`vgpu.kube.http1` connections kept in a
+:class:`vgpu.kube.pool.Pool`; a kubeconfig that names
 a proxy keeps them on the ``kubernetes`` client's urllib3, which knows proxies.
 """
 
@@ -22,7 +23,7 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from vgpu.kube import http1, tokens
+from vgpu.kube import http1, pool, tokens
 
 Timeout = http1.Timeout
 
@@ -111,7 +112,7 @@ class ClientTransport:
         configuration = api_client.configuration
         found = _client_endpoint(configuration)
         self._prefix = "" if found is None else found[1]
-        self._fast = None if found is None else http1.Pool(
+        self._fast = None if found is None else pool.Pool(
             found[0], configuration.connection_pool_maxsize or 4)
 
     def request(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
@@ -167,7 +168,7 @@ class InClusterTransport:
                  pool_size: int = 32) -> None:
         self._token = tokens.TokenFile(os.path.join(account_dir, "token"))
         ca = os.path.join(account_dir, "ca.crt")
-        self._pool = http1.Pool(http1.Endpoint(host, int(port),
+        self._pool = pool.Pool(http1.Endpoint(host, int(port),
                                                ssl.create_default_context(cafile=ca)), pool_size)
 
     def _bearer(self) -> str:

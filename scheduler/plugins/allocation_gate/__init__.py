@@ -8,7 +8,8 @@ first come first served, when that pod's phase moves on, the pod is deleted, or
 ``permitTimeoutSeconds`` passes since it was let through. With ``scheduler.permitGate:
 node`` every GPU pod waits behind the node's in-flight one (one at a time per node, as
 before the agent matched by device IDs). Only that node's pods wait; the scheduling cycle
-goes on for others.
+goes on for others. Pods are keyed by uid: a pod deleted and recreated under its name
+is another pod, and neither's entry is the other's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from vgpu.annotations import GpuSelector
 from vgpu.cluster.port import Obj
 from vgpu.devices import fit, fit_request, resolve_memory, selectable
 from vgpu.errors import CodecError
-from vgpu.pods import bind_phase, is_terminated, node_name, pod_key, scheduler_name
+from vgpu.pods import bind_phase, is_terminated, node_name, pod_id, scheduler_name
 from vgpu.requests import ContainerRequest
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
 from vgpu_scheduler.framework.handle import Handle
@@ -131,14 +132,14 @@ class AllocationGate:
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         if not pod.is_gpu_pod:
             return SUCCESS
-        entered = self.gate.enter(pod.key, node, state.now, state.assignment)
+        entered = self.gate.enter(pod.pod_id, node, state.now, state.assignment)
         return SUCCESS if entered else WAIT
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        self._release(pod.key, self._handle.now())
+        self._release(pod.pod_id, self._handle.now())
 
     def _advance(self, node: str, now: float) -> None:
         for key in self.gate.advance(node, now):
@@ -157,7 +158,7 @@ class AllocationGate:
         obj = new if new is not None else old
         if obj is None:
             return
-        key = pod_key(obj)
+        key = pod_id(obj)
         now = self._handle.now()
         if new is None:
             self._release(key, now)

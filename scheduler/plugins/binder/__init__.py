@@ -41,7 +41,8 @@ class VGPUBinder:
             return error("no cluster to bind through")
         annotations = binding_annotations(state.assignment, self._handle.now())
         try:
-            cluster.bind(pod.namespace, pod.name, node, annotations)
+            # The uid: the Binding is for this pod only, not a successor of its name.
+            cluster.bind(pod.namespace, pod.name, node, annotations, uid=pod.uid)
         except ConflictError as exc:
             return conflict(f"binding to {node} refused: {exc}")
         except ClusterError as exc:

@@ -96,7 +96,7 @@ class PodIndex:
         self.required_anti: dict[AffinityTerm, Counts] = {}
         self.preferred: dict[WeightedTerm, Counts] = {}
         self.preferred_anti: dict[WeightedTerm, Counts] = {}
-        #: Where each pod is (a nominated pod is found where it holds room).
+        #: Where each pod is, by uid (a nominated pod is found where it holds room).
         self.where: dict[str, int] = {}
         #: Bumped whenever a node's labels or taints, or the node set, change.
         self.static_version = 0
@@ -124,10 +124,11 @@ class PodIndex:
             if (namespace is None or group.namespace == namespace) and selector_matches(group):
                 yield nodes
 
-    def node_pod(self, key: str) -> tuple[NodeInfo, NodePod] | None:
-        pos = self.where.get(key)
+    def node_pod(self, uid: str) -> tuple[NodeInfo, NodePod] | None:
+        """The node a pod (by ``PodInfo.pod_id``) is counted on, and its entry there."""
+        pos = self.where.get(uid)
         node = None if pos is None else self.nodes[pos]
-        pod = None if node is None else node.pods.get(key)
+        pod = None if node is None else node.pods.get(uid)
         return None if node is None or pod is None else (node, pod)
 
     # -- following the snapshot ------------------------------------------------------------
@@ -185,9 +186,9 @@ class PodIndex:
             _bump(self.groups, LabelGroup(info.namespace, frozenset(labels.items()),
                                           info.terminating, labels), pos, sign)
             if sign > 0:
-                self.where[info.key] = pos
-            elif self.where.get(info.key) == pos:
-                del self.where[info.key]
+                self.where[info.pod_id] = pos
+            elif self.where.get(info.pod_id) == pos:
+                del self.where[info.pod_id]
             aff = info.pod_affinity
             if aff is None:
                 continue

@@ -112,7 +112,7 @@ class InterPodAffinity:
         index = pod_index.index_of(snapshot)
         fstate = filtering.compute(index, pod, self._ns_labels(pod.namespace),
                                    self._resolve(required), self._resolve(anti))
-        found = index.node_pod(pod.key)
+        found = index.node_pod(pod.pod_id)
         if found is not None:  # the pod itself, nominated: it does not count for itself
             fstate = filtering.with_pod(fstate, found[1].info, found[0].static.labels, -1)
         if not fstate.active:
@@ -164,7 +164,7 @@ class InterPodAffinity:
         preferred_anti = self._resolve_weighted(preferred_anti)
         scores = scoring.compute(index, pod, ns_labels, preferred=preferred,
                                  preferred_anti=preferred_anti, hard_weight=self._hard_weight)
-        found = index.node_pod(pod.key)
+        found = index.node_pod(pod.pod_id)
         if found is not None:
             scoring.without(scores, pod, ns_labels, other=found[1].info,
                             node_labels=found[0].static.labels, preferred=preferred,

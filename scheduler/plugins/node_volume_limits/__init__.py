@@ -139,7 +139,7 @@ class NodeVolumeLimits:
             return SUCCESS
         attached: dict[str, str] = {}
         for other in node.pods.values():
-            if other.info.claims and other.info.key != pod.key:
+            if other.info.claims and other.info.pod_id != pod.pod_id:
                 status = self._attachable(other.info, attached, new=False)
                 if not status.ok:
                     return status

@@ -82,7 +82,7 @@ class PodTopologySpread:
             return None, SKIP
         index = pod_index.index_of(snapshot)
         fstate = filtering.compute(index, pod, hard, self._eligibility)
-        found = index.node_pod(pod.key)
+        found = index.node_pod(pod.pod_id)
         if found is not None:  # the pod itself, nominated: it does not count for itself
             node, self_pod = found
             fstate = filtering.with_pod(fstate, self_pod.info, node.static.labels,

@@ -35,7 +35,7 @@ INVALID = -1.0
 class ScoreState:
     namespace: str
     #: The pod being scheduled: found nominated on a node, it does not count for itself.
-    pod_key: str
+    pod_id: str
     constraints: tuple[SpreadConstraint, ...]
     ignored: frozenset[str]
     #: Per constraint, matching pods per domain (hostname constraints count at Score).
@@ -75,9 +75,9 @@ def _count(index: PodIndex, pod: PodInfo, constraint: SpreadConstraint,
                 value = index.labels(pos).get(key, "")
                 if eligible[pos] and value in counts:
                     counts[value] += count
-    found = index.node_pod(pod.key)
+    found = index.node_pod(pod.pod_id)
     if found is not None and counted(constraint, pod.namespace, found[1].info):
-        pos = index.where[pod.key]
+        pos = index.where[pod.pod_id]
         value = index.labels(pos).get(key, "")
         if eligible[pos] and value in counts:
             counts[value] -= 1
@@ -95,7 +95,7 @@ def compute(index: PodIndex, pod: PodInfo, constraints: tuple[SpreadConstraint, 
     for i, c in enumerate(constraints):
         if c.topology_key != HOSTNAME and domains[i]:
             _count(index, pod, c, eligibility.include(index, pod, c, base), domains[i])
-    return ScoreState(pod.namespace, pod.key, constraints, frozenset(ignored), tuple(domains),
+    return ScoreState(pod.namespace, pod.pod_id, constraints, frozenset(ignored), tuple(domains),
                       weights)
 
 
@@ -110,7 +110,7 @@ def score(state: ScoreState, node: NodeInfo) -> float:
             continue
         if c.topology_key == HOSTNAME:
             count = sum(1 for key, p in node.pods.items()
-                        if key != state.pod_key and counted(c, state.namespace, p.info))
+                        if key != state.pod_id and counted(c, state.namespace, p.info))
         else:
             count = state.counts[i].get(value, 0)
         total += count * state.weights[i] + (c.max_skew - 1)

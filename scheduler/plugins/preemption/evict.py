@@ -21,7 +21,7 @@ import datetime as dt
 
 from vgpu import logs, meta
 from vgpu.cluster.port import ClusterPort, Obj
-from vgpu.errors import ClusterError, EvictionRefusedError, NotFoundError
+from vgpu.errors import ClusterError, ConflictError, EvictionRefusedError, NotFoundError
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.status import SUCCESS, Status, error
 from vgpu_scheduler.plugins.preemption.victims import Candidate, Victim
@@ -73,9 +73,9 @@ def evict_victims(cluster: ClusterPort, preemptor: PodInfo, candidate: Candidate
     for victim in eviction_order(candidate):
         info = victim.info
         try:
-            cluster.evict(info.namespace, info.name)
-        except NotFoundError:
-            continue  # gone already
+            cluster.evict(info.namespace, info.name, uid=info.uid)
+        except (NotFoundError, ConflictError):
+            continue  # gone already (a pod of the same name now is another pod)
         except EvictionRefusedError as exc:
             _log.info("preemption stopped: eviction refused", pod=preemptor.key,
                       victim=info.key, node=candidate.node, error=str(exc))

@@ -177,7 +177,7 @@ class DefaultPreemption:
         if not status.ok:
             return status
         for placed in best.displaced:
-            handle.clear_nomination(placed.info.key)
+            handle.clear_nomination(placed.info.pod_id)
             set_nominated_node(cluster, placed.info, None)
         handle.nominate(pod, best.node, claim_on(state, best.room))
         set_nominated_node(cluster, pod, best.node)

@@ -120,9 +120,9 @@ class _Trial:
 
     def _move(self, placed: NodePod, sign: int) -> None:
         if sign > 0:
-            self.pods[placed.info.key] = placed
+            self.pods[placed.info.pod_id] = placed
         else:
-            del self.pods[placed.info.key]
+            del self.pods[placed.info.pod_id]
         usage.apply(self.usages, placed.assignment, sign)
         self.cpu += sign * placed.info.cpu_milli
         self.memory += sign * placed.info.memory

@@ -121,7 +121,7 @@ class VolumeRestrictions:
             used: set[str] = set()
             for node in snapshot:
                 for key, other in node.pods.items():
-                    if key != pod.key and other.info.namespace == pod.namespace:
+                    if key != pod.pod_id and other.info.namespace == pod.namespace:
                         used.update(n for n in other.info.claims if n in rwop)
             conflicts = len(used)
         if not disks and not conflicts:
@@ -131,7 +131,7 @@ class VolumeRestrictions:
 
     def _adjust(self, state: CycleState, pod: PodInfo, other: NodePod, sign: int) -> Status:
         st: _State | None = state.read(_KEY)
-        if st is not None and st.rwop and other.info.key != pod.key:
+        if st is not None and st.rwop and other.info.pod_id != pod.pod_id:
             delta = sign * _uses(other.info, pod.namespace, st.rwop)
             if delta:
                 # A new value: clones of the state share the old one.
