@@ -17,6 +17,7 @@ from vgpu import codecs, meta, usage
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import ALL, Kind, Obj, Selector, WatchEvent
 from vgpu.codecs import Assignment, GrantedDevice
+from vgpu.config import Config
 from vgpu.devices import Device, Usage, fit
 from vgpu.errors import ClusterError, CodecError, OutcomeUnknownError
 from vgpu.pods import is_terminated, node_name, pod_id
@@ -114,7 +115,7 @@ def claimed_usage(pods: list[Obj]) -> dict[str, Usage]:
     assignments = []
     for pod in pods:
         try:
-            found = usage.claimed(pod)
+            found = usage.claimed(pod, Config().vgpu_schedulers)
         except CodecError:
             continue
         if found is not None:

@@ -68,7 +68,7 @@ def test_removing_the_annotation_of_a_running_pod_frees_nothing() -> None:
     c.set_pod(edited)
     assert usage(c) == HELD
     # Only its end frees the slice.
-    c.remove_pod("default/p")
+    c.remove_pod("uid-p")
     assert usage(c) == FREE
 
 
@@ -78,6 +78,10 @@ def test_a_new_pod_of_the_same_name_is_read_anew() -> None:
     again = running(text=codecs.encode_assignment(assignment("n1", "GPU-n1-1", 500, 0)))
     again["metadata"]["uid"] = "uid-p-2"
     c.set_pod(again)
+    # Records are keyed by uid: the first pod holds its slice until the watch says it is
+    # gone; the successor's claim is its own assignment, not kept from the first.
+    assert usage(c) == (Usage(30000, 0, 1), Usage(500, 0, 1))
+    c.remove_pod("uid-p")
     assert usage(c) == (Usage(), Usage(500, 0, 1))
 
 

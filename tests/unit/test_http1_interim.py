@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from vgpu.kube import http1
+from vgpu.kube import http1, pool
 
 FINAL = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n" \
         b'{"ok":true}'
@@ -67,9 +67,9 @@ def split() -> Iterator[list[Split]]:
 def test_the_answer_is_the_final_one(split: list[Split], parts: list[bytes]) -> None:
     server = Split(parts)
     split.append(server)
-    pool = http1.Pool(http1.Endpoint("127.0.0.1", server.port))
+    conn = pool.Pool(http1.Endpoint("127.0.0.1", server.port))
     for _ in range(2):  # and the connection is left at the start of the next answer
-        assert pool.request("POST", "/x", {}, b"{}", 5) == (201, b'{"ok":true}')
+        assert conn.request("POST", "/x", {}, b"{}", 5) == (201, b'{"ok":true}')
     assert server.requests == 2
 
 
@@ -79,7 +79,7 @@ def test_a_stream_after_an_interim_answer_reads_the_real_one(split: list[Split])
               + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
     server = Split([CONTINUE, answer])
     split.append(server)
-    stream = http1.Pool(http1.Endpoint("127.0.0.1", server.port)).stream("GET", "/w", {}, 5)
+    stream = pool.Pool(http1.Endpoint("127.0.0.1", server.port)).stream("GET", "/w", {}, 5)
     assert stream.status == 200
     assert list(stream.lines()) == [body.rstrip(b"\n")]
     stream.close()

@@ -7,9 +7,8 @@ models and back costs more than the decisions themselves. Every path, and the
 (:mod:`vgpu.cluster.resources`); only ``pods/binding`` and events are spelt out here.
 
 :func:`connect` picks one of the two transports of :mod:`vgpu.kube.transport`: the
-service account's in a pod, which never imports ``kubernetes``, else the kubeconfig's
-(the container image leaves the ``kubernetes`` package out, so there a kubeconfig is a
-one-line :class:`~vgpu.errors.ConfigError`).
+service account's in a pod, which never imports ``kubernetes`` (the image leaves it out:
+there a kubeconfig is a one-line :class:`~vgpu.errors.ConfigError`), else the kubeconfig's.
 """
 
 from __future__ import annotations
@@ -69,9 +68,8 @@ class KubeCluster:
                      query: list[tuple[str, str]] | None = None, body: Any = None,
                      content_type: str = "application/json",
                      timeout: Timeout | None = None) -> Obj:
-        """One request for an API path outside the port; errors are mapped as for the
-        port's own calls. Product code goes through the port: this is for the tests and
-        benches that set up what the port does not serve (namespaces, RBAC, statuses)."""
+        """One request for an API path outside the port, errors mapped as the port's: for
+        tests and benches setting up what the port does not serve (namespaces, RBAC)."""
         self._bucket.acquire()
         try:
             status, data = self.transport.call(method, path, query=query or [], body=body,
@@ -282,7 +280,6 @@ def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,
     try:
         import kubernetes  # noqa: PLC0415  (lazy: see the module docstring)
     except ImportError:
-        # The container image leaves the client out: in a pod, nothing needs it.
         raise ConfigError("a kubeconfig needs the 'kubernetes' package, which is not "
                           "installed (the vgpu image leaves it out: in a pod, vgpu uses the "
                           "service account)") from None
@@ -296,8 +293,7 @@ def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {kubeconfig}: {exc.strerror}") from None
     configuration.connection_pool_maxsize = pool_size
-    token_file = tokens.kubeconfig_token_file(kubeconfig)
-    if token_file is not None:
+    if (token_file := tokens.kubeconfig_token_file(kubeconfig)) is not None:
         # The loader read the file once; client-go reads it again every 50 s.
         hook: Any = tokens.refresher(tokens.TokenFile(token_file))
         configuration.refresh_api_key_hook = hook
