@@ -69,7 +69,12 @@ def test_two_replicas_one_schedules_and_the_other_takes_over(
         took = time.monotonic() - killed
         assert took < 4 + 0.5 + 2, f"takeover after {took:.1f} s"  # lease + retry + slack
         wait_for(lambda: len(bound(kube, namespace)) == 20, 30, "all pods bound", follower.log)
-        assert follower.metric("vgpu_scheduler_bindings_total", result="success") == 10
+        bound_by_follower = {r: follower.metric("vgpu_scheduler_bindings_total", result=r)
+                             for r in ("success", "conflict", "error")}
+        # Seen once in a full cold run (8 successes, not reproduced in 3 reruns): the log
+        # says which path the other two took.
+        assert bound_by_follower["success"] == 10, (bound_by_follower,
+                                                    follower.log.read_text()[-6000:])
         assert lease_holder(kube, namespace) == ("b" if leader is a else "a")
     check_not_overcommitted(kube, namespace, node_names)
     # A clean stop gives the Lease up at once.
