@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from typing import NoReturn
 
 from vgpu.kube import http1
 
@@ -24,13 +25,16 @@ from vgpu.kube import http1
 REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
 
-def _lost(method: str, target: str, exc: BaseException) -> BaseException:
-    """What to raise for ``exc``, met after the request went out: :class:`http1.AnswerLost`
-    for a request that is not safe to send twice and failed on the connection."""
+def _drop(conn: http1.Connection, method: str, target: str, exc: BaseException) -> NoReturn:
+    """Close ``conn`` and raise for ``exc``, met after the request went out: as it is, or
+    :class:`http1.AnswerLost` for a request that is not safe to send twice and failed on
+    the connection."""
+    conn.close()
     if method in REPLAYABLE or not isinstance(exc, OSError) or isinstance(
             exc, (http1.NothingWritten, http1.AnswerLost)):
-        return exc
-    return http1.AnswerLost(f"{method} {target.partition('?')[0]}: no whole answer: {exc}")
+        raise exc
+    raise http1.AnswerLost(
+        f"{method} {target.partition('?')[0]}: no whole answer: {exc}") from exc
 
 
 class Pool:
@@ -82,11 +86,7 @@ class Pool:
                     raise
                 raise http1.AnswerLost(f"{method} {target.partition('?')[0]}: {exc}") from exc
             except BaseException as exc:
-                conn.close()
-                lost = _lost(method, target, exc)
-                if lost is exc:
-                    raise
-                raise lost from exc
+                _drop(conn, method, target, exc)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes,
@@ -96,11 +96,7 @@ class Pool:
         try:
             conn.finish(answer)
         except BaseException as exc:
-            conn.close()
-            lost = _lost(method, target, exc)
-            if lost is exc:
-                raise
-            raise lost from exc
+            _drop(conn, method, target, exc)
         if answer.complete and answer.keep_alive:
             self._give(conn)
         else:
