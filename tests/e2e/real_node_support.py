@@ -10,15 +10,44 @@ view of the kubelet's pod resources through its ``/metrics``.
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.images import BUSYBOX
-from tests.e2e.harness import FullStack
+from tests.e2e.harness import FullStack, Gpu, NodeSpec
+from tests.e2e.harness_pods import namespace_for_test
 from tests.e2e.harness_processes import http_get
 from vgpu.codecs import Assignment
+
+A100 = Gpu("NVIDIA A100-SXM4-40GB", 40960)
+#: One real node with two A100s on two NUMA nodes.
+TWO_A100 = NodeSpec("real", (A100, Gpu(A100.model, A100.memory_mib, numa=1)), real=True)
+
+
+@contextlib.contextmanager
+def real_stack(control_plane: ControlPlane, node: NodeSpec) -> Iterator[FullStack]:
+    """The full stack on one real node, the agent reading pod resources every 0.5 s."""
+    config = {"nodeagent": {"podResourcesSeconds": 0.5}}
+    with FullStack(control_plane, [node], config=config, agent_metrics=True) as running:
+        yield running
+
+
+def namespace_per_test(stack: FullStack, test_name: str) -> Iterator[str]:
+    """A namespace per test, cleared at once afterwards: a real 1.20 kubelet takes ~8 s to
+    finish a graceful delete, and over a minute when it leaves the container to its
+    once-a-minute garbage collection. No test needs another's pods gone."""
+    name = stack.namespace(namespace_for_test(test_name))
+    yield name
+    stack.clear(name, force_after=0)
+
+
+def only_node(stack: FullStack) -> str:
+    (name,) = stack.nodes  # the harness suffixes the spec's name
+    return name
 
 #: Prints the environment, then waits; SIGTERM ends it at once (PID 1 ignores signals it
 #: does not handle, and a deleted pod would otherwise wait out its grace period).

@@ -25,45 +25,40 @@ import pytest
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.images import BUSYBOX
 from tests.e2e.full_stack_support import assignment_of
-from tests.e2e.harness import FullStack, Gpu, NodeSpec, bind_phase, wait_until
-from tests.e2e.harness_pods import namespace_for_test
+from tests.e2e.harness import FullStack, bind_phase, wait_until
 from tests.e2e.real_node_support import (
+    A100,
+    TWO_A100,
     agent_metrics,
     assigned_view,
     container_env,
     expected_env,
     kubelet_view,
+    namespace_per_test,
+    only_node,
     real_container,
     real_pod,
+    real_stack,
 )
 from vgpu import quota
 from vgpu.annotations import PHASE_SUCCESS
 from vgpu_nodeagent.kubelet.podresources import PodResourcesClient, from_response
 
-A100 = Gpu("NVIDIA A100-SXM4-40GB", 40960)
-NODE = NodeSpec("real", (A100, Gpu(A100.model, A100.memory_mib, numa=1)), real=True)
+NODE = TWO_A100
 
 
 @pytest.fixture(scope="module")
 def stack(control_plane: ControlPlane) -> Iterator[FullStack]:
-    config = {"nodeagent": {"podResourcesSeconds": 0.5}}
-    with FullStack(control_plane, [NODE], config=config, agent_metrics=True) as running:
+    with real_stack(control_plane, NODE) as running:
         yield running
 
 
 @pytest.fixture
 def ns(stack: FullStack, request: pytest.FixtureRequest) -> Iterator[str]:
-    name = stack.namespace(namespace_for_test(request.node.name))
-    yield name
-    # At once: a real 1.20 kubelet takes ~8 s to finish a graceful delete, and over a
-    # minute when it leaves the container to its once-a-minute garbage collection (seen
-    # with pods whose containers exit on SIGTERM). No test here needs another's pods gone.
-    stack.clear(name, force_after=0)
+    yield from namespace_per_test(stack, request.node.name)
 
 
-def node_name(stack: FullStack) -> str:
-    (name,) = stack.nodes
-    return name
+node_name = only_node
 
 
 def node_uuids(stack: FullStack) -> list[str]:

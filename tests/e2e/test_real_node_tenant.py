@@ -17,25 +17,25 @@ import pytest
 
 from tests.controlplane.cluster import ControlPlane
 from tests.e2e.full_stack_support import assignment_of
-from tests.e2e.harness import FullStack, Gpu, NodeSpec, bind_phase, wait_until
+from tests.e2e.harness import FullStack, bind_phase, wait_until
 from tests.e2e.harness_pods import namespace_for_test
 from tests.e2e.real_node_support import (
+    TWO_A100,
     agent_metrics,
     container_env,
     expected_env,
     real_container,
     real_pod,
+    real_stack,
 )
 from vgpu.annotations import PHASE_SUCCESS
 
-A100 = Gpu("NVIDIA A100-SXM4-40GB", 40960)
-NODE = NodeSpec("real", (A100, Gpu(A100.model, A100.memory_mib, numa=1)), real=True)
+NODE = TWO_A100
 
 
 @pytest.fixture(scope="module")
 def stack(control_plane: ControlPlane) -> Iterator[FullStack]:
-    config = {"nodeagent": {"podResourcesSeconds": 0.5}}
-    with FullStack(control_plane, [NODE], config=config, agent_metrics=True) as running:
+    with real_stack(control_plane, NODE) as running:
         yield running
 
 

@@ -17,14 +17,16 @@ import pytest
 from tests.controlplane.cluster import ControlPlane
 from tests.e2e.full_stack_support import assignment_of
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, wait_until
-from tests.e2e.harness_pods import namespace_for_test
 from tests.e2e.real_node_support import (
     agent_metrics,
     assigned_view,
     container_env,
     kubelet_view,
+    namespace_per_test,
+    only_node,
     real_container,
     real_pod,
+    real_stack,
 )
 from vgpu import meta
 from vgpu.annotations import GPU_TOPOLOGY, NODE_GPUS, USE_GPUUUID
@@ -44,21 +46,16 @@ NODE = NodeSpec("real-links", (Gpu(A100, 81920, numa=0), Gpu(A100, 81920, numa=0
 
 @pytest.fixture(scope="module")
 def stack(control_plane: ControlPlane) -> Iterator[FullStack]:
-    config = {"nodeagent": {"podResourcesSeconds": 0.5}}
-    with FullStack(control_plane, [NODE], config=config, agent_metrics=True) as running:
+    with real_stack(control_plane, NODE) as running:
         yield running
 
 
 @pytest.fixture
 def ns(stack: FullStack, request: pytest.FixtureRequest) -> Iterator[str]:
-    name = stack.namespace(namespace_for_test(request.node.name))
-    yield name
-    stack.clear(name, force_after=0)
+    yield from namespace_per_test(stack, request.node.name)
 
 
-def node_name(stack: FullStack) -> str:
-    (name,) = stack.nodes  # the harness suffixes the spec's name
-    return name
+node_name = only_node
 
 
 def gpus_of(pod: dict[str, object], container: str = "main") -> list[int]:
