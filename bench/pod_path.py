@@ -28,7 +28,23 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _support import ROOT
+
+sys.path.insert(0, str(ROOT))
+
+from vgpu import annotations as ann
+from vgpu import builders
+from vgpu.cluster.memory import MemoryCluster
+from vgpu.codecs import NodeInventory, assignment_of, decode_inventory
+from vgpu.config import Config
+from vgpu_nodeagent.agent import NodeAgent
+from vgpu_nodeagent.devices.fake import FakeDiscovery
+from vgpu_nodeagent.options import Options
+from vgpu_nodeagent.proto import api_pb2
+from vgpu_scheduler.host.scheduler import Scheduler
+from vgpu_webhook import review
+from vgpu_webhook.gpus import ClusterGpus
+from vgpu_webhook.mutate import decide
 
 PRODUCT = ("vgpu", "vgpu_webhook", "vgpu_scheduler", "vgpu_nodeagent")
 #: Modules that only log, and the in-memory cluster that stands in for the API server: the
@@ -66,7 +82,7 @@ def summary(path: list[str]) -> dict[str, Any]:
     top = visits.most_common(5)
     return {"hops": max(len(path) - 1, 0), "modules": len(visits),
             "revisits": sum(v - 1 for v in visits.values()),
-            "most_visited": {m: v for m, v in top}}
+            "most_visited": dict(top)}
 
 
 def _run(fn: Callable[[], Any]) -> list[str]:
@@ -79,17 +95,10 @@ def _run(fn: Callable[[], Any]) -> list[str]:
 # -- the three components --------------------------------------------------------------
 
 def _gpu_pod() -> dict[str, Any]:
-    from vgpu import builders
     return builders.pod("p", [builders.container(gpus=1, gpumem=3000, cores=30)])
 
 
 def admission() -> tuple[list[str], dict[str, Any]]:
-    from vgpu import builders
-    from vgpu.codecs import NodeInventory
-    from vgpu.config import Config
-    from vgpu_webhook import review
-    from vgpu_webhook.gpus import ClusterGpus
-    from vgpu_webhook.mutate import decide
 
     config = Config()
     gpus = ClusterGpus.from_inventories([NodeInventory(builders.devices("n1", 2))])
@@ -127,11 +136,7 @@ def _apply(pod: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
     return doc
 
 
-def scheduling(pod: dict[str, Any]) -> tuple[list[str], Any, dict[str, Any]]:
-    from vgpu import builders
-    from vgpu.cluster.memory import MemoryCluster
-    from vgpu.config import Config
-    from vgpu_scheduler.host.scheduler import Scheduler
+def scheduling(pod: dict[str, Any]) -> tuple[list[str], MemoryCluster, dict[str, Any]]:
 
     cluster = MemoryCluster()
     node = builders.node("n1", builders.devices("n1", 2), heartbeat=time.time())
@@ -146,14 +151,7 @@ def scheduling(pod: dict[str, Any]) -> tuple[list[str], Any, dict[str, Any]]:
     return path, cluster, node
 
 
-def allocation(cluster: Any, node: dict[str, Any]) -> list[str]:
-    from vgpu import annotations as ann
-    from vgpu.codecs import assignment_of, decode_inventory
-    from vgpu.config import Config
-    from vgpu_nodeagent.agent import NodeAgent
-    from vgpu_nodeagent.devices.fake import FakeDiscovery
-    from vgpu_nodeagent.options import Options
-    from vgpu_nodeagent.proto import api_pb2
+def allocation(cluster: MemoryCluster, node: dict[str, Any]) -> list[str]:
 
     bound = cluster.get("pods", "p", "default")
     assignment = assignment_of(bound)
