@@ -8,6 +8,9 @@ codecs, the cluster port with its adapters, and the ``vgpu`` command's dispatche
 ``/metrics`` and probes).
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here, unlike every other module: it would bind
+# the name ``annotations`` in this package to the feature object, so that
+# ``from vgpu import annotations`` yields that object, not the module, whenever nothing
+# imported ``vgpu.annotations`` first. This file holds no annotation to defer.
 
 __version__ = "0.1.0"
