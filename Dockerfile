@@ -14,16 +14,9 @@ ARG BUILD_BASE=${BASE}
 
 FROM ${BUILD_BASE} AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
-# Each component folder goes in under its import name (the checkout links those names to
-# the folders; pyproject.toml says why).
-COPY vgpu vgpu
-COPY webhook vgpu_webhook
-COPY scheduler vgpu_scheduler
-COPY nodeagent vgpu_nodeagent
-COPY certs vgpu_certs
-COPY kubectl vgpu_kubectl
-COPY tests/image/slim.py tests/image/slim.py
+# The context is what .dockerignore admits: pyproject.toml, README.md, the product's
+# packages (every vgpu* folder) and tests/image/slim.py.
+COPY . .
 # Everything goes into one virtual environment that the final stage copies whole: no pip,
 # no build tools and no wheel files in the image, and no install step there that a
 # daemonless builder would need special mounts for. vgpu's dependencies go in less the

@@ -18,7 +18,7 @@ import sys
 
 CHILD = """
 import json, sys
-from vgpu_scheduler.simulate import bundled, policies, replay
+from vgpu_simulate import bundled, policies, replay
 nodes, pods = bundled.nodes(), bundled.pods(sys.argv[1])
 out = []
 for seed in json.loads(sys.argv[3]):

@@ -29,15 +29,15 @@ from vgpu_scheduler.host.scheduler import Decision, Scheduler  # noqa: E402
 from vgpu_scheduler.placement import shares, stranding  # noqa: E402
 from vgpu_scheduler.placement.demand import NodeKind  # noqa: E402
 from vgpu_scheduler.placement.shapes import Shape  # noqa: E402
-from vgpu_scheduler.simulate import bundled, mapping, policies  # noqa: E402
-from vgpu_scheduler.simulate.arrivals import Arrivals, arrival_order  # noqa: E402
-from vgpu_scheduler.simulate.baselines.fragmentation import (  # noqa: E402
+from vgpu_simulate import bundled, mapping, policies  # noqa: E402
+from vgpu_simulate.arrivals import Arrivals, arrival_order  # noqa: E402
+from vgpu_simulate.baselines.fragmentation import (  # noqa: E402
     FragModel,
     memory_free,
     typical_shapes,
 )
-from vgpu_scheduler.simulate.replay import EPOCH, tie_order, trace_shape  # noqa: E402
-from vgpu_scheduler.simulate.trace import (  # noqa: E402
+from vgpu_simulate.replay import EPOCH, tie_order, trace_shape  # noqa: E402
+from vgpu_simulate.trace import (  # noqa: E402
     TraceNode,
     TracePod,
     gpu_capacity_milli,

@@ -1,4 +1,4 @@
-"""Write generated workload variants (:mod:`vgpu_scheduler.simulate.families`) as pod lists.
+"""Write generated workload variants (:mod:`vgpu_simulate.families`) as pod lists.
 
     python bench/simulate_generate.py [--out /tmp/vgpu-variants] [--seed 2023] [NAME ...]
 
@@ -21,8 +21,8 @@ from pathlib import Path
 # bench/ holds a scheduler.py of its own; the package must win.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from vgpu_scheduler.simulate import bundled, families  # noqa: E402
-from vgpu_scheduler.simulate.trace import write_pods  # noqa: E402
+from vgpu_simulate import bundled, families  # noqa: E402
+from vgpu_simulate.trace import write_pods  # noqa: E402
 
 
 def main() -> int:

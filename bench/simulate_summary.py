@@ -18,7 +18,7 @@ from pathlib import Path
 # bench/ holds a scheduler.py of its own; the package must win.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from vgpu_scheduler.simulate import bundled, published  # noqa: E402
+from vgpu_simulate import bundled, published  # noqa: E402
 
 OURS, FGD = "fragmentation-aware", "fgd"
 

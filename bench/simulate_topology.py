@@ -22,9 +22,9 @@ from typing import Any
 # bench/ holds a scheduler.py of its own; the package must win.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from vgpu_scheduler.simulate import bundled, families  # noqa: E402
-from vgpu_scheduler.simulate import policies as sim_policies  # noqa: E402
-from vgpu_scheduler.simulate.replay import replay  # noqa: E402
+from vgpu_simulate import bundled, families  # noqa: E402
+from vgpu_simulate import policies as sim_policies  # noqa: E402
+from vgpu_simulate.replay import replay  # noqa: E402
 
 POLICIES = ("lowest-task-count", "binpack", "spread", "fgd", "fragmentation-aware")
 

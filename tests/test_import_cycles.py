@@ -13,13 +13,11 @@ import grimp
 import pytest
 
 from tests import cycles
-
-#: Every package of the product, in one graph: a cycle across two of them counts too.
-PACKAGES = ("vgpu", "vgpu_kubectl", "vgpu_webhook", "vgpu_certs", "vgpu_scheduler",
-            "vgpu_nodeagent")
+from tests.product import PACKAGES
 
 
 def test_no_import_cycle() -> None:
+    # Every package of the product, in one graph: a cycle across two of them counts too.
     graph = cycles.build(*PACKAGES)
     found = cycles.cycles(graph)
     assert not found, "import cycles:\n" + "\n".join(

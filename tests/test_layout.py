@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from radon.complexity import cc_visit
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.product import PACKAGES, ROOT
+
 GENERATED = re.compile(r"_pb2(_grpc)?\.pyi?$")
 MAX_LINES = 300
 #: A module that holds one class (and at most a few lines around it) may run to this.
@@ -30,16 +31,13 @@ MAX_CLASS_LINES = 600
 CLASS_SHARE = 0.8
 MAX_COMPLEXITY = 20
 #: The product's packages (the benches and tests are scripts around them).
-PRODUCT = ("vgpu/", "webhook/", "scheduler/", "nodeagent/", "certs/", "kubectl/")
+PRODUCT = tuple(f"{name}/" for name in PACKAGES)
 
 
 def python_files() -> list[Path]:
     skip = {".git", ".venv", "build", "dist", "__pycache__", ".mypy_cache", ".ruff_cache"}
-    # The components' import names are links to their folders (IMPORT_NAMES): each file
-    # is read once, under its folder.
-    links = {p.name for p in ROOT.iterdir() if p.is_symlink()}
     return sorted(p for p in ROOT.rglob("*.py")
-                  if not (skip | links).intersection(p.relative_to(ROOT).parts)
+                  if not skip.intersection(p.relative_to(ROOT).parts)
                   and not GENERATED.search(p.name))
 
 
@@ -93,27 +91,20 @@ def test_no_product_function_is_over_complexity_20() -> None:
     assert not complex_, f"functions above complexity {MAX_COMPLEXITY}: {complex_}"
 
 
-#: Each component folder and the name it is installed and imported under.
-IMPORT_NAMES = {"webhook": "vgpu_webhook", "scheduler": "vgpu_scheduler",
-                "nodeagent": "vgpu_nodeagent", "certs": "vgpu_certs", "kubectl": "vgpu_kubectl"}
-_OLD_IMPORT = re.compile(
-    rf"^\s*(from|import)\s+({'|'.join(IMPORT_NAMES)})(\.|\s|$)", re.MULTILINE)
-
-
-def test_components_are_imported_by_their_vgpu_names() -> None:
-    # A checkout can still import a folder by its own name, which would load a second copy
-    # of the module under another name; the wheel has only the vgpu_* names.
-    for folder, name in IMPORT_NAMES.items():
-        link = ROOT / name
-        assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), name
-    old = {str(p.relative_to(ROOT)) for p in python_files() + sorted((ROOT / "bench").glob("*.py"))
-           if _OLD_IMPORT.search(p.read_text(encoding="utf-8"))}
-    assert not old, f"imports a component by its folder name, not its vgpu_* name: {old}"
+def test_each_package_is_its_folder() -> None:
+    # One tree, no links: a checkout without symlink support, the sdist and the wheel all
+    # see the same files under the same names, and every path a traceback or a tool
+    # names is the one in the repository.
+    assert {"vgpu", "vgpu_webhook", "vgpu_scheduler", "vgpu_nodeagent", "vgpu_certs",
+            "vgpu_kubectl", "vgpu_simulate"} <= set(PACKAGES)
+    links = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
+             if p.is_symlink() and ".git" not in p.relative_to(ROOT).parts]
+    assert not links, f"symbolic links in the repository: {links}"
 
 
 def test_the_rules_see_the_code() -> None:
     # A broken file walk would pass both tests above without checking anything.
     files = {p.relative_to(ROOT).as_posix() for p in python_files()}
-    assert {"scheduler/host/scheduler.py", "scheduler/framework/runtime.py",
+    assert {"vgpu_scheduler/host/scheduler.py", "vgpu_scheduler/framework/runtime.py",
             "vgpu/codecs.py"} <= files
     assert not any(GENERATED.search(f) for f in files)

@@ -2,14 +2,15 @@
 
 The kubelet's Allocate names device IDs, never a pod. GetPreferredAllocation steers the
 kubelet to slots on the GPUs a container was assigned, and the agent matches an Allocate
-request to the in-flight container assigned exactly those GPUs (nodeagent/allocation/matching.py).
+request to the in-flight container assigned exactly those GPUs
+(vgpu_nodeagent/allocation/matching.py).
 So two pods can be in flight on a node at once unless some container of one and some
 container of the other ask for the same number of GPUs on overlapping GPUs with different
 grants: then the device IDs do not say whose request it is, and a mix-up would hand one
 pod the other's limits. Same GPUs with identical grants are interchangeable: a mix-up
 changes nothing the containers or the GPUs' totals see.
 
-The scheduler's Permit gate (scheduler/plugins/allocation_gate/) holds a pod only
+The scheduler's Permit gate (vgpu_scheduler/plugins/allocation_gate/) holds a pod only
 while it is :func:`confusable` with one already in flight.
 """
 

@@ -17,19 +17,20 @@ from pathlib import Path
 
 
 def admitted(root: Path) -> list[str]:
-    """The paths ``.dockerignore`` lets into the build context (its ``!`` lines: it
-    ignores everything else), so a component added there is an input here too."""
+    """The patterns ``.dockerignore`` lets into the build context (its ``!`` lines: it
+    ignores everything else), so a package added there is an input here too."""
     lines = (root / ".dockerignore").read_text().splitlines()
     return [line[1:].rstrip("/") for line in lines if line.startswith("!")]
 
 
 def inputs(root: Path) -> list[Path]:
     found: list[Path] = []
-    for name in ("Dockerfile", ".dockerignore", *admitted(root), "tests/image"):
-        path = root / name
-        candidates = [path] if path.is_file() else list(path.rglob("*"))
-        found += [p for p in candidates
-                  if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
+    for pattern in ("Dockerfile", ".dockerignore", *admitted(root), "tests/image"):
+        # A pattern such as vgpu_* names every folder it matches, as the builder reads it.
+        for path in root.glob(pattern):
+            candidates = [path] if path.is_file() else list(path.rglob("*"))
+            found += [p for p in candidates
+                      if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
     return sorted(set(found))
 
 

@@ -20,13 +20,15 @@ import sys
 import tempfile
 from concurrent import futures
 
-PACKAGES = ("vgpu", "vgpu_webhook", "vgpu_scheduler", "vgpu_nodeagent", "vgpu_certs",
-           "vgpu_kubectl")
+#: The product's packages by pyproject.toml's rule (vgpu and every vgpu_*), as installed.
+PACKAGES = tuple(sorted(m.name for m in pkgutil.iter_modules()
+                        if m.ispkg and (m.name == "vgpu" or m.name.startswith("vgpu_"))))
 #: Imported inside functions at run time: the node agent's NVML backend.
 LAZY = ("pynvml",)
 
 
 def import_everything() -> int:
+    assert {"vgpu", "vgpu_scheduler", "vgpu_nodeagent", "vgpu_webhook"} <= set(PACKAGES), PACKAGES
     count = 0
     for name in PACKAGES:
         package = importlib.import_module(name)

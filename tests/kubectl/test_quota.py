@@ -1,5 +1,5 @@
 """The GPU quota view of ``vgpu inspect`` and the quota refusal of ``vgpu why``, built from
-API objects alone (kubectl/quota.py, kubectl/why_quota.py)."""
+API objects alone (vgpu_kubectl/quota.py, vgpu_kubectl/why_quota.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``vgpu why``'s report, built from API objects alone (kubectl/why.py, kubectl/closest.py).
+"""``vgpu why``'s report, built from API objects alone (vgpu_kubectl/why.py and
+vgpu_kubectl/closest.py).
 
 Table-driven over the states a pod can be in, plus the README's example, which is this
 file's output: the test fails when the README's block and the rendering part ways.

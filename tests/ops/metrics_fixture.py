@@ -57,7 +57,7 @@ def _counter(name: str) -> set[str]:
 
 
 EXPORTED: dict[str, frozenset[str]] = {
-    # webhook/metrics.py
+    # vgpu_webhook/metrics.py
     "webhook": frozenset({
         *_counter("vgpu_webhook_requests"),
         *_histogram("vgpu_webhook_request_duration_seconds"),
@@ -68,7 +68,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         "vgpu_webhook_inventory_nodes", "vgpu_webhook_inventory_gpus",
         *_histogram("vgpu_step_duration_seconds"),
     }),
-    # nodeagent/metrics.py
+    # vgpu_nodeagent/metrics.py
     "nodeagent": frozenset({
         "vgpu_gpu_memory_total_bytes", "vgpu_gpu_memory_used_bytes",
         "vgpu_gpu_utilization_percent", "vgpu_gpu_healthy",
@@ -79,7 +79,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         *_counter("vgpu_nodeagent_allocate_refused"),
         *_histogram("vgpu_step_duration_seconds"),
     }),
-    # scheduler/metrics.py
+    # vgpu_scheduler/metrics.py
     "scheduler": frozenset({
         "vgpu_scheduler_pending_pods",
         *_counter("vgpu_scheduler_schedule_attempts"),

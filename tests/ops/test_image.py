@@ -9,12 +9,11 @@ import re
 import sys
 import tomllib
 from importlib.metadata import packages_distributions
-from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("vgpu", "vgpu_webhook", "vgpu_scheduler", "vgpu_nodeagent", "vgpu_certs",
-           "vgpu_kubectl")
+from tests.product import PACKAGES as PRODUCT
+from tests.product import ROOT
+
 #: Imported by the product but not installed in the image: the kubeconfig client (a
 #: laptop's; connect() says it is missing) and the optional PNG plots of `vgpu simulate`.
 NOT_IN_IMAGE = {"kubernetes", "matplotlib"}

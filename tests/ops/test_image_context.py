@@ -11,14 +11,15 @@ import pytest
 from tests.image.context import admitted, digest, inputs
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCKERIGNORE = "*\n!pyproject.toml\n!vgpu/\n!tests/image/slim.py\n**/__pycache__\n"
+DOCKERIGNORE = "*\n!pyproject.toml\n!vgpu/\n!vgpu_*/\n!tests/image/slim.py\n**/__pycache__\n"
 
 
 def tree(root: Path) -> Path:
     files = {".dockerignore": DOCKERIGNORE, "Dockerfile": "FROM base\n",
              "pyproject.toml": "[project]\n", "vgpu/core.py": "x = 1\n",
              "tests/image/slim.py": "keep = []\n", "tests/image/build.sh": "true\n",
-             "scheduler/plugin.py": "y = 2\n", "docs/notes.md": "notes\n"}
+             "vgpu_scheduler/plugin.py": "y = 2\n", "scheduler/plugin.py": "y = 2\n",
+             "docs/notes.md": "notes\n"}
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
@@ -37,6 +38,8 @@ def test_the_admitted_paths_are_the_dockerignore_exceptions() -> None:
     ("pyproject.toml", "[project]\nname = 'v'\n", True),
     ("tests/image/build.sh", "false\n", True),      # how the image is built and checked
     (".dockerignore", DOCKERIGNORE + "!docs/\n", True),
+    ("vgpu_scheduler/plugin.py", "y = 3\n", True),  # a package the pattern admits
+    ("vgpu_new/mod.py", "z = 1\n", True),           # a package added later, by the pattern
     ("scheduler/plugin.py", "y = 3\n", False),      # not in this context's admitted list
     ("docs/notes.md", "other\n", False),
     ("vgpu/__pycache__/core.cpython-311.pyc", "bytecode", False),
@@ -61,5 +64,6 @@ def test_a_renamed_input_moves_the_digest(tmp_path: Path) -> None:
 def test_this_checkouts_inputs_hold_the_components_and_no_tests_but_the_images() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in inputs(ROOT)}
     assert {"Dockerfile", "pyproject.toml", "tests/image/build.sh"} <= names
-    assert any(n.startswith("webhook/") for n in names)
+    assert any(n.startswith("vgpu_webhook/") for n in names)
+    assert any(n.startswith("vgpu_simulate/data/") for n in names)
     assert not any(n.startswith("tests/") and not n.startswith("tests/image/") for n in names)

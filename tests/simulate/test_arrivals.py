@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu_scheduler.simulate import bundled, published
-from vgpu_scheduler.simulate.arrivals import arrival_order
-from vgpu_scheduler.simulate.metrics import Sample, curve
-from vgpu_scheduler.simulate.trace import TracePod, gpu_capacity_milli
+from vgpu_simulate import bundled, published
+from vgpu_simulate.arrivals import arrival_order
+from vgpu_simulate.metrics import Sample, curve
+from vgpu_simulate.trace import TracePod, gpu_capacity_milli
 
 
 def pods(*milli: int) -> list[TracePod]:

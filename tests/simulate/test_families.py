@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vgpu_scheduler.simulate import families
-from vgpu_scheduler.simulate.trace import TraceError, TraceNode, TracePod, load_pods, write_pods
+from vgpu_simulate import families
+from vgpu_simulate.trace import TraceError, TraceNode, TracePod, load_pods, write_pods
 
 NODES = [TraceNode("n-g2", 96000, 393216, 8, "G2"), TraceNode("n-t4", 104000, 524288, 2, "T4"),
          TraceNode("n-p100", 8000, 61440, 2, "P100")]

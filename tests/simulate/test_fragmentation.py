@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vgpu_scheduler.placement.shapes import Shape, take_gpus
-from vgpu_scheduler.simulate.baselines.fragmentation import (
+from vgpu_simulate.baselines.fragmentation import (
     Choice,
     FragModel,
     fgd_score_from_delta,

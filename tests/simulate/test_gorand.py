@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu_scheduler.simulate.gorand import GoRand
+from vgpu_simulate.gorand import GoRand
 
 INT63_SEED0 = [
     8717895732742165505, 2259404117704393152, 6050128673802995827, 501233450539197794,

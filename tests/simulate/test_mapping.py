@@ -5,8 +5,8 @@ import pytest
 from vgpu.config import Config
 from vgpu_scheduler.framework.nodeinfo import parse_node
 from vgpu_scheduler.framework.podinfo import parse
-from vgpu_scheduler.simulate import mapping
-from vgpu_scheduler.simulate.trace import TraceNode, TracePod
+from vgpu_simulate import mapping
+from vgpu_simulate.trace import TraceNode, TracePod
 
 
 @pytest.mark.parametrize(("pod", "count", "cores", "percent"), [

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu_scheduler.simulate.metrics import Sample, curve, unallocated_at, value_at
+from vgpu_simulate.metrics import Sample, curve, unallocated_at, value_at
 
 
 def test_each_percent_averages_the_events_that_round_to_it() -> None:

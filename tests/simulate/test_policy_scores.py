@@ -18,8 +18,8 @@ from vgpu_scheduler.placement import shares
 from vgpu_scheduler.placement.place import Candidate
 from vgpu_scheduler.placement.shapes import Shape
 from vgpu_scheduler.plugins import fragmentation_aware
-from vgpu_scheduler.simulate.baselines import bestfit, dotprod, fgd, gpu_clustering, gpu_packing
-from vgpu_scheduler.simulate.baselines.fragmentation import FragModel, fgd_score_from_delta
+from vgpu_simulate.baselines import bestfit, dotprod, fgd, gpu_clustering, gpu_packing
+from vgpu_simulate.baselines.fragmentation import FragModel, fgd_score_from_delta
 
 
 @pytest.mark.parametrize(("free_cpu", "free_gpu", "cpu", "gpu", "expected"), [

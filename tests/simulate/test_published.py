@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vgpu_scheduler.simulate import bundled, published
+from vgpu_simulate import bundled, published
 
 # The README of the trace folder (means over seeds 42..51, unallocated % at arrived 100 %).
 PAPER = {
@@ -38,7 +38,7 @@ def test_the_bundled_json_is_derived_from_the_artifact_csv() -> None:
     source = Path(os.environ.get("OPENB_RESULTS_CSV", ""))
     if not source.is_file():
         pytest.skip("OPENB_RESULTS_CSV does not name the artifact's CSV")
-    text = resources.files("vgpu_scheduler.simulate").joinpath(
+    text = resources.files("vgpu_simulate").joinpath(
         "data").joinpath("published.json").read_text()
     shipped = json.loads(text)
     assert published.from_csv(source) == shipped

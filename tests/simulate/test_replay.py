@@ -6,10 +6,10 @@ import pytest
 
 from vgpu.cluster.memory import MemoryCluster
 from vgpu_scheduler.host.scheduler import Scheduler
-from vgpu_scheduler.simulate import mapping, policies
-from vgpu_scheduler.simulate.gorand import GoRand
-from vgpu_scheduler.simulate.replay import EPOCH, replay, tie_order
-from vgpu_scheduler.simulate.trace import TraceNode, TracePod
+from vgpu_simulate import mapping, policies
+from vgpu_simulate.gorand import GoRand
+from vgpu_simulate.replay import EPOCH, replay, tie_order
+from vgpu_simulate.trace import TraceNode, TracePod
 
 NODES = [TraceNode("n0", 16000, 65536, 2, "T4"), TraceNode("n1", 16000, 65536, 2, "T4"),
          TraceNode("n2", 64000, 262144, 4, "G2")]

@@ -23,8 +23,8 @@ from vgpu_scheduler.placement.place import Candidate
 from vgpu_scheduler.placement.shapes import Shape
 from vgpu_scheduler.placement.stranding import Workload
 from vgpu_scheduler.plugins import fragmentation_aware
-from vgpu_scheduler.simulate.baselines import fgd
-from vgpu_scheduler.simulate.baselines.fragmentation import fgd_score_from_delta
+from vgpu_simulate.baselines import fgd
+from vgpu_simulate.baselines.fragmentation import fgd_score_from_delta
 
 HALF = Shape(4000, 500, 1, memory_mib=8000)
 WHOLE = Shape(8000, 1000, 1, memory_mib=16000)

@@ -10,10 +10,10 @@ import pytest
 
 from vgpu import cli
 from vgpu.codecs import Assignment, GrantedDevice
-from vgpu_scheduler.simulate import policies
-from vgpu_scheduler.simulate.links import LinkTally
-from vgpu_scheduler.simulate.replay import replay
-from vgpu_scheduler.simulate.trace import TraceError, TraceNode, TracePod, write_pods
+from vgpu_simulate import policies
+from vgpu_simulate.links import LinkTally
+from vgpu_simulate.replay import replay
+from vgpu_simulate.trace import TraceError, TraceNode, TracePod, write_pods
 
 NODE = TraceNode("n", 64000, 262144, 4, "G2")
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from vgpu_scheduler.simulate import bundled
-from vgpu_scheduler.simulate.trace import (
+from vgpu_simulate import bundled
+from vgpu_simulate.trace import (
     TraceError,
     TraceNode,
     TracePod,

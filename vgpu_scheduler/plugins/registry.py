@@ -1,0 +1,61 @@
+"""The one plugin registry of the product: a new plugin is one folder plus one line here
+(its package, as kube-scheduler keeps one folder per plugin; helpers that several plugins
+share live in :mod:`vgpu_scheduler.plugins.helper`).
+
+The simulator adds the FGD paper's baselines (:mod:`vgpu_simulate.baselines`) to
+the profiles it builds; a cluster's scheduler knows only these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from vgpu_scheduler.framework.handle import PluginFactory
+from vgpu_scheduler.plugins import (
+    allocation_gate,
+    binder,
+    fragmentation_aware,
+    interpod_affinity,
+    isolation_required,
+    node_affinity,
+    node_name,
+    node_ports,
+    node_resources_fit,
+    node_unschedulable,
+    node_volume_limits,
+    pod_topology_spread,
+    preemption,
+    priority_sort,
+    scheduling_gates,
+    taint_toleration,
+    vgpu,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
+)
+
+REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
+    "SchedulingGates": scheduling_gates.SchedulingGates,
+    "PrioritySort": priority_sort.PrioritySort,
+    "NodeUnschedulable": node_unschedulable.NodeUnschedulable,
+    "NodeName": node_name.NodeName,
+    "TaintToleration": taint_toleration.TaintToleration,
+    "NodeAffinity": node_affinity.NodeAffinity,
+    "NodePorts": node_ports.NodePorts,
+    "NodeResourcesFit": node_resources_fit.NodeResourcesFit,
+    "VolumeRestrictions": volume_restrictions.VolumeRestrictions,
+    "NodeVolumeLimits": node_volume_limits.NodeVolumeLimits,
+    "VolumeBinding": volume_binding.VolumeBinding,
+    "VolumeZone": volume_zone.VolumeZone,
+    "PodTopologySpread": pod_topology_spread.PodTopologySpread,
+    "InterPodAffinity": interpod_affinity.InterPodAffinity,
+    "IsolationRequired": isolation_required.IsolationRequired,
+    "VGPU": vgpu.VGPU,
+    "DefaultPreemption": preemption.DefaultPreemption,
+    "AllocationGate": allocation_gate.AllocationGate,
+    "VGPUBinder": binder.VGPUBinder,
+    # Ranks nodes by itself (the vGPU plugin's score weight 0) and provides the GPU policy
+    # "fragmentation-aware".
+    "FragmentationAware": fragmentation_aware.FragmentationAware,
+})
