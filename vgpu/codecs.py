@@ -17,16 +17,16 @@ from types import MappingProxyType
 from typing import Any
 
 from vgpu import meta, times
+from vgpu.annotation_fields import boolean as _bool
+from vgpu.annotation_fields import dump as _dump
+from vgpu.annotation_fields import integer as _int
+from vgpu.annotation_fields import load as _load
+from vgpu.annotation_fields import obj as _obj
+from vgpu.annotation_fields import string as _str
 from vgpu.annotations import ASSIGNMENT, BIND_TIME, NODE_GPUS
-from vgpu.codec_fields import boolean as _bool
-from vgpu.codec_fields import dump as _dump
-from vgpu.codec_fields import integer as _int
-from vgpu.codec_fields import load as _load
-from vgpu.codec_fields import obj as _obj
-from vgpu.codec_fields import string as _str
 from vgpu.devices import Device
 from vgpu.errors import CodecError
-from vgpu.isolation import UNKNOWN
+from vgpu.isolation_modes import UNKNOWN
 from vgpu.topology.codec import decode_links, encode_links
 from vgpu.topology.links import GpuLink
 

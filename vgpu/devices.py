@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from vgpu.annotations import GpuSelector
 from vgpu.errors import RequestError
-from vgpu.isolation import UNKNOWN
+from vgpu.isolation_modes import UNKNOWN
 from vgpu.requests import ContainerRequest
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class Device:
     split: int = 10
     numa: int = 0
     healthy: bool = True
-    #: The isolation mode the GPU runs in now (:mod:`vgpu.isolation`), as its agent reports.
+    #: The isolation mode the GPU runs in now (:mod:`vgpu.isolation_modes`), as its agent reports.
     isolation: str = UNKNOWN
 
 

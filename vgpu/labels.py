@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.errors import RequestError
-from vgpu.fields import as_map
+from vgpu.request_fields import as_map
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 

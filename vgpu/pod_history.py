@@ -13,7 +13,7 @@ Both ride on a write the component makes anyway, so recording costs no API call:
   0.41, "containers": ["main"], "isolation": {"mode": "hami-core", "enforced": true,
   "detail": "..."}}``
 
-``isolation.mode`` is an open set (``none``, ``hami-core``, ``mps``; :mod:`vgpu.isolation`):
+``isolation.mode`` is an open set (``none``, ``hami-core``, ``mps``; :mod:`vgpu.isolation_modes`):
 readers show a mode they do not know as it is. Decoding is strict, as for the other
 annotations (:mod:`vgpu.codecs`): a malformed record raises ``CodecError``.
 """

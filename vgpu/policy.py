@@ -28,7 +28,7 @@ DEFAULT_NODE_POLICY = "binpack"
 
 #: Which GPU pods the scheduler's Permit gate holds behind a pod in flight on their node
 #: (``scheduler.permitGate``): only one the node agent could confuse with it
-#: (:func:`vgpu.inflight.confusable`), or every one (the behaviour before device-ID
+#: (:func:`vgpu.confusable.confusable`), or every one (the behaviour before device-ID
 #: matching).
 PERMIT_AMBIGUOUS = "ambiguous"
 PERMIT_NODE = "node"

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vgpu.annotations import GPU_POLICY, GPUMEM_PERCENTAGE, NODE_POLICY
-from vgpu.isolation import REQUIRE_ANNOTATION
+from vgpu.isolation_modes import REQUIRE_ANNOTATION
 from vgpu.pod_history import ADMISSION
 
 PREFIX = "vgpu.io/"

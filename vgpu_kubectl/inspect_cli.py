@@ -12,7 +12,7 @@ from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config import cli as config_cli
 from vgpu.errors import ClusterError, ConfigError
 from vgpu.kube import adapter
-from vgpu_kubectl import inspect, inspect_render, quota
+from vgpu_kubectl import inspect, inspect_quota, inspect_render
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
@@ -43,13 +43,13 @@ def run(args: argparse.Namespace) -> int:
     quotas, warnings = collect_quotas(cluster, pods)
     if args.output == "json":
         body = inspect_render.to_json(report)
-        body["quotas"] = quota.to_json(quotas)
+        body["quotas"] = inspect_quota.to_json(quotas)
         body["warnings"] += [{"object": "resourcequotas", "message": w} for w in warnings]
         print(json.dumps(body, indent=2))
     else:
         print(inspect_render.render_table(report, details=args.details,
                                           topology=args.topology))
-        lines = quota.render_lines(quotas, details=args.details)
+        lines = inspect_quota.render_lines(quotas, details=args.details)
         if lines or warnings:
             print("\n".join(["", "GPU quotas:", *lines, *(f"WARNING {w}" for w in warnings)]))
     sys.stdout.flush()
@@ -70,7 +70,7 @@ def collect(cluster: ClusterPort, cfg: config.Config, now: dt.datetime,
 
 
 def collect_quotas(cluster: ClusterPort, pods: list[Obj] | None = None
-                   ) -> tuple[tuple[quota.QuotaRow, ...], tuple[str, ...]]:
+                   ) -> tuple[tuple[inspect_quota.QuotaRow, ...], tuple[str, ...]]:
     """Every namespace's ResourceQuotas that name a derived resource, with the pods charged
     to them (``pods``: every pod, when already listed). A user who may not list
     ResourceQuotas still gets the GPU report."""
@@ -78,4 +78,4 @@ def collect_quotas(cluster: ClusterPort, pods: list[Obj] | None = None
         quotas = cluster.list("resourcequotas").items
     except ClusterError as exc:
         return (), (f"cannot list ResourceQuotas: {exc}",)
-    return quota.build(quotas, cluster.list("pods").items if pods is None else pods)
+    return inspect_quota.build(quotas, cluster.list("pods").items if pods is None else pods)

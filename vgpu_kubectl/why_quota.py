@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu import meta, quota
+from vgpu import meta, quota_charge
 from vgpu.errors import QuantityError
 from vgpu.quantity import parse_whole
 
@@ -32,8 +32,8 @@ _EXCEEDED = re.compile(r"exceeded quota: (?P<quota>[^,]+), requested: (?P<reques
 _UNKNOWN = re.compile(r"status unknown for quota: (?P<quota>[^,]+)")
 _POD = re.compile(r'pods "(?P<pod>[^"]+)" is forbidden')
 #: How the plain words name what is counted; other resources keep their quota names.
-_WORDS = {quota.VGPUS: ("vGPUs", ""), quota.MEMORY: ("GPU memory", " MiB"),
-          quota.CORES: ("GPU compute", "% of a GPU")}
+_WORDS = {quota_charge.VGPUS: ("vGPUs", ""), quota_charge.MEMORY: ("GPU memory", " MiB"),
+          quota_charge.CORES: ("GPU compute", "% of a GPU")}
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def _whole(text: str) -> int | None:
 
 def explain_item(item: Item) -> str:
     """One resource in plain words: what the pod asked, what is in use, what is left."""
-    resource = item.resource.removeprefix(quota.QUOTA_PREFIX)
+    resource = item.resource.removeprefix(quota_charge.QUOTA_PREFIX)
     what, unit = _WORDS.get(resource, (item.resource, ""))
     asked, used, limit = _whole(item.requested), _whole(item.used), _whole(item.limited)
     if asked is None or used is None or limit is None:

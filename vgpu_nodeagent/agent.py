@@ -23,7 +23,7 @@ from vgpu.config import Config
 from vgpu.errors import ConfigError
 from vgpu.pods import pod_key
 from vgpu.topology.links import matrix
-from vgpu_nodeagent import events
+from vgpu_nodeagent import pod_actions
 from vgpu_nodeagent.allocation import preferred, progress
 from vgpu_nodeagent.allocation.allocator import Allocator
 from vgpu_nodeagent.allocation.inflight import InFlight
@@ -35,7 +35,8 @@ from vgpu_nodeagent.isolation import grants
 from vgpu_nodeagent.isolation import metrics as isolation_metrics
 from vgpu_nodeagent.isolation.mode import Backend, node_label
 from vgpu_nodeagent.isolation.watchdog import Watchdog
-from vgpu_nodeagent.kubelet.plugin import DeviceList, DevicePluginService
+from vgpu_nodeagent.kubelet.device_plugin import DeviceList, DevicePluginService
+from vgpu_nodeagent.kubelet.plugin_server import PluginServer
 from vgpu_nodeagent.kubelet.podresources import (
     Intruder,
     KubeletView,
@@ -43,7 +44,6 @@ from vgpu_nodeagent.kubelet.podresources import (
     PodResourcesClient,
     PodResourcesWatch,
 )
-from vgpu_nodeagent.kubelet.server import PluginServer
 from vgpu_nodeagent.metrics import Metrics, MetricsServer, Sources
 from vgpu_nodeagent.options import Options
 
@@ -164,7 +164,7 @@ class NodeAgent:
         _log.warning("a container's GPUs in the kubelet differ from its assignment",
                      pod=key, container=mismatch.container, kubelet=list(mismatch.kubelet),
                      assigned=list(mismatch.assigned))
-        events.warn(self.port, self._pods, key, "GPUAssignmentMismatch", mismatch.message)
+        pod_actions.warn(self.port, self._pods, key, "GPUAssignmentMismatch", mismatch.message)
 
     def _links(self) -> preferred.Links | None:
         links = self.discovery.links()
@@ -179,7 +179,7 @@ class NodeAgent:
         kubelet's call (the allocator holds its lock while this runs)."""
         self.metrics.refused.inc()
         key = pod_key(pod)
-        threading.Thread(target=events.warn, name="refused-event", daemon=True,
+        threading.Thread(target=pod_actions.warn, name="refused-event", daemon=True,
                          args=(self.port, self._pods, key, REFUSED_REASON, reason)).start()
 
     def _report_intruder(self, intruder: Intruder) -> None:
@@ -187,9 +187,9 @@ class NodeAgent:
         _log.warning("a pod no vgpu scheduler placed holds this node's vGPU devices",
                      pod=intruder.key, containers=[c for c, _ in intruder.containers],
                      evict=evict)
-        events.warn(self.port, self._pods, intruder.key, INTRUDER_REASON, intruder.message)
+        pod_actions.warn(self.port, self._pods, intruder.key, INTRUDER_REASON, intruder.message)
         if evict and self.port is not None:
-            events.evict(self.port, intruder.key)
+            pod_actions.evict(self.port, intruder.key)
 
     def inventory(self) -> NodeInventory:
         mode = self.backend.current().mode

@@ -11,8 +11,8 @@ from vgpu import logs
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import connect
+from vgpu_webhook.admission_server import WebhookServer
 from vgpu_webhook.denials import DenialRecorder
-from vgpu_webhook.server import WebhookServer
 from vgpu_webhook.tls import CertReloader
 from vgpu_webhook.watch import no_cluster, watch_nodes
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vgpu import quota
+from vgpu import quota_charge
 from vgpu.annotations import GPUMEM_PERCENTAGE
 from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
@@ -31,12 +31,12 @@ from vgpu.errors import QuantityError, RequestError
 from vgpu.pod_history import ADMISSION, encode_admission
 from vgpu.pods import containers
 from vgpu.quantity import parse_whole
-from vgpu.quota import Charge
+from vgpu.quota_charge import Charge
 from vgpu.requests import ContainerRequest, PodRequest, names_gpu_resource, parse_pod
+from vgpu_webhook.derived_requests import Place, UnknownGpuError, charges
 from vgpu_webhook.gpus import ClusterGpus
 from vgpu_webhook.patch import Op, add, describe, update_mapping
-from vgpu_webhook.quota import Place, UnknownGpuError, charges
-from vgpu_webhook.routes import route_around
+from vgpu_webhook.route_around import route_around
 
 Outcome = Literal["skipped", "unchanged", "mutated", "denied"]
 
@@ -174,7 +174,7 @@ def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRe
     if config.quota.derived_requests:
         derived = charge.by_name() if charge is not None else {}
         for want in (want_limits, want_requests):
-            for name in quota.NAMES:
+            for name in quota_charge.NAMES:
                 # Requests and limits equal, as Kubernetes requires of extended resources;
                 # a value the API server stored in its canonical form ("3k") stays.
                 if name not in derived:
@@ -256,4 +256,4 @@ def _names_derived(container: Mapping[str, Any]) -> bool:
     """Whether the container already names a derived resource (the pod's own, to undo)."""
     limits, requests = _sections(container)
     return any(isinstance(part, Mapping) and name in part
-               for part in (limits, requests) for name in quota.NAMES)
+               for part in (limits, requests) for name in quota_charge.NAMES)

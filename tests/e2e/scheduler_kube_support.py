@@ -28,7 +28,7 @@ import yaml
 
 import vgpu.annotations as ann
 from tests.controlplane.cluster import ControlPlane, free_port
-from vgpu import builders, codecs, inflight
+from vgpu import builders, codecs, confusable
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import Obj, Selector
 from vgpu.kube import adapter
@@ -245,7 +245,7 @@ class History:
 
     def confusable_in_flight(self) -> list[tuple[str, str, str]]:
         """(node, pod, pod) for every two pods in ``bind-phase: allocating`` on one node at
-        once that the node agent could confuse (:func:`vgpu.inflight.confusable`)."""
+        once that the node agent could confuse (:func:`vgpu.confusable.confusable`)."""
         current: dict[str, dict[str, codecs.Assignment | None]] = defaultdict(dict)
         found = []
         with self._lock:
@@ -261,7 +261,7 @@ class History:
                 raw = annotations.get(ann.ASSIGNMENT)
                 mine = codecs.decode_assignment(raw) if raw else None
                 found += [(node, other, name) for other, theirs in current[node].items()
-                          if inflight.confusable(mine, theirs)]
+                          if confusable.confusable(mine, theirs)]
                 current[node][name] = mine
         return found
 

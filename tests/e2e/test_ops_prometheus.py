@@ -31,7 +31,7 @@ from tests.controlplane.kube_controllers import KubeControllers
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, free_port, wait_until
 from tests.e2e.kube_state_metrics import QuotaExporter
 from tests.e2e.ops_support import MANIFESTS, ROOT
-from vgpu import latency, quota
+from vgpu import latency, quota_charge
 
 DASHBOARDS = MANIFESTS / "dashboards"
 # What Grafana puts in for its variables; a 1 s scrape interval makes 10 s rate windows.
@@ -114,7 +114,7 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
         stack.wait_allocated(namespace, "job")
         stack.create(f"/api/v1/namespaces/{namespace}/resourcequotas", {
             "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"},
-            "spec": {"hard": {f"requests.{name}": "100000" for name in quota.NAMES}}})
+            "spec": {"hard": {f"requests.{name}": "100000" for name in quota_charge.NAMES}}})
 
         prom_port = free_port()
         scrape: dict[str, Any] = {

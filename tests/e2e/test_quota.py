@@ -26,20 +26,20 @@ from tests.controlplane.kube_controllers import KubeControllers
 from tests.e2e.full_stack_support import assignment_of, gpu_container, gpu_pod
 from tests.e2e.harness import FullStack, Gpu, NodeSpec, wait_until
 from tests.e2e.harness_pods import namespace_for_test
-from vgpu import quota
+from vgpu import quota_charge
 from vgpu.cluster.port import Obj, Selector
 from vgpu.config import Config
 from vgpu.errors import ClusterError
 from vgpu.quantity import parse_whole
-from vgpu.quota import Charge, pod_charge
+from vgpu.quota_charge import Charge, pod_charge
 from vgpu_kubectl import inspect_cli, why_cli
 
 V100 = Gpu("Tesla V100-SXM2-32GB", 32768)
 T4 = Gpu("Tesla T4", 15360)
 NODES = [NodeSpec("v100", (V100,) * 4), NodeSpec("t4", (T4,))]
-MEM = quota.QUOTA_PREFIX + quota.MEMORY
-VGPUS = quota.QUOTA_PREFIX + quota.VGPUS
-CORES = quota.QUOTA_PREFIX + quota.CORES
+MEM = quota_charge.QUOTA_PREFIX + quota_charge.MEMORY
+VGPUS = quota_charge.QUOTA_PREFIX + quota_charge.VGPUS
+CORES = quota_charge.QUOTA_PREFIX + quota_charge.CORES
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def derived(pod: Obj, container: str, part: str = "requests") -> dict[str, str]:
     for c in pod["spec"].get("containers", []) + pod["spec"].get("initContainers", []):
         if c["name"] == container:
             values = (c.get("resources") or {}).get(part) or {}
-            return {k: v for k, v in values.items() if k in quota.NAMES}
+            return {k: v for k, v in values.items() if k in quota_charge.NAMES}
     raise AssertionError(f"no container {container}")
 
 
@@ -105,7 +105,7 @@ def test_quota_admission_charges_the_derived_requests(stack: FullStack, ns: str)
     created = stack.create_pod(ns, pod)
     # The init container's share is charged on the app container; it carries none itself.
     assert derived(created, "main") == derived(created, "main", "limits") == {
-        quota.VGPUS: "3", quota.MEMORY: "7k", quota.CORES: "60"}
+        quota_charge.VGPUS: "3", quota_charge.MEMORY: "7k", quota_charge.CORES: "60"}
     assert derived(created, "warm") == {}
     # Quota admission counted it as it admitted it: 2 × 3000 + 1000 MiB, not 3000.
     assert used(stack, ns, "gpu") == {MEM: 7000, VGPUS: 3, CORES: 60}
@@ -218,7 +218,7 @@ def test_a_quota_scoped_by_priority_class(stack: FullStack, ns: str) -> None:
 def test_a_limitrange_caps_a_containers_derived_memory(stack: FullStack, ns: str) -> None:
     stack.create(f"/api/v1/namespaces/{quote(ns)}/limitranges", {
         "apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "gpu"},
-        "spec": {"limits": [{"type": "Container", "max": {quota.MEMORY: "8000"}}]}})
+        "spec": {"limits": [{"type": "Container", "max": {quota_charge.MEMORY: "8000"}}]}})
     message = refused(stack, ns, gpu_pod("big", gpu_container(gpu=2, gpumem=5000)))
     assert "maximum vgpu.io/memory-mib usage per Container is 8k" in message
     stack.create_pod(ns, gpu_pod("fits", gpu_container(gpu=1, gpumem=5000)))

@@ -22,7 +22,7 @@ from tests.e2e.scheduler_kube_support import TEST_LABEL
 from tests.support.kubelet_node import NodeKubelet
 from vgpu.cluster.port import Obj, Selector
 from vgpu.kube import adapter
-from vgpu.quota import Charge
+from vgpu.quota_charge import Charge
 
 IGNORE_VGPU = {"pluginConfig": [{"name": "NodeResourcesFit",
                                  "args": {"ignoredResourceGroups": ["vgpu.io"]}}]}

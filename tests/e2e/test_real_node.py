@@ -40,7 +40,7 @@ from tests.e2e.real_node_support import (
     real_pod,
     real_stack,
 )
-from vgpu import quota
+from vgpu import quota_charge
 from vgpu.annotations import PHASE_SUCCESS
 from vgpu_nodeagent.kubelet.podresources import PodResourcesClient, from_response
 
@@ -182,8 +182,9 @@ def test_the_kubelet_runs_a_pod_whose_gpu_init_container_is_charged_on_its_app_c
     pod["spec"]["initContainers"] = [init]
     created = stack.create_pod(ns, pod)
     main, = created["spec"]["containers"]
-    assert {k: v for k, v in main["resources"]["requests"].items() if k in quota.NAMES} == {
-        quota.VGPUS: "2", quota.MEMORY: str(A100.memory_mib + 2000), quota.CORES: "0"}
+    assert {k: v for k, v in main["resources"]["requests"].items() if k in quota_charge.NAMES} == {
+        quota_charge.VGPUS: "2", quota_charge.MEMORY: str(A100.memory_mib + 2000),
+        quota_charge.CORES: "0"}
     assert all(not k.startswith("vgpu.io/")
                for k in created["spec"]["initContainers"][0]["resources"]["limits"])
     assignment = assignment_of(stack.wait_allocated(ns, "warmed", timeout=60))
@@ -197,7 +198,7 @@ def test_the_kubelet_drops_derived_requests_of_app_containers_not_of_init_contai
     passes untouched (no GPU resource) and placed on the node directly: the 1.20 kubelet
     leaves out an app container's requests for resources its node does not advertise,
     but counts an init container's (fixed in Kubernetes 1.31)."""
-    charge = {quota.MEMORY: "1"}
+    charge = {quota_charge.MEMORY: "1"}
 
     def placed(name: str, *, init: bool) -> dict[str, object]:
         busy = {"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never",
@@ -218,7 +219,7 @@ def test_the_kubelet_drops_derived_requests_of_app_containers_not_of_init_contai
                    timeout=60)
     refused = stack.wait_pod(ns, "on-init", "refused by the kubelet",
                              lambda p: p["status"].get("phase") == "Failed", timeout=60)
-    assert refused["status"]["reason"] == f"OutOf{quota.MEMORY}"
+    assert refused["status"]["reason"] == f"OutOf{quota_charge.MEMORY}"
 
 
 def test_a_kubelet_restart_keeps_running_pods_and_the_agent_registers_again(

@@ -12,8 +12,8 @@ import pytest
 from vgpu import cli
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
-from vgpu.quota import CORES, MEMORY, VGPUS, Charge
-from vgpu_kubectl import inspect_cli, quota, why_quota
+from vgpu.quota_charge import CORES, MEMORY, VGPUS, Charge
+from vgpu_kubectl import inspect_cli, inspect_quota, why_quota
 from vgpu_kubectl.why import Cluster, build
 from vgpu_kubectl.why_render import render_json, render_text
 
@@ -146,20 +146,21 @@ def test_quota_rows() -> None:
             gpu_pod("done", 4000, phase="Succeeded"), gpu_pod("other-ns", 100, ns="team-b"),
             {"metadata": {"name": "cpu", "namespace": "team-a"},
              "spec": {"containers": [{"name": "c"}]}}]
-    rows, warnings = quota.build(quotas, pods)
+    rows, warnings = inspect_quota.build(quotas, pods)
     assert warnings == ()
     assert [(r.namespace, r.name) for r in rows] == [("team-a", "gpu"), ("team-b", "fresh")]
     gpu = rows[0]
-    assert gpu.lines == (quota.QuotaLine(VGPUS, 4, 2), quota.QuotaLine(MEMORY, 10000, 8000))
+    assert gpu.lines == (inspect_quota.QuotaLine(VGPUS, 4, 2),
+                         inspect_quota.QuotaLine(MEMORY, 10000, 8000))
     assert [p.name for p in gpu.pods] == ["a", "b"]
     assert gpu.charged == Charge(2, 8000, 0)
-    assert rows[1].lines == (quota.QuotaLine(CORES, 200, None),)
-    lines = quota.render_lines(rows, details=True)
+    assert rows[1].lines == (inspect_quota.QuotaLine(CORES, 200, None),)
+    lines = inspect_quota.render_lines(rows, details=True)
     assert lines[0].split() == ["NAMESPACE", "QUOTA", "RESOURCE", "USED/HARD", "PODS", "SCOPES"]
     assert lines[1].split() == ["team-a", "gpu", "vGPUs", "2/4", "2"]
     assert "team-a/b  vgpus=1  memory=4000MiB  cores=0%  (Pending)" in "\n".join(lines)
     assert lines[-2].split() == ["team-b", "fresh", "GPU", "cores", "%", "?/200", "1"]
-    body = quota.to_json(rows)
+    body = inspect_quota.to_json(rows)
     assert body[0]["resources"][MEMORY] == {"hard": 10000, "used": 8000}
     assert body[0]["pods"][0] == {"namespace": "team-a", "name": "a", "phase": "Running",
                                   VGPUS: 1, MEMORY: 4000, CORES: 0}
@@ -186,13 +187,13 @@ TERMINATING = {"activeDeadlineSeconds": 600}
 def test_scopes_pick_the_pods_charged(scopes: dict[str, Any], charged: list[str]) -> None:
     pods = [gpu_pod("high", 1, spec=HIGH), gpu_pod("low", 2, spec=LOW), gpu_pod("none", 3),
             gpu_pod("term", 4, spec=TERMINATING)]
-    rows, _ = quota.build([resource_quota("q", {"requests.vgpu.io/vgpus": "9"}, **scopes)],
+    rows, _ = inspect_quota.build([resource_quota("q", {"requests.vgpu.io/vgpus": "9"}, **scopes)],
                           pods)
     assert [p.name for p in rows[0].pods] == charged
 
 
 def test_unreadable_quotas_and_scopes_are_warnings() -> None:
-    rows, warnings = quota.build(
+    rows, warnings = inspect_quota.build(
         [resource_quota("bad", {"requests.vgpu.io/vgpus": "1.5"}),
          resource_quota("odd", {"requests.vgpu.io/vgpus": "2"}, scopes=["Unknown"])],
         [gpu_pod("a", 1)])

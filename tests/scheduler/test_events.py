@@ -13,7 +13,7 @@ from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.errors import ClusterError
-from vgpu_scheduler.host.events import EventLimiter, RecordingPort
+from vgpu_scheduler.host.event_recorder import EventLimiter, RecordingPort
 
 F = "FailedScheduling"
 

@@ -14,13 +14,13 @@ from tests.scheduler.helpers import FakeClock, FakeHandle
 from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Device
-from vgpu.isolation import REQUIRE_ANNOTATION
+from vgpu.isolation_modes import REQUIRE_ANNOTATION
 from vgpu_scheduler.framework.cycle_state import CycleState
+from vgpu_scheduler.framework.diagnosis import summarize
 from vgpu_scheduler.framework.interfaces import Explainer
 from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.framework.status import Code
 from vgpu_scheduler.host.scheduler import Scheduler
-from vgpu_scheduler.host.summary import summarize
 from vgpu_scheduler.plugins.registry import REGISTRY
 
 NOW = FakeClock().now

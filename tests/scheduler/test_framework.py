@@ -13,6 +13,7 @@ from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConfigError
 from vgpu_scheduler.framework import profile
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.diagnosis import summarize
 from vgpu_scheduler.framework.handle import Handle, Host
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
@@ -27,7 +28,6 @@ from vgpu_scheduler.framework.status import (
     unschedulable,
 )
 from vgpu_scheduler.host.cache import Cache
-from vgpu_scheduler.host.summary import summarize
 from vgpu_scheduler.plugins.registry import REGISTRY
 
 NOW = 1_800_000_000.0

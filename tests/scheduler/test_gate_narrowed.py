@@ -11,7 +11,7 @@ from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
 from vgpu import builders
 from vgpu.codecs import Assignment, GrantedDevice
 from vgpu.config import Config, SchedulerConfig
-from vgpu.inflight import confusable
+from vgpu.confusable import confusable
 from vgpu_scheduler.plugins.allocation_gate.gate import Gate
 
 

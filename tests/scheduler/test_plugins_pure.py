@@ -19,6 +19,7 @@ from vgpu_scheduler.framework.compute import (
     is_extended,
     pod_requests,
 )
+from vgpu_scheduler.framework.diagnosis import summarize
 from vgpu_scheduler.framework.interfaces import Diagnosis
 from vgpu_scheduler.framework.objects import (
     Requirement,
@@ -29,7 +30,6 @@ from vgpu_scheduler.framework.objects import (
     parse_tolerations,
 )
 from vgpu_scheduler.framework.status import Code, Status, unresolvable, unschedulable
-from vgpu_scheduler.host.summary import summarize
 from vgpu_scheduler.plugins import binder, node_affinity, node_resources_fit, node_unschedulable
 from vgpu_scheduler.plugins import taint_toleration as tt
 

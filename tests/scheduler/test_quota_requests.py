@@ -10,7 +10,7 @@ from typing import Any
 from tests.scheduler.e2e_support import gpu_node, node_of, setup
 from vgpu import builders
 from vgpu.cluster.port import Obj
-from vgpu.quota import NAMES, Charge
+from vgpu.quota_charge import NAMES, Charge
 
 
 def charged(name: str, charge: Charge, **container: Any) -> Obj:

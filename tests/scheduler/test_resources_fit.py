@@ -13,7 +13,7 @@ from vgpu import builders
 from vgpu.cluster.port import Obj
 from vgpu.config import Config, NodeResourcesFitArgs, SchedulerConfig, from_mapping
 from vgpu.errors import ConfigError
-from vgpu.quota import NAMES
+from vgpu.quota_charge import NAMES
 
 FPGA = "example.com/fpga"
 

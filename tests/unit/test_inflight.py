@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu.codecs import Assignment, GrantedDevice
-from vgpu.inflight import (
+from vgpu.confusable import (
     any_confusable,
     confusable,
     gpus_at_stake,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu import isolation
+from vgpu import isolation_modes
 from vgpu.codecs import INVENTORY_VERSION, decode_inventory, encode_inventory
 from vgpu.config import from_mapping
 from vgpu.errors import ConfigError, RequestError
@@ -27,7 +27,7 @@ from vgpu.errors import ConfigError, RequestError
 ])
 def test_node_label_overrides_the_default(default: str, label: str | None, mode: str,
                                           error: str | None) -> None:
-    choice = isolation.resolve_mode(default, label)
+    choice = isolation_modes.resolve_mode(default, label)
     assert choice.mode == mode
     if error is None:
         assert choice.error is None
@@ -44,12 +44,12 @@ def test_node_label_overrides_the_default(default: str, label: str | None, mode:
 ])
 def test_pod_requirement(annotations: dict[str, str] | None, default: bool,
                          expected: bool) -> None:
-    assert isolation.required(annotations, default) is expected
+    assert isolation_modes.required(annotations, default) is expected
 
 
 def test_a_malformed_requirement_is_a_request_error() -> None:
     with pytest.raises(RequestError, match="require-isolation: 'maybe' is not a boolean"):
-        isolation.required({"vgpu.io/require-isolation": "maybe"}, False)
+        isolation_modes.required({"vgpu.io/require-isolation": "maybe"}, False)
 
 
 ENFORCING = ("mps", "hami-core")
@@ -66,7 +66,7 @@ ENFORCING = ("mps", "hami-core")
     (True, [], False),
 ])
 def test_fit_needs_every_gpu_enforcing(need: bool, modes: list[str], fits: bool) -> None:
-    assert isolation.fits(need, modes, ENFORCING) is fits
+    assert isolation_modes.fits(need, modes, ENFORCING) is fits
 
 
 def test_split_above_the_mps_client_limit_is_refused() -> None:
@@ -97,7 +97,7 @@ def test_version_1_inventories_still_decode_as_unknown_mode(devices: list[dict[s
     inventory = decode_inventory(text)
     assert inventory.version == 1
     assert [d.uuid for d in inventory.devices] == [d["uuid"] for d in devices]
-    assert all(d.isolation == isolation.UNKNOWN for d in inventory.devices)
+    assert all(d.isolation == isolation_modes.UNKNOWN for d in inventory.devices)
     # Re-encoded, it is a current inventory that says what it knows: unknown.
     again = json.loads(encode_inventory(inventory))
     assert again["version"] == INVENTORY_VERSION

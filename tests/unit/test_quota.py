@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from vgpu.quota import CORES, MEMORY, NAMES, VGPUS, Charge, pod_charge
+from vgpu.quota_charge import CORES, MEMORY, NAMES, VGPUS, Charge, pod_charge
 
 
 def c(name: str, mib: int | str | None = None, *, vgpus: int = 1, cores: int = 0,

@@ -6,12 +6,12 @@ import copy
 from typing import Any
 
 from tests.webhook.pods import A100, T4, node_inventory
-from vgpu import quota
+from vgpu import quota_charge
 from vgpu.config import Config
-from vgpu.quota import Charge
+from vgpu.quota_charge import Charge
 from vgpu.requests import parse_pod
+from vgpu_webhook.derived_requests import container_charge, memory_per_vgpu
 from vgpu_webhook.gpus import ClusterGpus
-from vgpu_webhook.quota import container_charge, memory_per_vgpu
 
 #: An H100 node beside an A100 40 GB and a T4 16 GB node: three GPU sizes.
 THREE = ClusterGpus.from_inventories([
@@ -23,8 +23,8 @@ def derived_of(container: dict[str, Any]) -> tuple[dict[str, str], dict[str, str
     resources = container.get("resources") or {}
     limits = resources.get("limits") or {}
     requests = resources.get("requests") or {}
-    return ({n: v for n, v in limits.items() if n in quota.NAMES},
-            {n: v for n, v in requests.items() if n in quota.NAMES})
+    return ({n: v for n, v in limits.items() if n in quota_charge.NAMES},
+            {n: v for n, v in requests.items() if n in quota_charge.NAMES})
 
 
 def without_sidecars(obj: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def true_total(obj: dict[str, Any], config: Config, gpus: ClusterGpus) -> Charge
     """What vgpu holds for the pod: every GPU container's vGPUs, MiB and cores, summed,
     from the pod after admission (gpumem resolved where the webhook resolved it)."""
     parsed = parse_pod(obj, config)
-    total = quota.NONE
+    total = quota_charge.NONE
     for request in parsed.containers:
         total += container_charge(request, memory_per_vgpu(request, parsed, config, gpus))
     return total

@@ -26,11 +26,11 @@ from tests.webhook.pods import HOMOGENEOUS, MIXED, NO_GPUS, review
 from vgpu.config import Config, ResourceNames
 from vgpu.errors import VgpuError
 from vgpu.requests import names_gpu_resource, parse_pod
+from vgpu_webhook.admission_server import WebhookServer
+from vgpu_webhook.derived_requests import charges
 from vgpu_webhook.gpus import ClusterGpus, GpuView
 from vgpu_webhook.mutate import decide
-from vgpu_webhook.quota import charges
 from vgpu_webhook.review import BadReview, answer, parse
-from vgpu_webhook.server import WebhookServer
 from vgpu_webhook.tls import CertReloader
 
 CONFIG = Config()

@@ -3,7 +3,7 @@
 Each case gives a pod and the cluster the webhook knows, and expects, per container name,
 the ``(vgpu.io/vgpus, vgpu.io/memory-mib, vgpu.io/cores)`` it must carry (in limits and
 requests alike; a container not named carries none), or a denial. Every allowed case is
-also checked against Kubernetes' own count of the patched pod (``vgpu.quota.pod_charge``):
+also checked against Kubernetes' own count of the patched pod (``vgpu.quota_charge.pod_charge``):
 it must equal the sum of every GPU container's true total, with and without sidecar
 support in the API server.
 """
@@ -25,15 +25,15 @@ from tests.webhook.pods import (
     pod,
 )
 from tests.webhook.quota_support import THREE, derived_of, true_total, without_sidecars
-from vgpu import quota
+from vgpu import quota_charge
 from vgpu.config import Config, QuotaConfig, ResourceNames
 from vgpu.pod_history import ADMISSION, decode_admission
 from vgpu.pods import containers
-from vgpu.quota import Charge, pod_charge
+from vgpu.quota_charge import Charge, pod_charge
 from vgpu_webhook.gpus import ClusterGpus
 
 GPU, MEM, PCT, CORES, PRIO = ResourceNames().all()
-VG, MB, CO = quota.NAMES
+VG, MB, CO = quota_charge.NAMES
 OFF = Config(quota=QuotaConfig(derived_requests=False))
 SCALED = Config(device_memory_scaling=2.0)
 FALLBACK = Config(quota=QuotaConfig(unknown_gpu_memory_mib=81920))
@@ -191,7 +191,7 @@ def test_derived_requests(case: Case) -> None:
         # Requests and limits equal, whole numbers, all three or none.
         assert limits == requests
         if limits:
-            assert set(limits) == set(quota.NAMES) and not ref.init
+            assert set(limits) == set(quota_charge.NAMES) and not ref.init
             carried[ref.name] = (int(limits[VG]), int(limits[MB]), int(limits[CO]))
     assert carried == case.expect
     expected = Charge()

@@ -14,7 +14,7 @@ from tests.webhook.pods import HOMOGENEOUS, MIXED, admit, ctr, pod
 from tests.webhook.quota_support import THREE, derived_of, true_total, without_sidecars
 from vgpu.config import Config, ResourceNames
 from vgpu.pods import containers
-from vgpu.quota import pod_charge
+from vgpu.quota_charge import pod_charge
 from vgpu_webhook.gpus import ClusterGpus
 
 GPU, MEM, PCT, CORES, _ = ResourceNames().all()

@@ -13,7 +13,7 @@ from tests.webhook.test_mutate import CASES as MUTATE_CASES
 from tests.webhook.test_mutate import GPU, MEM, PCT, PLAIN, Case, Edit, edits, res, sched
 from tests.webhook.test_mutate import test_decision as check
 from vgpu.config import Config
-from vgpu_webhook.routes import grant_variable
+from vgpu_webhook.route_around import grant_variable
 
 SECOND = Config(extra_scheduler_names=("second-vgpu",), quota=PLAIN.quota)
 

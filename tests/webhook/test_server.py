@@ -21,9 +21,9 @@ from cryptography import x509
 from tests.webhook import certs
 from tests.webhook.pods import ctr, pod, review
 from vgpu.config import Config
-from vgpu_webhook import server as server_module
+from vgpu_webhook import admission_server as server_module
+from vgpu_webhook.admission_server import WebhookServer
 from vgpu_webhook.gpus import GpuView
-from vgpu_webhook.server import WebhookServer
 from vgpu_webhook.tls import CertReloader
 
 GPU_POD = pod(ctr("c", {"nvidia.com/gpumem": "3000"}), name=None, generate_name="job-")

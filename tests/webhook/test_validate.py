@@ -20,8 +20,8 @@ import pytest
 from tests.webhook import certs
 from tests.webhook.pods import ctr, pod, review
 from vgpu.config import Config, WebhookConfig
+from vgpu_webhook.admission_server import WebhookServer
 from vgpu_webhook.gpus import GpuView
-from vgpu_webhook.server import WebhookServer
 from vgpu_webhook.tls import CertReloader
 from vgpu_webhook.validate import validate
 

@@ -11,7 +11,7 @@ import functools
 from dataclasses import dataclass
 
 from vgpu import policy
-from vgpu.config.isolation import IsolationConfig, check_split
+from vgpu.config.isolation_section import IsolationConfig, check_split
 from vgpu.config.knobs import knob as _knob
 from vgpu.config.knobs import section as _section
 from vgpu.config.plugin_args import (

@@ -13,7 +13,7 @@ import json
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from vgpu.codec_fields import boolean, integer, obj, string
+from vgpu.annotation_fields import boolean, integer, obj, string
 from vgpu.errors import CodecError
 from vgpu.topology.links import PCIE_LEVELS, GpuLink, Link
 

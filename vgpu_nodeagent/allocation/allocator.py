@@ -19,7 +19,7 @@ import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from vgpu import isolation, logs, meta
+from vgpu import isolation_modes, logs, meta
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_FAILED, PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, assignment_of, bind_time
@@ -158,7 +158,7 @@ class Allocator:
         record = Allocation(now, self._node, tuple(sorted(containers)), given.record(),
                             seconds)
         self._report(pod, PHASE_SUCCESS, extra={ALLOCATION: encode_allocation(record),
-                                                isolation.POD_ANNOTATION: given.mode})
+                                                isolation_modes.POD_ANNOTATION: given.mode})
 
     def _assignment(self, pod: Obj) -> Assignment:
         assignment = assignment_of(pod)
@@ -228,7 +228,7 @@ class Allocator:
             if finished:
                 self._inflight.finish(pod)
         if (self._prepare_host_dirs and self._config.nodeagent.hami_core_path
-                and live.backend == isolation.HAMI_CORE):
+                and live.backend == isolation_modes.HAMI_CORE):
             for item in result:
                 self._make_cache_dir(uid, item.container)
         _log.info("allocated", pod=pod_key(pod), containers=list(names), complete=finished,

@@ -5,7 +5,7 @@ steered it to slots on the GPUs the container was assigned, so a request is firs
 by those GPUs: to a container not yet allocated that was assigned exactly the GPUs its
 device IDs name (:func:`match_devices`, over the in-flight pods in the order their
 bindings arrived). The scheduler's Permit gate keeps pods that this cannot tell apart
-from being in flight on a node together (:mod:`vgpu.inflight`). When no pod matches by
+from being in flight on a node together (:mod:`vgpu.confusable`). When no pod matches by
 GPUs (the kubelet ignored the preference), the first pod is matched by device count as
 before: the kubelet allocates a pod's containers one by one, init containers first, in
 spec order, so the request for ``n`` devices belongs to the first container, in that

@@ -16,7 +16,7 @@ from vgpu.cluster.port import ClusterPort
 from vgpu.codecs import NodeInventory, encode_heartbeat, encode_inventory
 from vgpu.devices import FULL_CORES, Device
 from vgpu.errors import ClusterError
-from vgpu.isolation import UNKNOWN
+from vgpu.isolation_modes import UNKNOWN
 from vgpu.topology.links import GpuLink
 from vgpu_nodeagent.devices.discovery import GpuFacts
 from vgpu_nodeagent.devices.virtual import is_healthy

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from vgpu import isolation
+from vgpu import isolation_modes
 from vgpu.codecs import GrantedDevice
 from vgpu.config import Config
 from vgpu.devices import FULL_CORES
@@ -77,10 +77,10 @@ def mps_grant(devices: Sequence[GrantedDevice], *, container: str, totals: Mappi
 
 def answer(backend: str, devices: Sequence[GrantedDevice], *, pod_uid: str, container: str,
            priority: int | None, totals: Mapping[str, int], config: Config) -> ContainerGrant:
-    """The grant of one container under ``backend`` (one of :data:`vgpu.isolation.MODES`)."""
-    if backend == isolation.MPS:
+    """The grant of one container under ``backend`` (one of :data:`vgpu.isolation_modes.MODES`)."""
+    if backend == isolation_modes.MPS:
         return mps_grant(devices, container=container, totals=totals, config=config)
-    if backend == isolation.NONE:
+    if backend == isolation_modes.NONE:
         return ContainerGrant(container=container, devices=tuple(devices),
                               envs=visible(devices))
     return grants.grant(devices, pod_uid=pod_uid, container=container, priority=priority,

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from vgpu import isolation
+from vgpu import isolation_modes
 from vgpu_nodeagent.isolation.mode import Live
 from vgpu_nodeagent.isolation.mps import DaemonStatus
 
@@ -15,7 +15,7 @@ def families(live: Live, configured: str, daemon: DaemonStatus | None) -> Iterat
     mode = GaugeMetricFamily("vgpu_nodeagent_isolation_mode",
                              "1 for the isolation mode the node's GPUs run in now",
                              labels=["mode", "configured"])
-    for name in isolation.MODES:
+    for name in isolation_modes.MODES:
         mode.add_metric([name, configured], 1 if live.mode == name else 0)
     yield mode
     enforced = GaugeMetricFamily("vgpu_nodeagent_isolation_enforced",

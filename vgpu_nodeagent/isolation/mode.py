@@ -1,7 +1,7 @@
 """The isolation backend a node runs now: the configured mode, and what it falls back to.
 
 The configured mode is the cluster's ``isolation.mode``, or the node's ``vgpu.io/isolation``
-label (:func:`vgpu.isolation.resolve_mode`). What actually runs can be less:
+label (:func:`vgpu.isolation_modes.resolve_mode`). What actually runs can be less:
 
 - ``hami-core`` without ``nodeagent.hamiCorePath`` hands out HAMi-core's environment with
   nothing to read it: mode ``none``, as the inventory and ``vgpu why`` say.
@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from vgpu import isolation, logs, meta
+from vgpu import isolation_modes, logs, meta
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
-from vgpu.config.isolation import check_split
+from vgpu.config.isolation_section import check_split
 from vgpu.errors import ClusterError
 from vgpu.pod_history import Isolation
 from vgpu_nodeagent.isolation.grants import PRELOAD_IN_CONTAINER
@@ -49,10 +49,10 @@ class Live:
 def _hami(config: Config, problem: str | None = None, prefix: str = "") -> Live:
     library = config.nodeagent.hami_core_path
     if library:
-        return Live(isolation.HAMI_CORE, isolation.HAMI_CORE, True,
+        return Live(isolation_modes.HAMI_CORE, isolation_modes.HAMI_CORE, True,
                     f"{prefix}HAMi-core environment; {library} preloaded through "
                     f"{PRELOAD_IN_CONTAINER}", problem)
-    return Live(isolation.HAMI_CORE, isolation.NONE, False,
+    return Live(isolation_modes.HAMI_CORE, isolation_modes.NONE, False,
                 f"{prefix}HAMi-core environment only (CUDA_DEVICE_MEMORY_LIMIT_<i>, "
                 "CUDA_DEVICE_SM_LIMIT): nodeagent.hamiCorePath is not set, so nothing "
                 "enforces the limits unless the container's image ships HAMi-core", problem)
@@ -61,32 +61,32 @@ def _hami(config: Config, problem: str | None = None, prefix: str = "") -> Live:
 class Backend:
     def __init__(self, config: Config, daemon: MpsDaemon | None = None) -> None:
         self._config = config
-        self.choice = isolation.ModeChoice(config.isolation.mode)
+        self.choice = isolation_modes.ModeChoice(config.isolation.mode)
         self.daemon = daemon
 
-    def configure(self, label: str | None) -> isolation.ModeChoice:
+    def configure(self, label: str | None) -> isolation_modes.ModeChoice:
         """Apply the node's label; the MPS daemon is made here when the mode needs one."""
-        choice = isolation.resolve_mode(self._config.isolation.mode, label)
-        if choice.mode == isolation.MPS:
-            problem = check_split(isolation.MPS, self._config.device_split_count,
+        choice = isolation_modes.resolve_mode(self._config.isolation.mode, label)
+        if choice.mode == isolation_modes.MPS:
+            problem = check_split(isolation_modes.MPS, self._config.device_split_count,
                                   self._config.isolation.mps)
             if problem is not None:
                 # The cluster default cannot be mps here: the config refuses that split.
-                choice = isolation.ModeChoice(
+                choice = isolation_modes.ModeChoice(
                     self._config.isolation.mode,
-                    f"node label {isolation.NODE_LABEL}=mps: {problem}; running the cluster "
+                    f"node label {isolation_modes.NODE_LABEL}=mps: {problem}; running the cluster "
                     f"default {self._config.isolation.mode!r}")
         self.choice = choice
-        if choice.mode == isolation.MPS and self.daemon is None:
+        if choice.mode == isolation_modes.MPS and self.daemon is None:
             self.daemon = MpsDaemon(self._config.isolation.mps)
         return choice
 
     def current(self) -> Live:
         config, choice = self._config, self.choice
-        if choice.mode == isolation.NONE:
-            return Live(isolation.NONE, isolation.NONE, False,
+        if choice.mode == isolation_modes.NONE:
+            return Live(isolation_modes.NONE, isolation_modes.NONE, False,
                         "no isolation configured: the GPUs only, no limits", choice.error)
-        if choice.mode == isolation.HAMI_CORE:
+        if choice.mode == isolation_modes.HAMI_CORE:
             return _hami(config, choice.error)
         mps = config.isolation.mps
         problem = None
@@ -98,7 +98,7 @@ class Backend:
             problem = f"MPS pipe folder {mps.pipe_dir} is missing"
         if problem is not None:
             return _hami(config, problem, f"MPS configured but {problem}; fell back to ")
-        return Live(isolation.MPS, isolation.MPS, True,
+        return Live(isolation_modes.MPS, isolation_modes.MPS, True,
                     f"NVIDIA MPS per-client limits (pinned device memory, active thread "
                     f"percentage) through the daemon at {mps.pipe_dir}", choice.error)
 
@@ -113,4 +113,4 @@ def node_label(port: ClusterPort | None, node: str) -> str | None:
         _log.warning("cannot read this node's labels; using the cluster's isolation mode",
                      error=str(exc))
         return None
-    return labels.get(isolation.NODE_LABEL)
+    return labels.get(isolation_modes.NODE_LABEL)

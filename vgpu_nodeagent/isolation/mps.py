@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from vgpu import logs
-from vgpu.config.isolation import MpsConfig
+from vgpu.config.isolation_section import MpsConfig
 
 _log = logs.get("vgpu.nodeagent.mps")
 

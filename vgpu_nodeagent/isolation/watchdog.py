@@ -21,11 +21,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from vgpu import logs, meta
 from vgpu.cluster.port import ClusterPort, Obj
-from vgpu.config.isolation import WatchdogConfig
+from vgpu.config.isolation_section import WatchdogConfig
 from vgpu.errors import ClusterError, CodecError, ConflictError, NotFoundError
 from vgpu.pods import pod_key
 from vgpu.usage import claimed
-from vgpu_nodeagent import events
+from vgpu_nodeagent import pod_actions
 from vgpu_nodeagent.devices.discovery import Discovery
 from vgpu_nodeagent.isolation import cgroups
 from vgpu_nodeagent.isolation.usage_rules import Owner, Tally, Use, tally
@@ -122,7 +122,7 @@ class Watchdog:
                      granted_mib=use.granted_mib, action=self._config.action)
         with self._lock:
             self.breaches += 1
-        events.warn(self._port, lambda: pods, use.pod, REASON, message)
+        pod_actions.warn(self._port, lambda: pods, use.pod, REASON, message)
         if self._config.action != "evict" or self._port is None:
             return
         namespace, name = use.pod.split("/", 1)

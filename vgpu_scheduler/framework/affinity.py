@@ -16,8 +16,8 @@ from types import MappingProxyType
 from typing import Any
 
 from vgpu.errors import RequestError
-from vgpu.fields import as_list, as_map
 from vgpu.labels import LabelSelector, parse_selector
+from vgpu.request_fields import as_list, as_map
 
 NO_LABELS: Mapping[str, str] = MappingProxyType({})
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"

@@ -26,10 +26,10 @@ from types import MappingProxyType
 from typing import Any
 
 from vgpu.errors import QuantityError
-from vgpu.fields import as_list, as_map
 from vgpu.labels import valid_key
 from vgpu.pods import containers
 from vgpu.quantity import parse_quantity
+from vgpu.request_fields import as_list, as_map
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.errors import RequestError
-from vgpu.fields import as_list, as_map
+from vgpu.request_fields import as_list, as_map
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"

@@ -16,8 +16,8 @@ from vgpu import meta
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.errors import RequestError
-from vgpu.fields import as_list, as_map
 from vgpu.pods import pod_key
+from vgpu.request_fields import as_list, as_map
 from vgpu.requests import PodRequest, parse_pod
 from vgpu_scheduler.framework import compute, objects
 from vgpu_scheduler.framework.affinity import PodAffinity, parse_pod_affinity

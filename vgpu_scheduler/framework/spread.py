@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.errors import RequestError
-from vgpu.fields import as_list, as_map
 from vgpu.labels import LabelRequirement, LabelSelector, parse_selector, valid_key
+from vgpu.request_fields import as_list, as_map
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"

@@ -28,6 +28,7 @@ from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ClusterError, NotFoundError
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState
+from vgpu_scheduler.framework.diagnosis import summarize
 from vgpu_scheduler.framework.handle import Clock
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.runtime import Framework
@@ -40,7 +41,6 @@ from vgpu_scheduler.host.pod_records import PodRecord
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.queued_pod import POD_SPEC, QueuedPod
 from vgpu_scheduler.host.room import Refused
-from vgpu_scheduler.host.summary import summarize
 from vgpu_scheduler.host.waiting import DELETED, Waiting, WaitingRoom
 
 _log = logs.get("vgpu.scheduler")

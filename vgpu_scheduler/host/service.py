@@ -22,10 +22,10 @@ from vgpu import logs
 from vgpu.cluster.leader import ElectionConfig, LeaderElector, LeaseStore
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
-from vgpu_scheduler.host.events import EventLimiter, RecordingPort
+from vgpu_scheduler.host.event_recorder import EventLimiter, RecordingPort
+from vgpu_scheduler.host.health_server import HealthServer
 from vgpu_scheduler.host.metrics import Metrics, State
 from vgpu_scheduler.host.scheduler import Scheduler
-from vgpu_scheduler.host.server import HealthServer
 
 _log = logs.get("vgpu.scheduler.service")
 

@@ -2,7 +2,7 @@
 
 The kubelet's Allocate call carries device IDs, not a pod, so the node agent matches it
 to a pod in ``bind-phase: allocating`` on its node by the GPUs those IDs name. A GPU pod
-chosen for a node where a pod it is :func:`vgpu.inflight.confusable` with has not reached
+chosen for a node where a pod it is :func:`vgpu.confusable.confusable` with has not reached
 ``success`` or ``failed`` waits at Permit (holding its reservation) and is let through,
 first come first served, when that pod's phase moves on, the pod is deleted, or
 ``permitTimeoutSeconds`` passes since it was let through. With ``scheduler.permitGate:
@@ -15,7 +15,7 @@ is another pod, and neither's entry is the other's.
 from __future__ import annotations
 
 import vgpu.annotations as ann
-from vgpu import codecs, inflight, meta, policy
+from vgpu import codecs, confusable, meta, policy
 from vgpu.annotations import GpuSelector
 from vgpu.cluster.port import Obj
 from vgpu.devices import fit, fit_request, resolve_memory, selectable
@@ -33,10 +33,10 @@ from vgpu_scheduler.plugins.allocation_gate.gate import Gate
 __all__ = ["AllocationGate", "Gate"]
 
 
-def _conflicts(mode: str) -> inflight.Conflicts:
+def _conflicts(mode: str) -> confusable.Conflicts:
     if mode == policy.PERMIT_NODE:
         return lambda a, b: True
-    return inflight.confusable
+    return confusable.confusable
 
 
 def _assignment(pod: Obj) -> codecs.Assignment | None:
@@ -67,14 +67,14 @@ def _grants(info: NodeInfo, want: ContainerRequest, selector: GpuSelector,
 
 
 def _one_gpu_waits(info: NodeInfo, want: ContainerRequest, selector: GpuSelector,
-                   scaling: float, held: inflight.OneGpuGrants) -> bool:
+                   scaling: float, held: confusable.OneGpuGrants) -> bool:
     """:func:`_grants` and ``Gate.blocked`` for a one-GPU container, without building
     assignments (they were a fifth of the scheduler's CPU with fractional pods; yappi)."""
     for device, usage in zip(info.devices, info.usages, strict=True):
         if device.uuid not in held:
             continue
         memory = resolve_memory(want, device, scaling)
-        if inflight.one_gpu_confusable(device.uuid, memory, want.cores, want.priority,
+        if confusable.one_gpu_confusable(device.uuid, memory, want.cores, want.priority,
                                        held) and (
                 selectable(device, selector) is None
                 and fit(device, usage, memory, want.cores, scaling) is None):
@@ -120,12 +120,12 @@ class AllocationGate:
 
     def _would_wait(self, info: NodeInfo, want: ContainerRequest, selector: GpuSelector,
                     in_flight: list[codecs.Assignment | None],
-                    held: inflight.OneGpuGrants | None) -> bool:
+                    held: confusable.OneGpuGrants | None) -> bool:
         node_mode = self._mode == policy.PERMIT_NODE
         if want.count == 1 and not node_mode and held is not None:
             return _one_gpu_waits(info, want, selector, self._scaling, held)
         # Only GPUs the pods in flight hold can clash.
-        only = None if node_mode else inflight.gpus_at_stake(info.name, in_flight)
+        only = None if node_mode else confusable.gpus_at_stake(info.name, in_flight)
         return only != frozenset() and self.gate.blocked(
             _grants(info, want, selector, self._scaling, only), in_flight)
 

@@ -1,7 +1,7 @@
 """The Permit gate's per-node state: the GPU pods in flight and those waiting behind them.
 
 Free of framework types so it can be tested on its own. ``conflicts(a, b)`` says whether
-two assignments may not be in flight on one node together (:func:`vgpu.inflight.confusable`,
+two assignments may not be in flight on one node together (:func:`vgpu.confusable.confusable`,
 or always, for the one-pod-per-node mode). Waiters are let through first come first served:
 a pod waits behind any earlier waiter it conflicts with, so one that conflicts with nothing
 in flight still cannot overtake a conflicting one forever.
@@ -13,14 +13,14 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from vgpu import inflight, logs
+from vgpu import confusable, logs
 from vgpu.codecs import Assignment
 
 _log = logs.get("vgpu.scheduler.gate")
 
-Conflicts = inflight.Conflicts
+Conflicts = confusable.Conflicts
 
-_NOTHING: tuple[list[Assignment | None], inflight.OneGpuGrants | None] = ([], {})
+_NOTHING: tuple[list[Assignment | None], confusable.OneGpuGrants | None] = ([], {})
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Gate:
         self._held_at: dict[str, str] = {}
         # Per node, what in_flight_view answered until the node's holders or waiters change:
         # the filters ask it of ten nodes per pod in a burst, mostly unchanged since.
-        self._views: dict[str, tuple[list[Assignment | None], inflight.OneGpuGrants | None]] = {}
+        self._views: dict[str, tuple[list[Assignment | None], confusable.OneGpuGrants | None]] = {}
 
     def _add_holder(self, node: str, key: str, held: _Held) -> None:
         """A pod is in flight on one node at most."""
@@ -162,9 +162,9 @@ class Gate:
             return through
 
     def in_flight_view(self, node: str) -> tuple[list[Assignment | None],
-                                                  inflight.OneGpuGrants | None]:
+                                                  confusable.OneGpuGrants | None]:
         """The assignments of the pods in flight or waiting on ``node``, and their
-        :func:`vgpu.inflight.one_gpu_grants` (callers must not change them)."""
+        :func:`vgpu.confusable.one_gpu_grants` (callers must not change them)."""
         with self._lock:
             view = self._views.get(node)
             if view is None:
@@ -172,7 +172,7 @@ class Gate:
                     return _NOTHING
                 out = [h.assignment for h in self._holders.get(node, {}).values()]
                 out.extend(a for _, a in self._waiting.get(node, ()))
-                view = self._views[node] = (out, inflight.one_gpu_grants(node, out))
+                view = self._views[node] = (out, confusable.one_gpu_grants(node, out))
             return view
 
     def any_in_flight(self) -> bool:

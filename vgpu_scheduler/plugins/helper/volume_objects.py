@@ -16,9 +16,9 @@ from typing import Any
 from vgpu import meta
 from vgpu.cluster.port import Obj
 from vgpu.errors import RequestError
-from vgpu.fields import as_list, as_map
 from vgpu.labels import LabelSelector, parse_selector
 from vgpu.quantity import parse_quantity
+from vgpu.request_fields import as_list, as_map
 from vgpu_scheduler.framework.objects import SelectorTerm, parse_node_selector_terms
 
 #: Set on a claim by the scheduler: provision its volume where this node can reach it.

@@ -4,7 +4,7 @@ A pod requires it with the annotation ``vgpu.io/require-isolation: "true"``, or 
 cluster default ``isolation.require``. "Fractional" is every GPU pod but one whose every
 vGPU takes a whole GPU (100 cores): such a pod shares nothing, so nothing needs holding.
 The node enforces when every GPU its agent reports runs a mode of
-``isolation.enforcingModes`` (:func:`vgpu.isolation.fits`); the agent reports the mode it
+``isolation.enforcingModes`` (:func:`vgpu.isolation_modes.fits`); the agent reports the mode it
 actually runs, so a node whose MPS daemon is down drops out until it is back.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from vgpu import isolation, meta
+from vgpu import isolation_modes, meta
 from vgpu.errors import RequestError
 from vgpu.requests import PodRequest
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
@@ -44,7 +44,7 @@ class IsolationRequired:
         if not fractional(pod.gpu):
             return False
         try:
-            return isolation.required(meta.annotations_of(pod.pod), self._default)
+            return isolation_modes.required(meta.annotations_of(pod.pod), self._default)
         except RequestError as exc:
             return unresolvable(str(exc))
 
@@ -53,7 +53,7 @@ class IsolationRequired:
         if isinstance(need, Status):
             return need
         modes = [d.isolation for d in node.devices if d.healthy]
-        return SUCCESS if isolation.fits(need, modes, self._modes) else _REJECT
+        return SUCCESS if isolation_modes.fits(need, modes, self._modes) else _REJECT
 
     def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                 positions: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],

@@ -4,6 +4,6 @@
 
 from __future__ import annotations
 
-from vgpu_scheduler.plugins.preemption.plugin import DefaultPreemption
+from vgpu_scheduler.plugins.preemption.default_preemption import DefaultPreemption
 
 __all__ = ["DefaultPreemption"]

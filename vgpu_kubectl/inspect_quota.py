@@ -4,7 +4,7 @@ A pure function from the cluster's ResourceQuotas and pods (plain API dicts) to 
 per quota that names a derived resource (``requests.vgpu.io/memory-mib``, ...): its hard
 limits, what Kubernetes counts as used (the quota's status, kept by the quota controller)
 and the pods charged against it now, as Kubernetes counts them (not ended, in its
-namespace, in its scopes; :func:`vgpu.quota.pod_charge`). Renderings: table lines for
+namespace, in its scopes; :func:`vgpu.quota_charge.pod_charge`). Renderings: table lines for
 people, JSON for programs.
 """
 
@@ -14,14 +14,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu import meta, quota
+from vgpu import meta, quota_charge
 from vgpu.errors import QuantityError
 from vgpu.pods import is_terminated
 from vgpu.quantity import parse_whole
-from vgpu.quota import Charge, pod_charge
+from vgpu.quota_charge import Charge, pod_charge
 
 #: How people read each derived name.
-LABELS = {quota.VGPUS: "vGPUs", quota.MEMORY: "GPU memory MiB", quota.CORES: "GPU cores %"}
+LABELS = {quota_charge.VGPUS: "vGPUs", quota_charge.MEMORY: "GPU memory MiB",
+          quota_charge.CORES: "GPU cores %"}
 _COMPUTE = ("cpu", "memory")
 
 
@@ -53,7 +54,7 @@ class QuotaRow:
 
     @property
     def charged(self) -> Charge:
-        total = quota.NONE
+        total = quota_charge.NONE
         for pod in self.pods:
             total += pod.charge
         return total
@@ -121,8 +122,8 @@ def _row(obj: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
     hard = meta.mapping(spec.get("hard"))
     used = meta.mapping(meta.mapping(obj.get("status")).get("used"))
     lines = []
-    for resource in quota.NAMES:
-        key = quota.QUOTA_PREFIX + resource
+    for resource in quota_charge.NAMES:
+        key = quota_charge.QUOTA_PREFIX + resource
         if key not in hard:
             continue
         limit = _whole(hard[key])
@@ -145,7 +146,7 @@ def _row(obj: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
             break
         if all(verdicts):
             charge = pod_charge(pod)
-            if charge != quota.NONE:
+            if charge != quota_charge.NONE:
                 phase = str(meta.mapping(pod.get("status")).get("phase") or "Pending")
                 charged.append(QuotaPod(namespace, meta.name(pod), charge, phase))
     charged.sort(key=lambda p: p.name)

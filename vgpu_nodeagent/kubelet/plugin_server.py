@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from vgpu import logs
-from vgpu_nodeagent.kubelet.plugin import OPTIONS, DevicePluginService
+from vgpu_nodeagent.kubelet.device_plugin import OPTIONS, DevicePluginService
 from vgpu_nodeagent.proto import api_pb2, api_pb2_grpc
 
 _log = logs.get("vgpu.nodeagent.server")

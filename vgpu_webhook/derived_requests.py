@@ -32,7 +32,7 @@ from vgpu.config import Config
 from vgpu.devices import Device, percent_of
 from vgpu.errors import RequestError
 from vgpu.pods import containers
-from vgpu.quota import NONE, Charge
+from vgpu.quota_charge import NONE, Charge
 from vgpu.requests import ContainerRequest, PodRequest
 from vgpu_webhook.gpus import ClusterGpus
 

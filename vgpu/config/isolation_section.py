@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vgpu import isolation as modes
+from vgpu import isolation_modes as modes
 from vgpu.config.knobs import knob, section
 from vgpu.errors import ConfigError
 
