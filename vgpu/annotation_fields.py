@@ -29,12 +29,17 @@ def obj(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
-def integer(obj: Mapping[str, Any], name: str, where: str, *, lo: int | None = 0) -> int:
+def integer(obj: Mapping[str, Any], name: str, where: str, *, lo: int | None = 0,
+            hi: int) -> int:
+    """An integer field in ``[lo, hi]``: every number read from an object has a ceiling
+    (:mod:`vgpu.limits`), so none can overflow what reads it later."""
     value = obj.get(name)
     if isinstance(value, bool) or not isinstance(value, int):
         raise CodecError(f"{where}.{name}: expected an integer, got {json.dumps(value)[:60]}")
     if lo is not None and value < lo:
         raise CodecError(f"{where}.{name}: {value} is below {lo}")
+    if value > hi:
+        raise CodecError(f"{where}.{name}: {str(value)[:30]} is above {hi}")
     return value
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from vgpu import meta, times
+from vgpu import limits, meta, times
 from vgpu.annotation_fields import boolean as _bool
 from vgpu.annotation_fields import dump as _dump
 from vgpu.annotation_fields import integer as _int
@@ -119,10 +119,14 @@ def decode_inventory(text: Any) -> NodeInventory:
         where = f"{key}.devices[{i}]"
         obj = _obj(item, where)
         device = Device(
-            uuid=_str(obj, "uuid", where), index=_int(obj, "index", where),
-            model=_str(obj, "model", where), memory_mib=_int(obj, "memory_mib", where, lo=1),
-            cores=_int(obj, "cores", where, lo=1), split=_int(obj, "split", where, lo=1),
-            numa=_int(obj, "numa", where, lo=-1), healthy=_bool(obj, "healthy", where),
+            uuid=_str(obj, "uuid", where),
+            index=_int(obj, "index", where, hi=limits.GPU_INDEX),
+            model=_str(obj, "model", where),
+            memory_mib=_int(obj, "memory_mib", where, lo=1, hi=limits.GPU_MEMORY_MIB),
+            cores=_int(obj, "cores", where, lo=1, hi=limits.GPU_CORES),
+            split=_int(obj, "split", where, lo=1, hi=limits.GPU_SPLIT),
+            numa=_int(obj, "numa", where, lo=-1, hi=limits.NUMA_NODE),
+            healthy=_bool(obj, "healthy", where),
             # An open set: a mode this vgpu does not know counts as not enforcing.
             isolation=_str(obj, "isolation", where) if version >= 2 else UNKNOWN,
         )
@@ -130,6 +134,9 @@ def decode_inventory(text: Any) -> NodeInventory:
             raise CodecError(f"{where}.uuid: {device.uuid} appears twice")
         seen.add(device.uuid)
         devices.append(device)
+    if len(devices) > limits.GPUS_PER_NODE:
+        raise CodecError(f"{key}.devices: {len(devices)} GPUs, more than the "
+                         f"{limits.GPUS_PER_NODE} a node may have")
     links = None
     if version >= 3 and root.get("links") is not None:
         links = decode_links(root["links"], f"{key}.links", seen)
@@ -186,7 +193,7 @@ def _priorities(root: Mapping[str, Any], containers: Mapping[str, Any],
     for name in obj:
         if name not in containers:
             raise CodecError(f"{where}.{name}: not a container of the assignment")
-    return {name: _int(obj, name, where) for name in obj}
+    return {name: _int(obj, name, where, hi=limits.TASK_PRIORITY) for name in obj}
 
 
 def decode_assignment(text: Any) -> Assignment:
@@ -211,9 +218,12 @@ def decode_assignment(text: Any) -> Assignment:
             obj = _obj(item, f"{where}[{i}]")
             granted.append(GrantedDevice(
                 uuid=_str(obj, "uuid", f"{where}[{i}]"),
-                memory_mib=_int(obj, "memory_mib", f"{where}[{i}]"),
-                cores=_int(obj, "cores", f"{where}[{i}]"),
+                memory_mib=_int(obj, "memory_mib", f"{where}[{i}]", hi=limits.GPU_MEMORY_MIB),
+                cores=_int(obj, "cores", f"{where}[{i}]", hi=limits.GPU_CORES),
             ))
+        if len(granted) > limits.GPUS_PER_NODE:
+            raise CodecError(f"{where}: {len(granted)} vGPUs, more than the "
+                             f"{limits.GPUS_PER_NODE} a node may have")
         uuids = [g.uuid for g in granted]
         if len(set(uuids)) != len(uuids):
             raise CodecError(f"{where}: a container's vGPUs must be on distinct GPUs")

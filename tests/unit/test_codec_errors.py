@@ -62,6 +62,21 @@ BAD_INVENTORY: list[tuple[str, Any, str]] = [
     ("healthy-string", inv(dev(healthy="true")), ".devices[0].healthy: expected true or false"),
     ("healthy-missing", inv(dev(healthy=...)), ".devices[0].healthy"),
     ("duplicate-uuid", inv(DEV, dev(index=1)), ".devices[1].uuid: GPU-1 appears twice"),
+    # Out of range (issue 36: one Node's cores of 2**31 stopped all GPU scheduling).
+    ("cores-2-31", inv(dev(cores=2**31)), ".devices[0].cores: 2147483648 is above 100"),
+    ("cores-101", inv(dev(cores=101)), ".devices[0].cores: 101 is above 100"),
+    ("memory-2-63", inv(dev(memory_mib=2**63)),
+     ".devices[0].memory_mib: 9223372036854775808 is above 4194304"),
+    ("memory-huge", inv(dev(memory_mib=10**400)), ".devices[0].memory_mib: 1000000000"),
+    ("split-2-63", inv(dev(split=2**63)), ".devices[0].split: 9223372036854775808 is above"),
+    ("index-huge", inv(dev(index=2**40)), ".devices[0].index: 1099511627776 is above 1023"),
+    ("numa-huge", inv(dev(numa=2**31)), ".devices[0].numa: 2147483648 is above 1023"),
+    ("too-many-gpus", inv(*(dev(uuid=f"GPU-{i}", index=i % 1000) for i in range(129))),
+     ".devices: 129 GPUs, more than the 128"),
+    ("nvlinks-huge", json.dumps({"version": 3, "devices": [
+        dev(isolation="none"), dev(uuid="GPU-2", index=1, isolation="none")],
+        "links": [{"gpus": ["GPU-1", "GPU-2"], "pcie": "switch", "nvlinks": 2**31}]}),
+     ".links[0].nvlinks: 2147483648 is above 64"),
 ]
 
 
@@ -122,6 +137,14 @@ BAD_ASSIGNMENT: list[tuple[str, Any, str]] = [
      ".priorities.main: expected an integer"),
     ("priority-negative", json.dumps({**json.loads(asg()), "priorities": {"main": -1}}),
      ".priorities.main: -1 is below 0"),
+    ("priority-two", json.dumps({**json.loads(asg()), "priorities": {"main": 2}}),
+     ".priorities.main: 2 is above 1"),
+    ("memory-2-63", asg({"main": [{**GRANT, "memory_mib": 2**63}]}),
+     ".containers.main[0].memory_mib: 9223372036854775808 is above 4194304"),
+    ("cores-over-100", asg({"main": [{**GRANT, "cores": 2**31}]}),
+     ".containers.main[0].cores: 2147483648 is above 100"),
+    ("too-many-vgpus", asg({"main": [{**GRANT, "uuid": f"GPU-{i}"} for i in range(129)]}),
+     ".containers.main: 129 vGPUs, more than the 128"),
 ]
 
 

@@ -21,6 +21,7 @@ from vgpu.codecs import (
     encode_assignment,
     encode_inventory,
 )
+from vgpu import limits
 from vgpu.devices import Device
 
 # --- round trips -------------------------------------------------------------------------
@@ -40,7 +41,7 @@ def inventories(draw: st.DrawFn) -> NodeInventory:
             uuid=uuid,
             index=draw(st.integers(0, 64)),
             model=draw(_names),
-            memory_mib=draw(st.integers(1, 2**40)),
+            memory_mib=draw(st.integers(1, limits.GPU_MEMORY_MIB)),
             cores=draw(st.integers(1, 100)),
             split=draw(st.integers(1, 1024)),
             numa=draw(st.integers(-1, 8)),
@@ -60,7 +61,7 @@ def assignments(draw: st.DrawFn) -> Assignment:
     for name in names:
         uuids = draw(st.lists(_uuids, unique=True, min_size=1, max_size=4))
         containers[name] = tuple(
-            GrantedDevice(uuid=u, memory_mib=draw(st.integers(0, 2**40)),
+            GrantedDevice(uuid=u, memory_mib=draw(st.integers(0, limits.GPU_MEMORY_MIB)),
                           cores=draw(st.integers(0, 100)))
             for u in uuids
         )

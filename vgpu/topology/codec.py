@@ -13,6 +13,7 @@ import json
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from vgpu import limits
 from vgpu.annotation_fields import boolean, integer, obj, string
 from vgpu.errors import CodecError
 from vgpu.topology.links import PCIE_LEVELS, GpuLink, Link
@@ -45,12 +46,12 @@ def _gpus(entry: Any, where: str, known: Collection[str]) -> tuple[str, str]:
     return a, b
 
 
-def _optional(entry: Any, name: str, where: str, default: Any) -> Any:
+def _optional(entry: Any, name: str, where: str, default: Any, hi: int = 0) -> Any:
     if name not in entry:
         return default
     if isinstance(default, bool):
         return boolean(entry, name, where)
-    return integer(entry, name, where)
+    return integer(entry, name, where, hi=hi)
 
 
 def decode_links(raw: Any, where: str, known: Collection[str]) -> tuple[GpuLink, ...]:
@@ -66,8 +67,9 @@ def decode_links(raw: Any, where: str, known: Collection[str]) -> tuple[GpuLink,
         pcie = string(entry, "pcie", at)
         if pcie not in PCIE_LEVELS:
             raise CodecError(f"{at}.pcie: {pcie!r} is not one of {', '.join(PCIE_LEVELS)}")
-        link = Link(pcie=pcie, nvlinks=_optional(entry, "nvlinks", at, 0),
-                    generation=_optional(entry, "generation", at, 0),
+        link = Link(pcie=pcie, nvlinks=_optional(entry, "nvlinks", at, 0, limits.NVLINKS),
+                    generation=_optional(entry, "generation", at, 0,
+                                         limits.NVLINK_GENERATION),
                     nvswitch=_optional(entry, "nvswitch", at, False))
         pair = frozenset((a, b))
         if pair in seen:
