@@ -187,9 +187,10 @@ class NodeAgent:
         _log.warning("a pod no vgpu scheduler placed holds this node's vGPU devices",
                      pod=intruder.key, containers=[c for c, _ in intruder.containers],
                      evict=evict)
-        pod_actions.warn(self.port, self._pods, intruder.key, INTRUDER_REASON, intruder.message)
+        pod_actions.warn(self.port, self._pods, intruder.key, INTRUDER_REASON, intruder.message,
+                         uid=intruder.uid)
         if evict and self.port is not None:
-            pod_actions.evict(self.port, intruder.key)
+            pod_actions.evict(self.port, intruder.key, intruder.uid)
 
     def inventory(self) -> NodeInventory:
         mode = self.backend.current().mode

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from vgpu import logs
+from vgpu import logs, meta
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ClusterError
 from vgpu.pods import pod_key
@@ -15,11 +15,13 @@ _log = logs.get("vgpu.nodeagent.events")
 SOURCE = "vgpu-nodeagent"
 
 
-def evict(port: ClusterPort, key: str) -> bool:
-    """Evict pod ``namespace/name`` (its PodDisruptionBudgets apply); False when refused."""
+def evict(port: ClusterPort, key: str, uid: str) -> bool:
+    """Evict pod ``namespace/name`` with this uid (its PodDisruptionBudgets apply): the uid
+    is a precondition, so a same-name successor is never the one evicted; False when
+    refused."""
     namespace, name = key.split("/", 1)
     try:
-        port.evict(namespace, name)
+        port.evict(namespace, name, uid=uid)
     except ClusterError as exc:
         _log.warning("could not evict the pod", pod=key, error=str(exc))
         return False
@@ -28,9 +30,11 @@ def evict(port: ClusterPort, key: str) -> bool:
 
 
 def warn(port: ClusterPort | None, pods: Callable[[], Sequence[Obj]], key: str, reason: str,
-         message: str) -> bool:
-    """Record a Warning on pod ``namespace/name`` if it is in the local watch."""
-    pod = next((p for p in pods() if pod_key(p) == key), None)
+         message: str, *, uid: str = "") -> bool:
+    """Record a Warning on pod ``namespace/name`` (the one of this uid, when given) if it is
+    in the local watch."""
+    pod = next((p for p in pods() if pod_key(p) == key and (not uid or meta.uid(p) == uid)),
+               None)
     if pod is None or port is None:
         return False
     try:

@@ -3,6 +3,7 @@ client on a real gRPC socket, and the agent's check with its metrics and events.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import urllib.request
@@ -213,7 +214,11 @@ def foreign(name: str, *, scheduler: str = "other", deleting: bool = False) -> O
 ])
 def test_intruders(pods: list[Obj], view: list[KubeletDevices],
                    expected: list[Intruder]) -> None:
-    assert list(intruders(view, pods, KNOWN, SCHEDULERS)) == expected
+    found = list(intruders(view, pods, KNOWN, SCHEDULERS))
+    # Each names the very pod the watch showed, by its uid.
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+    assert [i.uid for i in found] == [uids[i.pod] for i in found]
+    assert [dataclasses.replace(i, uid="") for i in found] == expected
     # An intruder is no mismatch: it has no assignment of vgpu's to differ from.
     assert mismatches(view, pods, KNOWN, SCHEDULERS) == ()
 
@@ -256,3 +261,22 @@ def test_the_agent_evicts_an_intruder_when_told(make_env: Any,
     env = agent_with_intruder(make_env, stand_in, evict=True)
     # The memory cluster's eviction deletes the pod at once.
     wait_until(lambda: not env.cluster.list("pods").items, what="the eviction")
+
+
+def test_an_intruder_eviction_never_reaches_a_successor_of_its_name(
+        make_env: Any, stand_in: PodResourcesStandIn) -> None:
+    """Issue 36, case 4: the agent's view of the intruder predates a same-name replacement
+    that was placed properly; the eviction carries the intruder's uid, so the API server
+    refuses it instead of evicting the newcomer."""
+    env = make_env(small_config(pod_resources_socket="", evict_intruders=True))
+    obj = pod("x", [container("main", 1)])
+    obj["spec"].update(nodeName=NODE, schedulerName="other")
+    seen = env.cluster.create("pods", obj)
+    stale = Intruder("default", "x", (("main", (GPU0,)),), seen["metadata"]["uid"])
+    env.cluster.delete("pods", "x", "default")
+    successor = bind_assigned(env.cluster, pod("x", [container("main", 1)]), NODE,
+                              {"main": slices((GPU0, 1000, 0))})
+    env.agent._report_intruder(stale)
+    (left,) = env.cluster.list("pods").items
+    assert left["metadata"]["uid"] == successor["metadata"]["uid"]
+    assert not env.cluster.events("x")  # nor is the successor named an intruder

@@ -122,7 +122,7 @@ class Watchdog:
                      granted_mib=use.granted_mib, action=self._config.action)
         with self._lock:
             self.breaches += 1
-        pod_actions.warn(self._port, lambda: pods, use.pod, REASON, message)
+        pod_actions.warn(self._port, lambda: pods, use.pod, REASON, message, uid=use.uid)
         if self._config.action != "evict" or self._port is None:
             return
         namespace, name = use.pod.split("/", 1)

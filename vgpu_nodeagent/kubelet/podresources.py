@@ -84,6 +84,9 @@ class Intruder:
     pod: str
     #: Its containers holding our device IDs, and one GPU uuid per ID.
     containers: tuple[tuple[str, tuple[str, ...]], ...]
+    #: The pod the watch showed: an eviction or a warning is for it alone, never for a
+    #: pod that took its name since (issue 36, case 4).
+    uid: str = ""
 
     @property
     def key(self) -> str:
@@ -168,7 +171,7 @@ def intruders(view: Sequence[KubeletDevices], pods: Sequence[Obj], known: Collec
                 continue
         except CodecError:
             continue  # vgpu's pod with an unreadable assignment: the allocator failed it
-        out.append(Intruder(namespace, name, tuple(sorted(containers))))
+        out.append(Intruder(namespace, name, tuple(sorted(containers)), meta.uid(pod)))
     return tuple(sorted(out, key=lambda i: i.key))
 
 
