@@ -7,6 +7,15 @@ leader that fails to renew within ``renew_deadline`` steps down before anyone el
 take over (renew_deadline < lease_duration), so there is never a moment with two leaders
 acting.
 
+Two more rules keep a Lease from being shared in practice, not only on paper (issue 36):
+every successful renewal moves the elector's :class:`~vgpu.cluster.fence.Fence`, which the
+replica checks before each write it sends, so a leader that wakes from a pause sends
+nothing; and a replica that takes the Lease over from another holder (not given up
+cleanly) learns when that holder's last writes can no longer land
+(:attr:`LeaderElector.takeover_not_before`: its last renewal, plus the lease duration,
+plus ``in_doubt``, how late a write it sent may still reach the API server), before which
+it must not act.
+
 The Lease is read and written through the cluster port, so an election runs the same on
 the API server and on the in-memory cluster.
 """
@@ -21,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vgpu import logs, times
+from vgpu.cluster.fence import Fence
 from vgpu.cluster.port import ClusterPort
 from vgpu.errors import ClusterError, CodecError, ConflictError, NotFoundError
 
@@ -79,6 +89,9 @@ class ElectionConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    #: How long after a write was sent it may still land (the transport's request timeout
+    #: plus a margin): what a new leader waits beyond the old one's lease.
+    in_doubt: float = 0.0
 
 
 def lease_expired(spec: dict[str, Any], now: dt.datetime) -> bool:
@@ -90,17 +103,50 @@ def lease_expired(spec: dict[str, Any], now: dt.datetime) -> bool:
     return now > renewed + dt.timedelta(seconds=float(duration))
 
 
+def takeover_time(spec: dict[str, Any], in_doubt: float) -> dt.datetime | None:
+    """When the holder of ``spec`` can have nothing in flight any more: its last renewal,
+    plus the lease duration (it sends nothing once its renew deadline, shorter, passed),
+    plus ``in_doubt``. None for a Lease given up cleanly or never held."""
+    if not spec.get("holderIdentity"):
+        return None
+    renewed = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime"))
+    if renewed is None:
+        return None
+    duration = float(spec.get("leaseDurationSeconds") or 0)
+    return renewed + dt.timedelta(seconds=duration + in_doubt)
+
+
 class LeaderElector:
     def __init__(self, store: LeaseStore, config: ElectionConfig,
-                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.config = config
         self._clock = clock
+        self._monotonic = monotonic
         self.is_leader = threading.Event()
         self.observed_holder: str | None = None
+        #: Checked before every write this replica sends (:mod:`vgpu.cluster.fence`).
+        self.fence = Fence(config.renew_deadline, monotonic)
+        #: Set on taking the Lease over from another holder: until then, that holder's
+        #: last writes may still land, so this replica must not act.
+        self.takeover_not_before: dt.datetime | None = None
+
+    def takeover_wait(self) -> float:
+        """Seconds this replica must still wait before its first write as leader."""
+        if self.takeover_not_before is None:
+            return 0.0
+        return max(0.0, (self.takeover_not_before - self._clock()).total_seconds())
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this candidate holds the Lease afterwards."""
+        sent = self._monotonic()
+        won = self._attempt()
+        if won:
+            self.fence.renewed(sent)
+        return won
+
+    def _attempt(self) -> bool:
         cfg = self.config
         now = self._clock()
         try:
@@ -122,7 +168,9 @@ class LeaderElector:
         self.observed_holder = str(holder) if holder else None
         if holder != cfg.identity and not lease_expired(spec, now):
             return False
-        if holder != cfg.identity:
+        taking_over = holder != cfg.identity
+        previous = takeover_time(spec, cfg.in_doubt) if taking_over else None
+        if taking_over:
             spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
             spec["acquireTime"] = _fmt(now)
         spec.update(holderIdentity=cfg.identity, renewTime=_fmt(now),
@@ -131,6 +179,8 @@ class LeaderElector:
             self.store.replace_lease(cfg.namespace, {"metadata": lease["metadata"], "spec": spec})
         except ConflictError:
             return False
+        if taking_over:
+            self.takeover_not_before = previous
         self.observed_holder = cfg.identity
         return True
 
@@ -139,28 +189,29 @@ class LeaderElector:
         """Campaign until ``stop``; call ``on_started`` on winning and ``on_stopped`` on
         losing the Lease (the caller must stop acting as leader at once)."""
         cfg = self.config
-        last_renew = 0.0
         while not stop.is_set():
             try:
                 won = self.try_acquire_or_renew()
             except ClusterError as exc:
                 _log.warning("lease update failed", error=str(exc))
                 won = False
-            now = time.monotonic()
             if won:
-                last_renew = now
                 if not self.is_leader.is_set():
-                    _log.info("became leader", lease=cfg.name, identity=cfg.identity)
+                    _log.info("became leader", lease=cfg.name, identity=cfg.identity,
+                              wait_seconds=round(self.takeover_wait(), 3))
                     self.is_leader.set()
                     on_started()
-            elif self.is_leader.is_set() and now - last_renew > cfg.renew_deadline:
+            elif self.is_leader.is_set() and not self.fence.held():
+                # The same rule the writes obey: by then they are refused already.
                 _log.warning("lost leadership", lease=cfg.name, holder=self.observed_holder)
+                self.fence.lose()
                 self.is_leader.clear()
                 on_stopped()
             stop.wait(cfg.retry_period)
         if self.is_leader.is_set():
             self.is_leader.clear()
             on_stopped()
+            self.fence.lose()
             self._release()
 
     def _release(self) -> None:

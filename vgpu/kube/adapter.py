@@ -24,6 +24,7 @@ import urllib3
 
 from vgpu import meta
 from vgpu.cluster.events import event_object
+from vgpu.cluster.fence import Fence, OpenFence
 from vgpu.cluster.port import ALL, Kind, ListResult, Obj, Selector, WatchEvent
 from vgpu.cluster.resources import DEFAULT_NAMESPACE, Resource, check_selector, resource
 from vgpu.errors import (
@@ -49,12 +50,19 @@ from vgpu.kube.transport import (
 __all__ = ["ClientTransport", "InClusterTransport", "KubeCluster", "Transport", "connect"]
 
 
+#: Requests that change something: fenced, and in doubt when their answer is lost or 5xx.
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
 class KubeCluster:
     def __init__(self, transport: Transport, qps: float = 200.0, burst: int = 400,
                  request_timeout: float = 30.0) -> None:
         self.transport = transport
         self._bucket = TokenBucket(qps, burst)
         self._timeout = request_timeout
+        #: Checked immediately before each write is sent (a leader's
+        #: :class:`vgpu.cluster.fence.Fence`); it raises to stop the write.
+        self.fence: Fence = OpenFence()
         # The older version a resource is served at on this server, once a list found it
         # (Resource.fallbacks); every later call for the kind uses it.
         self._served: dict[str, Resource] = {}
@@ -71,6 +79,11 @@ class KubeCluster:
         """One request for an API path outside the port, errors mapped as the port's: for
         tests and benches setting up what the port does not serve (namespaces, RBAC)."""
         self._bucket.acquire()
+        write = method in WRITES
+        if write:
+            # After the rate limiter, which may hold the request for a while: the check
+            # is as close to the write as this layer gets.
+            self.fence.check(what)
         try:
             status, data = self.transport.call(method, path, query=query or [], body=body,
                                                content_type=content_type,
@@ -79,6 +92,10 @@ class KubeCluster:
             raise OutcomeUnknownError(f"{what}: {exc}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterError(f"{what}: {exc}") from None
+        if write and status >= 500:
+            # A server error says nothing of whether the write was carried out (etcd may
+            # have committed it before the answer timed out): the caller reads back.
+            raise OutcomeUnknownError(f"{what}: {paths.error(status, data, what)}")
         if status >= 300:
             raise paths.error(status, data, what)
         result: Obj = orjson.loads(data) if data else {}
