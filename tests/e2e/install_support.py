@@ -2,9 +2,9 @@
 
 The image comes from ``tests/image/build.sh`` (built here when the checkout has none,
 before the cluster starts: builds are never timed), imported into the node's containerd
-under a local name. The user's kustomization is written exactly as README "Install on a
-cluster" shows it: a folder beside ``manifests/`` naming one of its folders as base, with
-``images:`` pointing ``vgpu`` at the local image; nothing else.
+under a local name. The user's kustomization is written exactly as
+docs/operator-guide.md#install shows it: a folder beside ``manifests/`` naming one of its
+folders as base, with ``images:`` pointing ``vgpu`` at the local image; nothing else.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ IMAGE_CACHE = Path(os.environ.get("VGPUDEV_IMAGE_CACHE", Path.home() / ".cache" 
 IMAGE = "localhost/vgpu"
 TAG = "ci"
 UPGRADE_TAG = "ci-upgrade"
-#: What README "Install on a cluster" bases a Kubernetes 1.20 install without GPUs on.
+#: What docs/operator-guide.md#install bases a Kubernetes 1.20 install without GPUs on.
 BASE = "overlays/k8s-1.20-fake-gpus"
 NAMESPACE = "vgpu-system"
 NODE = "node-a"
@@ -66,7 +66,8 @@ def ensure_image(root: Path = ROOT) -> Path:
 
 @dataclass(frozen=True)
 class UserKustomization:
-    """The operator's own folder (README: ``mkdir my-vgpu``), beside ``manifests``'s."""
+    """The operator's own folder (docs/operator-guide.md#install: ``mkdir my-vgpu``),
+    beside ``manifests``'s."""
 
     folder: Path
 

@@ -1,4 +1,4 @@
-"""vgpu installed the way README "Install on a cluster" tells a user, on a real cluster.
+"""vgpu installed the way docs/operator-guide.md#install tells a user, on a real cluster.
 
 The cluster (:class:`tests.controlplane.real_cluster.RealCluster`) is Kubernetes 1.20.2
 built from Debian's sources: the control plane with kube-controller-manager and
@@ -70,8 +70,8 @@ def cluster() -> Iterator[RealCluster]:
 
 @pytest.fixture(scope="module")
 def user(cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> UserKustomization:
-    """README's steps, as written there: label the GPU node (and, on 1.20, kube-system),
-    write the kustomization, apply it."""
+    """The steps of docs/operator-guide.md#install, as written there: label the GPU node
+    (and, on 1.20, kube-system), write the kustomization, apply it."""
     cluster.kubectl("label", "node", NODE, "gpu=on")
     cluster.kubectl("label", "namespace", "kube-system",
                     "kubernetes.io/metadata.name=kube-system")
@@ -207,7 +207,7 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
     before = {name: port.get("pods", name, WORKLOADS) for name in ("notebook", "pair")}
     old = {c: {meta.name(p) for p in component_pods(port, c)}
            for c in ("scheduler", "webhook", "nodeagent")}
-    # README, Kubernetes 1.20: the finished certs Job stays there (no TTL); it goes first.
+    # docs/operator-guide.md#upgrades, 1.20: the finished certs Job stays (no TTL); it goes first.
     cluster.kubectl("delete", "job", "-n", NAMESPACE, "vgpu-certs")
     user.write(UPGRADE_TAG)
     with PodsMeanwhile(cluster, most=14) as meanwhile:

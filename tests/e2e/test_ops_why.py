@@ -96,7 +96,7 @@ def test_a_pending_pod_shows_the_last_attempt_and_what_is_short(
     code, text = why(s, namespace, "waits")
     assert code == 0
     assert "memory: need 20000 MiB, free 10960 MiB" in text
-    print(text)  # the README's example comes from this output
+    print(text)  # docs/operator-guide.md's example comes from this output
 
 
 def test_a_denied_pod_shows_the_webhooks_reason(stack: tuple[FullStack, str]) -> None:

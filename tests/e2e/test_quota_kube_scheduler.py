@@ -2,7 +2,7 @@
 
 No node advertises them. kube-scheduler's NodeResourcesFit counts every extended resource
 a pod requests, so a pod carrying them fits no node, unless its profile ignores the
-``vgpu.io`` group (``ignoredResourceGroups``), as the README tells operators whose
+``vgpu.io`` group (``ignoredResourceGroups``), as docs/quotas.md tells operators whose
 kube-scheduler sees such pods. Pinned against kube-scheduler v1.20.2 (v1beta1 config).
 """
 

@@ -1,8 +1,9 @@
 """``vgpu why``'s report, built from API objects alone (vgpu_kubectl/why.py and
 vgpu_kubectl/closest.py).
 
-Table-driven over the states a pod can be in, plus the README's example, which is this
-file's output: the test fails when the README's block and the rendering part ways.
+Table-driven over the states a pod can be in, plus the example in docs/operator-guide.md
+(``kubectl vgpu why POD``), which is this file's output: the test fails when the page's
+block and the rendering part ways.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from vgpu_kubectl.why import Cluster, build
 from vgpu_kubectl.why_render import render_json, render_text
 
 NOW = dt.datetime(2026, 11, 23, 10, 0, 0, tzinfo=dt.UTC)
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "operator-guide.md"
 
 
 def at(seconds: float) -> dt.datetime:
@@ -83,9 +84,9 @@ def example() -> str:
         now=NOW))
 
 
-def test_the_readme_example_is_this_rendering() -> None:
-    block = re.search(r"<!-- why-example -->\n```\n(.*?)```", README.read_text(), re.S)
-    assert block, "README lost its `kubectl vgpu why` example"
+def test_the_documented_example_is_this_rendering() -> None:
+    block = re.search(r"<!-- why-example -->\n```\n(.*?)```", GUIDE.read_text(), re.S)
+    assert block, "docs/operator-guide.md lost its `kubectl vgpu why` example"
     assert block.group(1).rstrip("\n") == example()
 
 

@@ -3,7 +3,7 @@ to a case to explain a disagreement or to ask about one node.
 
 :func:`render` fills the placeholders for one layout: its nodes (labelled with the
 layout's run, which its new pod selects), its two namespaces and the scheduler's name.
-The documented version differences (README, "Known differences") each come with a
+The documented version differences (docs/scheduler.md#known-differences) each come with a
 *neutralizing* change: a change of the case that current kube-scheduler's rules (vgpu's)
 do not see, but that takes away what kube-scheduler v1.20 reads differently. A
 disagreement is a documented difference when, with the change, both schedulers agree

@@ -127,7 +127,7 @@ def test_the_changes_do_not_change_vgpus_decision(seed: int, index: int) -> None
 
 
 def test_every_difference_is_documented() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("\n#### Known differences\n", 1)[1].split("\n### ", 1)[0]
+    page = (Path(__file__).parents[2] / "docs" / "scheduler.md").read_text()
+    section = page.split("\n## Known differences\n", 1)[1].split("\n## ", 1)[0]
     for difference in DIFFERENCES:
         assert f"`{difference.key}`" in section, difference.key

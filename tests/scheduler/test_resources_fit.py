@@ -108,8 +108,8 @@ def test_a_node_that_gains_the_resource_wakes_the_pod() -> None:
 
 
 def test_a_zero_request_fits_a_node_its_pods_overcommit() -> None:
-    # kube-scheduler since 1.28; v1.20 said "Insufficient memory" (README, Known
-    # differences).
+    # kube-scheduler since 1.28; v1.20 said "Insufficient memory"
+    # (docs/scheduler.md#known-differences).
     sched, cluster, _ = setup([builders.node("n", cpu="4", memory="1Gi")])
     cluster.create("pods", asking("theirs", {"memory": "2Gi"}, node="n"))
     cluster.create("pods", asking("p", {"cpu": "1"}))

@@ -14,8 +14,8 @@ then talk at the fewer of their switch links, as ``nvidia-smi topo -m`` shows. E
 also gets its PCIe common ancestor from ``nvmlDeviceGetTopologyCommonAncestor``.
 
 Each call is guarded on its own: a link or pair NVML cannot describe is left unknown
-rather than failing discovery. None of this has run on a real GPU yet (README, Node
-agent); the tests run it against a stand-in of ``pynvml``.
+rather than failing discovery. None of this has run on a real GPU yet
+(docs/node-agent.md#gpu-links); the tests run it against a stand-in of ``pynvml``.
 """
 
 from __future__ import annotations

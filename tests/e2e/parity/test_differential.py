@@ -1,9 +1,10 @@
 """Randomized differential test: seeded random scheduling problems
 (:mod:`tests.parity.random_cases`), each laid out for kube-scheduler v1.20.2 and for
 vgpu-scheduler on the same API server (:mod:`tests.e2e.parity.differential`). Every
-disagreement fails the test unless a documented version difference explains it (README,
-"Known differences"); each failure prints the command that replays its case alone. A few
-fixed cases the random seeds rarely hit (:data:`AGREE`) must agree as well.
+disagreement fails the test unless a documented version difference explains it
+(docs/scheduler.md#known-differences); each failure prints the command that replays its
+case alone. A few fixed cases the random seeds rarely hit (:data:`AGREE`) must agree as
+well.
 
 CI runs a fixed seed. By hand, any seed and any cases::
 
@@ -114,7 +115,7 @@ KNOWN = {
 @pytest.mark.parametrize("key", sorted(KNOWN))
 def test_each_documented_difference_shows_and_is_explained(kube: adapter.KubeCluster,
                                                            key: str) -> None:
-    """The differences the README documents, on the real kube-scheduler v1.20.2: it
+    """The differences docs/scheduler.md documents, on the real kube-scheduler v1.20.2: it
     refuses where vgpu binds, and the difference's neutralizing change explains it."""
     runner = Runner(kube)
     try:

@@ -9,10 +9,10 @@ configured as ignored (``scheduler.nodeResourcesFit``: kube's ``ignoredResources
 ``ignoredResourceGroups``) are not checked. The cache counts every bound pod (any
 scheduler's), so a node running other workloads is seen as it is.
 
-As current kube-scheduler (and unlike v1.20, see README "Known differences"): a request of
-zero is never refused, even on a node whose pods already take more than it has; and a node
-whose whole allocatable is smaller than a request is unresolvable (preemption cannot help
-there). The reasons are kube's words: ``Too many pods``, ``Insufficient cpu``,
+As current kube-scheduler (and unlike v1.20, see docs/scheduler.md#known-differences): a
+request of zero is never refused, even on a node whose pods already take more than it has;
+and a node whose whole allocatable is smaller than a request is unresolvable (preemption
+cannot help there). The reasons are kube's words: ``Too many pods``, ``Insufficient cpu``,
 ``Insufficient example.com/fpga``.
 """
 

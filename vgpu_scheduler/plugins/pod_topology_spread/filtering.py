@@ -72,7 +72,7 @@ def counted(constraint: SpreadConstraint, namespace: str, other: PodInfo) -> boo
     """Whether a pod counts in the constraint's domains (kube-scheduler's
     ``countPodsMatchSelector``): same namespace, not terminating, selected. A missing
     selector selects no pod and an empty one (``{}``) every pod, as
-    ``LabelSelectorAsSelector`` reads them (see README "Known differences")."""
+    ``LabelSelectorAsSelector`` reads them (see docs/scheduler.md#known-differences)."""
     return (other.namespace == namespace and not other.terminating
             and constraint.selects(other.labels))
 
