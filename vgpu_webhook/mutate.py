@@ -1,7 +1,8 @@
 """The admission decision for one pod: allow, allow with a JSONPatch, or deny.
 
 Pure: it takes the ``request`` of an AdmissionReview, the configuration and a snapshot
-of the cluster's GPUs, and returns a :class:`Decision`. Every rule about what a request
+of the cluster's GPUs, and returns an
+:class:`~vgpu_webhook.verdict.AdmissionVerdict`. Every rule about what a request
 means (counts, memory, percentages, cores, priority, annotations) comes from
 :mod:`vgpu.requests` and :mod:`vgpu.devices`, so the webhook and the scheduler cannot
 disagree on a pod.
@@ -20,8 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from vgpu import quota_charge
 from vgpu.annotations import GPUMEM_PERCENTAGE
@@ -37,27 +37,7 @@ from vgpu_webhook.derived_requests import Place, UnknownGpuError, charges
 from vgpu_webhook.gpus import ClusterGpus
 from vgpu_webhook.patch import Op, add, describe, update_mapping
 from vgpu_webhook.route_around import route_around
-
-Outcome = Literal["skipped", "unchanged", "mutated", "denied"]
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What to answer. ``code`` is the HTTP status the API server reports for a denial."""
-
-    allowed: bool
-    outcome: Outcome
-    patch: tuple[Op, ...] = ()
-    message: str = ""
-    code: int = 200
-
-
-def _allow(outcome: Outcome, message: str) -> Decision:
-    return Decision(allowed=True, outcome=outcome, message=message)
-
-
-def _deny(message: str, code: int = 400) -> Decision:
-    return Decision(allowed=False, outcome="denied", message=message, code=code)
+from vgpu_webhook.verdict import AdmissionVerdict, allow, deny, mutated
 
 
 def _is_pod_create(request: Mapping[str, Any]) -> bool:
@@ -68,21 +48,21 @@ def _is_pod_create(request: Mapping[str, Any]) -> bool:
             and kind.get("group", "") == "")
 
 
-def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Decision:
+def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> AdmissionVerdict:
     """Decide on one admission request (the ``request`` member of an AdmissionReview)."""
     if not _is_pod_create(request):
-        return _allow("skipped", "not a pod creation")
+        return allow("skipped", "not a pod creation")
     pod = request.get("object")
     if not isinstance(pod, Mapping) or not names_gpu_resource(pod, config):
-        return _allow("skipped", "not a GPU pod")
+        return allow("skipped", "not a GPU pod")
     try:
         parsed = parse_pod(pod, config)
     except RequestError as exc:
-        return _deny(str(exc))
+        return deny(str(exc))
     # One rule, whatever scheduler the pod names: a GPU pod is placed by vgpu, or refused.
     around = route_around(pod, config)
     if around is not None:
-        return _deny(around, code=403)
+        return deny(around, code=403)
     if gpus.known:
         stand_ins = [kind.device() for kind in gpus.kinds]
         try:
@@ -92,18 +72,18 @@ def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Dec
                                gpu_name=config.resource_names.gpu,
                                mem_name=config.resource_names.gpumem)
         except RequestError as exc:
-            return _deny(str(exc))
+            return deny(str(exc))
 
     charged: dict[Place, Charge] = {}
     if config.quota.derived_requests:
         try:
             charged = charges(pod, parsed, config, gpus)
         except UnknownGpuError as exc:
-            return _deny(str(exc), code=403)
+            return deny(str(exc), code=403)
     ops = _patch(pod, parsed, config, gpus, charged)
     if not ops:
-        return _allow("unchanged", "GPU pod needs no change")
-    return Decision(allowed=True, outcome="mutated", patch=tuple(ops), message="GPU pod mutated")
+        return allow("unchanged", "GPU pod needs no change")
+    return mutated(tuple(ops))
 
 
 def resolve_percentage(percent: int, parsed: PodRequest, config: Config,
