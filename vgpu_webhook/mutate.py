@@ -29,10 +29,9 @@ from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
 from vgpu.errors import QuantityError, RequestError
 from vgpu.pod_history import ADMISSION, encode_admission
-from vgpu.pods import containers
 from vgpu.quantity import parse_whole
 from vgpu.quota_charge import Charge
-from vgpu.requests import ContainerRequest, PodRequest, names_gpu_resource, parse_pod
+from vgpu.requests import ContainerRequest, ParsedPod, PodRequest, parse_gpu_pod
 from vgpu_webhook.derived_requests import Place, UnknownGpuError, charges
 from vgpu_webhook.gpus import ClusterGpus
 from vgpu_webhook.patch import Op, add, describe, update_mapping
@@ -52,21 +51,20 @@ def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Adm
     """Decide on one admission request (the ``request`` member of an AdmissionReview)."""
     if not _is_pod_create(request):
         return allow("skipped", "not a pod creation")
-    pod = request.get("object")
-    if not isinstance(pod, Mapping) or not names_gpu_resource(pod, config):
-        return allow("skipped", "not a GPU pod")
     try:
-        parsed = parse_pod(pod, config)
+        parsed = parse_gpu_pod(request.get("object"), config)
     except RequestError as exc:
         return deny(str(exc))
+    if parsed is None:
+        return allow("skipped", "not a GPU pod")
     # One rule, whatever scheduler the pod names: a GPU pod is placed by vgpu, or refused.
-    around = route_around(pod, config)
+    around = route_around(parsed, config)
     if around is not None:
         return deny(around, code=403)
     if gpus.known:
         stand_ins = [kind.device() for kind in gpus.kinds]
         try:
-            for container in parsed.containers:
+            for container in parsed.request.containers:
                 check_possible(container, stand_ins, max_gpus_per_node=gpus.max_gpus_per_node,
                                scaling=config.device_memory_scaling,
                                gpu_name=config.resource_names.gpu,
@@ -77,10 +75,10 @@ def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Adm
     charged: dict[Place, Charge] = {}
     if config.quota.derived_requests:
         try:
-            charged = charges(pod, parsed, config, gpus)
+            charged = charges(parsed, config, gpus)
         except UnknownGpuError as exc:
             return deny(str(exc), code=403)
-    ops = _patch(pod, parsed, config, gpus, charged)
+    ops = _patch(parsed, config, gpus, charged)
     if not ops:
         return allow("unchanged", "GPU pod needs no change")
     return mutated(tuple(ops))
@@ -169,30 +167,26 @@ def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRe
             + update_mapping(f"{base}/requests", current_requests, want_requests))
 
 
-def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
-           gpus: ClusterGpus, charged: Mapping[Place, Charge]) -> list[Op]:
-    spec: Mapping[str, Any] = pod["spec"]
+def _patch(parsed: ParsedPod, config: Config, gpus: ClusterGpus,
+           charged: Mapping[Place, Charge]) -> list[Op]:
     ops: list[Op] = []
-    named = spec.get("schedulerName")
+    named = parsed.spec.get("schedulerName")
     if not (isinstance(named, str) and named in config.vgpu_schedulers):
         ops.append(add("/spec/schedulerName", config.scheduler_name))
 
-    by_name = parsed.by_name()
     resolved: dict[str, int] = {}
-    for ref in containers(pod):
-        request = by_name.get(ref.name) if ref.name is not None else None
-        if request is not None and request.init != ref.init:
-            request = None
-        charge = charged.get((ref.key, ref.position))
-        if request is None and not (config.quota.derived_requests
-                                    and (charge is not None or _names_derived(ref.container))):
+    for container in parsed.containers:
+        request = container.request
+        charge = charged.get((container.key, container.position))
+        if request is None and not (config.quota.derived_requests and (
+                charge is not None or _names_derived(container.container))):
             continue
-        mib = _resolved(ref.container, request, parsed, config, gpus)
+        mib = _resolved(container.container, request, parsed.request, config, gpus)
         if mib is not None and request is not None and request.memory_percent is not None:
             resolved[request.name] = request.memory_percent
         # key and position need no escaping; resource names are escaped in the ops.
-        ops.extend(_container_ops(f"/spec/{ref.key}/{ref.position}/resources", ref.container,
-                                  request, mib, charge, config=config))
+        ops.extend(_container_ops(f"/spec/{container.key}/{container.position}/resources",
+                                  container.container, request, mib, charge, config=config))
 
     if not ops:
         return ops
@@ -201,8 +195,8 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
         records[GPUMEM_PERCENTAGE] = json.dumps(resolved, separators=(",", ":"),
                                                 sort_keys=True)
     # What this patch changes, for `vgpu why`: part of the same patch, so it costs nothing.
-    records[ADMISSION] = encode_admission(describe(ops, pod))
-    metadata = pod.get("metadata")
+    records[ADMISSION] = encode_admission(describe(ops, parsed.spec))
+    metadata = parsed.pod.get("metadata")
     if not isinstance(metadata, Mapping):
         ops.append(add("/metadata", {"annotations": records}))
     else:
