@@ -3,7 +3,7 @@
 The kubelet's Allocate names device IDs, never a pod. GetPreferredAllocation steers the
 kubelet to slots on the GPUs a container was assigned, and the agent matches an Allocate
 request to the in-flight container assigned exactly those GPUs
-(vgpu_nodeagent/allocation/matching.py).
+(vgpu_nodeagent/allocation/inflight_pod.py).
 So two pods can be in flight on a node at once unless some container of one and some
 container of the other ask for the same number of GPUs on overlapping GPUs with different
 grants: then the device IDs do not say whose request it is, and a mix-up would hand one

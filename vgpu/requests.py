@@ -1,10 +1,12 @@
 """A pod's GPU request, parsed once with the defaulting rules of
 docs/contracts.md#request-defaults.
 
-The webhook, the scheduler and the kubectl plugin all call :func:`parse_pod`, so they
+The webhook, the scheduler and the kubectl plugin all parse with the same rules, so they
 agree by construction on what a container asked for (the node agent answers from the
-assignment the scheduler derived from it). Input is the pod as a plain dict, the way
-the API server returns it.
+assignment the scheduler derived from it): :func:`parse_pod` gives the request, and
+:func:`parse_gpu_pod`, for the webhook, the request with each container's place in the
+spec, so that what it patches is not looked for again. Input is the pod as a plain dict,
+the way the API server returns it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from typing import Any
 from vgpu.annotations import PodChoices, parse_pod_choices
 from vgpu.config import Config, ResourceNames
 from vgpu.errors import QuantityError, RequestError
-from vgpu.pods import containers
+from vgpu.pods import ContainerRef, containers
 from vgpu.quantity import parse_whole
 
 #: The in-container limiter understands these two: 0 is high priority, 1 is low.
 PRIORITIES = (0, 1)
+#: A container's five vgpu resources when it names them all null.
+_UNSET = (None,) * 5
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ def _value(limits: Mapping[str, Any], requests: Mapping[str, Any], name: str,
         raise QuantityError(f"{where}: {name}: {exc}") from None
 
 
-def names_gpu_resource(pod: Mapping[str, Any], config: Config) -> bool:
+def names_gpu_resource(pod: Any, config: Config) -> bool:
     """Whether any container or init container names one of the vgpu resources.
 
     This is the cheap test that decides whether the webhook touches a pod at all, so it
@@ -141,17 +145,29 @@ def _check(where: str, rn: ResourceNames, *, count: int, memory: int | None,
 def parse_container(container: Mapping[str, Any], config: Config, *, init: bool = False,
                     where: str | None = None) -> ContainerRequest | None:
     """Parse one container; ``None`` when it names no vgpu resource."""
+    return _parse_container(container, config, init=init, where=where)[1]
+
+
+def _parse_container(container: Mapping[str, Any], config: Config, *, init: bool,
+                     where: str | None) -> tuple[bool, ContainerRequest | None]:
+    """Whether the container names a vgpu resource at all, and its request (None also
+    when every resource it names is null)."""
     name = container.get("name")
     if not isinstance(name, str) or not name:
         raise RequestError(f"{where or 'container'}: every container needs a name")
     where = where or f"container {name!r}"
     limits, requests = _resources(container, where)
     rn = config.resource_names
+    resources = rn.all()
+    for resource in resources:
+        if resource in limits or resource in requests:
+            break
+    else:
+        return False, None  # most containers of most pods: not worth five lookups each
     count, memory, percent, cores, priority = (
-        _value(limits, requests, resource, where)
-        for resource in (rn.gpu, rn.gpumem, rn.gpumem_percentage, rn.gpucores, rn.priority))
-    if count is None and memory is None and percent is None and cores is None and priority is None:
-        return None
+        _value(limits, requests, resource, where) for resource in resources)
+    if (count, memory, percent, cores, priority) == _UNSET:
+        return True, None
     _check(where, rn, count=1 if count is None else count, memory=memory, percent=percent,
            cores=cores, priority=priority)
     if memory is None and percent is None:
@@ -159,7 +175,7 @@ def parse_container(container: Mapping[str, Any], config: Config, *, init: bool 
             memory = config.default_mem
         else:
             percent = 100
-    return ContainerRequest(
+    return True, ContainerRequest(
         name=name,
         count=1 if count is None else count,
         memory_mib=memory,
@@ -171,11 +187,35 @@ def parse_container(container: Mapping[str, Any], config: Config, *, init: bool 
     )
 
 
-def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:
-    """Parse every GPU container of a pod and its placement annotations.
+@dataclass(frozen=True)
+class SpecContainer:
+    """One container of a pod's spec as the parse read it: where it sits, so that a
+    JSONPatch path can be written from it (``/spec/{key}/{position}``) without looking for
+    it again, the object as the pod gives it, and what it asks for."""
 
-    Raises :class:`RequestError` with a message naming the container and resource.
-    """
+    #: ``"initContainers"`` or ``"containers"``: the spec list it is in.
+    key: str
+    position: int
+    init: bool
+    name: str
+    container: Mapping[str, Any]
+    #: Its GPU request; None for a container that names no vgpu resource.
+    request: ContainerRequest | None
+
+
+@dataclass(frozen=True)
+class ParsedPod:
+    """A GPU pod read once: every container in start order (GPU or not) with its place in
+    the spec, and the pod's GPU request, as :func:`parse_pod` gives it."""
+
+    pod: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    containers: tuple[SpecContainer, ...]
+    request: PodRequest
+
+
+def _pod_fields(pod: Any) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The pod's spec and annotations, checked as far as parsing needs them."""
     if not isinstance(pod, Mapping):
         raise RequestError("pod must be a JSON object")
     spec = pod.get("spec")
@@ -187,27 +227,64 @@ def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:
     annotations = metadata.get("annotations") or {}
     if not isinstance(annotations, Mapping):
         raise RequestError("pod metadata.annotations must be a mapping of strings")
-
     for key in ("initContainers", "containers"):
         if not isinstance(spec.get(key) or [], list):
             raise RequestError(f"spec.{key} must be a list")
-    parsed: list[ContainerRequest] = []
+    return spec, annotations
+
+
+def _container(ref: ContainerRef, config: Config, seen: set[str],
+               ) -> tuple[str, bool, ContainerRequest | None]:
+    """One container's name, whether it names a vgpu resource, and its request; ``seen``
+    collects the names met so far."""
+    container = ref.container
+    if not isinstance(container, Mapping):
+        raise RequestError(f"spec.{ref.key}[{ref.position}] must be a mapping")
+    label = "init container" if ref.init else "container"
+    cname = container.get("name")
+    where = f"{label} {cname!r}" if isinstance(cname, str) and cname else (
+        f"spec.{ref.key}[{ref.position}]")
+    named, request = _parse_container(container, config, init=ref.init, where=where)
+    # Every name, not only the GPU containers': two containers of one name would be one
+    # to the node agent, and the API server rejects duplicates anyway.
+    if str(cname) in seen:
+        raise RequestError(f"{where}: container names must be unique in a pod")
+    seen.add(str(cname))
+    return str(cname), named, request
+
+
+def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:
+    """Parse every GPU container of a pod and its placement annotations.
+
+    Raises :class:`RequestError` with a message naming the container and resource.
+    """
+    _, annotations = _pod_fields(pod)
     seen: set[str] = set()
-    for ref in containers(pod):
-        container = ref.container
-        if not isinstance(container, Mapping):
-            raise RequestError(f"spec.{ref.key}[{ref.position}] must be a mapping")
-        label = "init container" if ref.init else "container"
-        cname = container.get("name")
-        where = f"{label} {cname!r}" if isinstance(cname, str) and cname else (
-            f"spec.{ref.key}[{ref.position}]")
-        request = parse_container(container, config, init=ref.init, where=where)
-        # Every name, not only the GPU containers': the webhook patches containers by
-        # position and finds them by name, and the API server rejects duplicates anyway.
-        if str(cname) in seen:
-            raise RequestError(f"{where}: container names must be unique in a pod")
-        seen.add(str(cname))
-        if request is not None:
-            parsed.append(request)
+    parsed = [request for ref in containers(pod)
+              if (request := _container(ref, config, seen)[2]) is not None]
     return PodRequest(containers=tuple(parsed), choices=parse_pod_choices(annotations))
 
+
+def parse_gpu_pod(pod: Any, config: Config) -> ParsedPod | None:
+    """The pod read once, when it names a vgpu resource (:func:`names_gpu_resource`); None
+    when it does not, however malformed it is (never raises then).
+
+    Raises :class:`RequestError`, as :func:`parse_pod` would, for a GPU pod that does not
+    parse.
+    """
+    seen: set[str] = set()
+    try:
+        spec, annotations = _pod_fields(pod)
+        read = [(ref, *_container(ref, config, seen)) for ref in containers(pod)]
+    except RequestError:
+        # Only a broken pod is walked twice: to tell whether it is one to refuse.
+        if names_gpu_resource(pod, config):
+            raise
+        return None
+    if not any(named for _, _, named, _ in read):
+        return None
+    placed = tuple(SpecContainer(ref.key, ref.position, ref.init, name, ref.container, request)
+                   for ref, name, _, request in read)
+    return ParsedPod(pod, spec, placed, PodRequest(
+        containers=tuple(c.request for c in placed if c.request is not None),
+        choices=parse_pod_choices(annotations)))

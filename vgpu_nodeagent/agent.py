@@ -85,7 +85,7 @@ class NodeAgent:
         self.phases: PhaseWriter | None = None
         if port is not None:
             self.inflight = InFlight(progress.ProgressFile(
-                progress.path_in(config.nodeagent.device_plugin_dir)),
+                progress.path_in(config.nodeagent.device_plugin_dir)), node=self.node,
                 resource=self.resource_name, schedulers=config.vgpu_schedulers)
             self.informer = Informer(port, "pods", self._on_pod,
                                      Selector(node_name=self.node),

@@ -28,10 +28,11 @@ from vgpu.config import Config
 from vgpu_webhook.denials import DenialRecorder
 from vgpu_webhook.gpus import GpuView
 from vgpu_webhook.metrics import Metrics
-from vgpu_webhook.mutate import Decision, decide
+from vgpu_webhook.mutate import decide
 from vgpu_webhook.review import BadReview, answer, parse
 from vgpu_webhook.tls import CertReloader
 from vgpu_webhook.validate import validate
+from vgpu_webhook.verdict import AdmissionVerdict, deny
 
 log = logs.get("vgpu.webhook")
 
@@ -80,7 +81,7 @@ class WebhookServer:
                                   validating=True)
 
     async def _review(self, request: web.Request,
-                      decision_of: Callable[[Mapping[str, Any]], Decision], *,
+                      verdict_of: Callable[[Mapping[str, Any]], AdmissionVerdict], *,
                       validating: bool) -> web.Response:
         started = time.perf_counter()
         outcome = "error"
@@ -93,29 +94,27 @@ class WebhookServer:
                 log.info("not an admission review", error=str(exc), peer=request.remote)
                 return web.Response(status=400, text=f"{exc}\n")
             try:
-                decision = decision_of(review.request)
-                outcome = decision.outcome
+                verdict = verdict_of(review.request)
+                outcome = verdict.outcome
             except Exception:
                 # Fail closed as the registration's failurePolicy would, but with an
                 # answer the API server can show rather than a 500.
                 log.exception("admission decision failed", **review.describe())
-                decision = Decision(
-                    allowed=False, outcome="denied", code=500,
-                    message=f"the vgpu webhook failed on this pod (request {review.uid}); "
-                            f"its log has the details")
+                verdict = deny(f"the vgpu webhook failed on this pod (request {review.uid}); "
+                               f"its log has the details", code=500)
             # A denial is logged for the operator (the user sees its message anyway); a
             # mutation only at debug level: every GPU pod is mutated, the API server's
             # audit log records patches, and a log line per admission costs more CPU
             # than the decision itself.
-            if decision.outcome == "denied":
+            if verdict.outcome == "denied":
                 who = review.describe()
-                log.info("pod denied", **who, message=decision.message)
+                log.info("pod denied", **who, message=verdict.message)
                 if self.denials is not None:
                     self.denials.record(who["namespace"], who["pod"].rstrip("*"),
-                                        decision.message)
-            elif decision.outcome == "mutated":
-                log.debug("pod mutated", **review.describe(), operations=len(decision.patch))
-            return web.Response(body=answer(review.uid, decision), content_type=JSON)
+                                        verdict.message)
+            elif verdict.outcome == "mutated":
+                log.debug("pod mutated", **review.describe(), operations=len(verdict.patch))
+            return web.Response(body=answer(review.uid, verdict), content_type=JSON)
         finally:
             seconds = time.perf_counter() - started
             if validating:

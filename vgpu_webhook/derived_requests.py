@@ -25,15 +25,11 @@ under-charged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from vgpu.config import Config
 from vgpu.devices import Device, percent_of
 from vgpu.errors import RequestError
-from vgpu.pods import containers
 from vgpu.quota_charge import NONE, Charge
-from vgpu.requests import ContainerRequest, PodRequest
+from vgpu.requests import ContainerRequest, ParsedPod, PodRequest
 from vgpu_webhook.gpus import ClusterGpus
 
 #: Where a container sits in the spec: ("containers" or "initContainers", position).
@@ -73,29 +69,28 @@ def container_charge(request: ContainerRequest, mib_per_vgpu: int) -> Charge:
                   cores=request.count * request.cores)
 
 
-def charges(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
-            gpus: ClusterGpus) -> dict[Place, Charge]:
+def charges(parsed: ParsedPod, config: Config, gpus: ClusterGpus) -> dict[Place, Charge]:
     """The charge each container must carry; a container not in the answer carries none.
 
     Raises :class:`UnknownGpuError` where a percentage has no GPU to be charged against.
     """
-    by_name = parsed.by_name()
     out: dict[Place, Charge] = {}
     first_app: Place | None = None
     from_inits = NONE
-    for ref in containers(pod):
-        request = by_name.get(ref.name) if ref.name is not None else None
-        if not ref.init and first_app is None:
-            first_app = (ref.key, ref.position)
-        if request is None or request.init != ref.init:
+    for container in parsed.containers:
+        place = (container.key, container.position)
+        if first_app is None and not container.init:
+            first_app = place
+        request = container.request
+        if request is None:
             continue
-        charge = container_charge(request, memory_per_vgpu(request, parsed, config, gpus))
-        if ref.init:
+        charge = container_charge(request,
+                                  memory_per_vgpu(request, parsed.request, config, gpus))
+        if request.init:
             from_inits += charge
         else:
-            out[(ref.key, ref.position)] = charge
+            out[place] = charge
     # A pod without app containers is refused by the API server's validation anyway.
     if first_app is not None and from_inits != NONE:
         out[first_app] = out.get(first_app, NONE) + from_inits
     return out
-

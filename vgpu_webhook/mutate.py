@@ -1,7 +1,8 @@
 """The admission decision for one pod: allow, allow with a JSONPatch, or deny.
 
 Pure: it takes the ``request`` of an AdmissionReview, the configuration and a snapshot
-of the cluster's GPUs, and returns a :class:`Decision`. Every rule about what a request
+of the cluster's GPUs, and returns an
+:class:`~vgpu_webhook.verdict.AdmissionVerdict`. Every rule about what a request
 means (counts, memory, percentages, cores, priority, annotations) comes from
 :mod:`vgpu.requests` and :mod:`vgpu.devices`, so the webhook and the scheduler cannot
 disagree on a pod.
@@ -20,8 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from vgpu import quota_charge
 from vgpu.annotations import GPUMEM_PERCENTAGE
@@ -29,35 +29,14 @@ from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
 from vgpu.errors import QuantityError, RequestError
 from vgpu.pod_history import ADMISSION, encode_admission
-from vgpu.pods import containers
 from vgpu.quantity import parse_whole
 from vgpu.quota_charge import Charge
-from vgpu.requests import ContainerRequest, PodRequest, names_gpu_resource, parse_pod
+from vgpu.requests import ContainerRequest, ParsedPod, PodRequest, parse_gpu_pod
 from vgpu_webhook.derived_requests import Place, UnknownGpuError, charges
 from vgpu_webhook.gpus import ClusterGpus
 from vgpu_webhook.patch import Op, add, describe, update_mapping
 from vgpu_webhook.route_around import route_around
-
-Outcome = Literal["skipped", "unchanged", "mutated", "denied"]
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What to answer. ``code`` is the HTTP status the API server reports for a denial."""
-
-    allowed: bool
-    outcome: Outcome
-    patch: tuple[Op, ...] = ()
-    message: str = ""
-    code: int = 200
-
-
-def _allow(outcome: Outcome, message: str) -> Decision:
-    return Decision(allowed=True, outcome=outcome, message=message)
-
-
-def _deny(message: str, code: int = 400) -> Decision:
-    return Decision(allowed=False, outcome="denied", message=message, code=code)
+from vgpu_webhook.verdict import AdmissionVerdict, allow, deny, mutated
 
 
 def _is_pod_create(request: Mapping[str, Any]) -> bool:
@@ -68,42 +47,41 @@ def _is_pod_create(request: Mapping[str, Any]) -> bool:
             and kind.get("group", "") == "")
 
 
-def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Decision:
+def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> AdmissionVerdict:
     """Decide on one admission request (the ``request`` member of an AdmissionReview)."""
     if not _is_pod_create(request):
-        return _allow("skipped", "not a pod creation")
-    pod = request.get("object")
-    if not isinstance(pod, Mapping) or not names_gpu_resource(pod, config):
-        return _allow("skipped", "not a GPU pod")
+        return allow("skipped", "not a pod creation")
     try:
-        parsed = parse_pod(pod, config)
+        parsed = parse_gpu_pod(request.get("object"), config)
     except RequestError as exc:
-        return _deny(str(exc))
+        return deny(str(exc))
+    if parsed is None:
+        return allow("skipped", "not a GPU pod")
     # One rule, whatever scheduler the pod names: a GPU pod is placed by vgpu, or refused.
-    around = route_around(pod, config)
+    around = route_around(parsed, config)
     if around is not None:
-        return _deny(around, code=403)
+        return deny(around, code=403)
     if gpus.known:
         stand_ins = [kind.device() for kind in gpus.kinds]
         try:
-            for container in parsed.containers:
+            for container in parsed.request.containers:
                 check_possible(container, stand_ins, max_gpus_per_node=gpus.max_gpus_per_node,
                                scaling=config.device_memory_scaling,
                                gpu_name=config.resource_names.gpu,
                                mem_name=config.resource_names.gpumem)
         except RequestError as exc:
-            return _deny(str(exc))
+            return deny(str(exc))
 
     charged: dict[Place, Charge] = {}
     if config.quota.derived_requests:
         try:
-            charged = charges(pod, parsed, config, gpus)
+            charged = charges(parsed, config, gpus)
         except UnknownGpuError as exc:
-            return _deny(str(exc), code=403)
-    ops = _patch(pod, parsed, config, gpus, charged)
+            return deny(str(exc), code=403)
+    ops = _patch(parsed, config, gpus, charged)
     if not ops:
-        return _allow("unchanged", "GPU pod needs no change")
-    return Decision(allowed=True, outcome="mutated", patch=tuple(ops), message="GPU pod mutated")
+        return allow("unchanged", "GPU pod needs no change")
+    return mutated(tuple(ops))
 
 
 def resolve_percentage(percent: int, parsed: PodRequest, config: Config,
@@ -189,30 +167,26 @@ def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRe
             + update_mapping(f"{base}/requests", current_requests, want_requests))
 
 
-def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
-           gpus: ClusterGpus, charged: Mapping[Place, Charge]) -> list[Op]:
-    spec: Mapping[str, Any] = pod["spec"]
+def _patch(parsed: ParsedPod, config: Config, gpus: ClusterGpus,
+           charged: Mapping[Place, Charge]) -> list[Op]:
     ops: list[Op] = []
-    named = spec.get("schedulerName")
+    named = parsed.spec.get("schedulerName")
     if not (isinstance(named, str) and named in config.vgpu_schedulers):
         ops.append(add("/spec/schedulerName", config.scheduler_name))
 
-    by_name = parsed.by_name()
     resolved: dict[str, int] = {}
-    for ref in containers(pod):
-        request = by_name.get(ref.name) if ref.name is not None else None
-        if request is not None and request.init != ref.init:
-            request = None
-        charge = charged.get((ref.key, ref.position))
-        if request is None and not (config.quota.derived_requests
-                                    and (charge is not None or _names_derived(ref.container))):
+    for container in parsed.containers:
+        request = container.request
+        charge = charged.get((container.key, container.position))
+        if request is None and not (config.quota.derived_requests and (
+                charge is not None or _names_derived(container.container))):
             continue
-        mib = _resolved(ref.container, request, parsed, config, gpus)
+        mib = _resolved(container.container, request, parsed.request, config, gpus)
         if mib is not None and request is not None and request.memory_percent is not None:
             resolved[request.name] = request.memory_percent
         # key and position need no escaping; resource names are escaped in the ops.
-        ops.extend(_container_ops(f"/spec/{ref.key}/{ref.position}/resources", ref.container,
-                                  request, mib, charge, config=config))
+        ops.extend(_container_ops(f"/spec/{container.key}/{container.position}/resources",
+                                  container.container, request, mib, charge, config=config))
 
     if not ops:
         return ops
@@ -221,8 +195,8 @@ def _patch(pod: Mapping[str, Any], parsed: PodRequest, config: Config,
         records[GPUMEM_PERCENTAGE] = json.dumps(resolved, separators=(",", ":"),
                                                 sort_keys=True)
     # What this patch changes, for `vgpu why`: part of the same patch, so it costs nothing.
-    records[ADMISSION] = encode_admission(describe(ops, pod))
-    metadata = pod.get("metadata")
+    records[ADMISSION] = encode_admission(describe(ops, parsed.spec))
+    metadata = parsed.pod.get("metadata")
     if not isinstance(metadata, Mapping):
         ops.append(add("/metadata", {"annotations": records}))
     else:

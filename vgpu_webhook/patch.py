@@ -57,14 +57,13 @@ def _step(token: str) -> str:
     return f"[{token}]" if "/" in token or "." in token else f".{token}"
 
 
-def describe(ops: list[Op], pod: Mapping[str, Any]) -> list[str]:
+def describe(ops: list[Op], spec: Mapping[str, Any]) -> list[str]:
     """One line per operation, for the ``vgpu.io/admission`` record: the path as a person
     reads it (containers by name, not position) and the value written."""
-    spec = pod.get("spec")
     lines = []
     for op in ops:
         tokens = op["path"].lstrip("/").split("/")
-        if (len(tokens) > 2 and tokens[0] == "spec" and isinstance(spec, Mapping)
+        if (len(tokens) > 2 and tokens[0] == "spec"
                 and tokens[1] in ("containers", "initContainers") and tokens[2].isdigit()):
             items = spec.get(tokens[1]) or []
             index = int(tokens[2])

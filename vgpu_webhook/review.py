@@ -10,7 +10,7 @@ from typing import Any
 
 from vgpu import meta
 from vgpu.errors import VgpuError
-from vgpu_webhook.mutate import Decision
+from vgpu_webhook.verdict import AdmissionVerdict
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -72,14 +72,14 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def answer(uid: str, decision: Decision) -> bytes:
-    """The AdmissionReview v1 response body for ``decision``, echoing ``uid``."""
-    response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
-    if decision.patch:
-        patch = json.dumps(decision.patch, separators=(",", ":")).encode()
+def answer(uid: str, verdict: AdmissionVerdict) -> bytes:
+    """The AdmissionReview v1 response body for ``verdict``, echoing ``uid``."""
+    response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
+    if verdict.patch:
+        patch = json.dumps(verdict.patch, separators=(",", ":")).encode()
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(patch).decode("ascii")
-    if not decision.allowed:
-        response["status"] = {"code": decision.code, "message": decision.message}
+    if not verdict.allowed:
+        response["status"] = {"code": verdict.code, "message": verdict.message}
     return json.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response},
                       separators=(",", ":")).encode()

@@ -9,7 +9,7 @@ node), and a container that sets the variables the node agent's Allocate answer 
 hands the container whichever GPUs it names). Ephemeral containers are added after
 creation, so ``/validate`` refuses them (:mod:`vgpu_webhook.validate`).
 
-Pure: a pod and its parsed request in, the reason for a denial (or None) out.
+Pure: the pod as the webhook parsed it in, the reason for a denial (or None) out.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from vgpu.config import Config
-from vgpu.pods import DEFAULT_SCHEDULER, containers
+from vgpu.pods import DEFAULT_SCHEDULER
+from vgpu.requests import ParsedPod
 
 #: Variables of the Allocate answer (docs/contracts.md#allocate-answer) that a container
 #: must not set itself: the kubelet puts a container's own ``env`` after the device
@@ -36,15 +37,13 @@ def grant_variable(name: str) -> bool:
     return name in GRANT_VARIABLES or name.startswith(GRANT_PREFIX)
 
 
-def _privileged(container: Any) -> bool:
-    if not isinstance(container, Mapping):
-        return False
+def _privileged(container: Mapping[str, Any]) -> bool:
     security = container.get("securityContext")
     return isinstance(security, Mapping) and security.get("privileged") is True
 
 
-def _grant_variables(container: Any) -> list[str]:
-    env = container.get("env") if isinstance(container, Mapping) else None
+def _grant_variables(container: Mapping[str, Any]) -> list[str]:
+    env = container.get("env")
     if not isinstance(env, list):
         return []
     return sorted({str(e["name"]) for e in env
@@ -74,27 +73,26 @@ def _node_name(spec: Mapping[str, Any]) -> str | None:
             f"and use a nodeSelector (kubernetes.io/hostname: {node}) instead")
 
 
-def _containers(pod: Mapping[str, Any], config: Config) -> str | None:
+def _containers(parsed: ParsedPod, config: Config) -> str | None:
     prefix = config.resource_names.gpu.split("/")[0]
-    for ref in containers(pod):
-        if _privileged(ref.container):
-            return (f"container {ref.name!r} is privileged in a pod that asks for vGPUs: a "
+    for spec_container in parsed.containers:
+        name, container = spec_container.name, spec_container.container
+        if _privileged(container):
+            return (f"container {name!r} is privileged in a pod that asks for vGPUs: a "
                     f"privileged container sees every GPU of the node, so the pod's share "
                     f"cannot be enforced; drop securityContext.privileged, or run it in a pod "
                     f"of its own without {prefix}/* resources")
-        names = _grant_variables(ref.container)
+        names = _grant_variables(container)
         if names:
-            return (f"container {ref.name!r} sets {', '.join(names)}: the node agent sets "
+            return (f"container {name!r} sets {', '.join(names)}: the node agent sets "
                     f"these from the GPU slice the scheduler assigned, and a container's own "
                     f"value would override them (NVIDIA_VISIBLE_DEVICES names the GPUs it "
                     f"sees); remove them from its env")
     return None
 
 
-def route_around(pod: Mapping[str, Any], config: Config) -> str | None:
+def route_around(parsed: ParsedPod, config: Config) -> str | None:
     """Why a GPU pod would get GPUs without vgpu placing it, or None; the message says
     what to do instead."""
-    spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
-        return None  # parse_pod refused it already
-    return _node_name(spec) or _scheduler(spec, config) or _containers(pod, config)
+    return (_node_name(parsed.spec) or _scheduler(parsed.spec, config)
+            or _containers(parsed, config))

@@ -19,7 +19,8 @@ update.
   would run on the pod's node outside the slice the scheduler accounted).
 
 A refusal is a denial with a message saying what to do instead, never a silent strip.
-Pure: the ``request`` of an AdmissionReview and the configuration in, a Decision out.
+Pure: the ``request`` of an AdmissionReview and the configuration in, an
+:class:`~vgpu_webhook.verdict.AdmissionVerdict` out.
 """
 
 from __future__ import annotations
@@ -30,17 +31,9 @@ from typing import Any
 from vgpu import protected
 from vgpu.config import Config
 from vgpu.requests import names_gpu_resource
-from vgpu_webhook.mutate import Decision
+from vgpu_webhook.verdict import AdmissionVerdict, allow, deny
 
 EPHEMERAL = "ephemeralcontainers"
-
-
-def _allow(outcome: Any, message: str) -> Decision:
-    return Decision(allowed=True, outcome=outcome, message=message)
-
-
-def _deny(message: str) -> Decision:
-    return Decision(allowed=False, outcome="denied", message=message, code=403)
 
 
 def username(request: Mapping[str, Any]) -> str:
@@ -60,32 +53,32 @@ def _listed(keys: tuple[str, ...]) -> str:
     return f"annotation{'s' if len(keys) > 1 else ''} {shown}"
 
 
-def _created(obj: Any, who: str, config: Config) -> Decision:
+def _created(obj: Any, who: str, config: Config) -> AdmissionVerdict:
     keys = protected.present(protected.annotations_in(obj))
     if keys and names_gpu_resource(obj, config):
         keys = tuple(k for k in keys if k not in protected.WEBHOOK_RECORDS)
     if not keys:
-        return _allow("unchanged", "no vgpu annotation")
+        return allow("unchanged", "no vgpu annotation")
     users = ", ".join(sorted(protected.USER_KEYS))
-    return _deny(
+    return deny(
         f"{_listed(keys)} {'belong' if len(keys) > 1 else 'belongs'} to vgpu: only its "
         f"scheduler and node agent write them (webhook.annotationWriters), not {who!r}; "
         f"create the pod without them (a copy of a placed pod, or a template made from one, "
-        f"carries them). Of vgpu.io/ annotations a pod may carry {users}")
+        f"carries them). Of vgpu.io/ annotations a pod may carry {users}", code=403)
 
 
-def _updated(old: Any, new: Any, who: str) -> Decision:
+def _updated(old: Any, new: Any, who: str) -> AdmissionVerdict:
     keys = protected.changed(protected.annotations_in(old), protected.annotations_in(new))
     if not keys:
-        return _allow("unchanged", "no vgpu annotation changed")
-    return _deny(
+        return allow("unchanged", "no vgpu annotation changed")
+    return deny(
         f"{_listed(keys)} {'belong' if len(keys) > 1 else 'belongs'} to vgpu: only its "
         f"scheduler and node agent set, change or remove them (webhook.annotationWriters), "
         f"not {who!r}; leave them as they are. A pod's GPU slice is fixed when it is bound: "
-        f"to change it, delete the pod and create it again")
+        f"to change it, delete the pod and create it again", code=403)
 
 
-def _ephemeral(old: Any, new: Any, config: Config) -> Decision:
+def _ephemeral(old: Any, new: Any, config: Config) -> AdmissionVerdict:
     def names(obj: Any) -> set[str]:
         spec = obj.get("spec") if isinstance(obj, Mapping) else None
         items = spec.get("ephemeralContainers") if isinstance(spec, Mapping) else None
@@ -93,29 +86,30 @@ def _ephemeral(old: Any, new: Any, config: Config) -> Decision:
 
     added = sorted(names(new) - names(old))
     if not added or not names_gpu_resource(new, config):
-        return _allow("unchanged", "no ephemeral container added to a GPU pod")
+        return allow("unchanged", "no ephemeral container added to a GPU pod")
     prefix = config.resource_names.gpu.split("/")[0]
-    return _deny(
+    return deny(
         f"ephemeral container {added[0]!r} cannot join a pod that asks for {prefix}/* "
         f"resources: it would run on the pod's node outside the GPU slice the scheduler "
         f"accounted (a privileged one, or one setting NVIDIA_VISIBLE_DEVICES, sees every "
-        f"GPU); use kubectl exec into the pod's containers, or debug in a pod of its own")
+        f"GPU); use kubectl exec into the pod's containers, or debug in a pod of its own",
+        code=403)
 
 
-def validate(request: Mapping[str, Any], config: Config) -> Decision:
+def validate(request: Mapping[str, Any], config: Config) -> AdmissionVerdict:
     """Decide on one admission request (the ``request`` member of an AdmissionReview)."""
     who = username(request)
     if who in config.webhook.annotation_writers:
-        return _allow("skipped", "a vgpu component's own write")
+        return allow("skipped", "a vgpu component's own write")
     operation = request.get("operation")
     if not _is_pod(request) or operation not in ("CREATE", "UPDATE"):
-        return _allow("skipped", "not a pod creation or update")
+        return allow("skipped", "not a pod creation or update")
     sub = request.get("subResource") or ""
     new, old = request.get("object"), request.get("oldObject")
     if sub == EPHEMERAL:
         return _ephemeral(old, new, config)
     if sub not in ("", "status"):  # a status write can change annotations too
-        return _allow("skipped", f"subresource {sub}")
+        return allow("skipped", f"subresource {sub}")
     if operation == "CREATE":
         return _created(new, who, config)
     return _updated(old, new, who)

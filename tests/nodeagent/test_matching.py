@@ -1,18 +1,26 @@
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
 import pytest
 
 from tests.support.pods import container, pod, slices
 from vgpu.codecs import Assignment
 from vgpu.pods import container_names as container_order
-from vgpu_nodeagent.allocation.matching import (
-    Candidate,
+from vgpu_nodeagent.allocation.inflight_pod import (
+    InFlightPod,
     MatchError,
-    all_done,
-    choose,
-    match_devices,
-    match_requests,
+    first_by_gpus,
+    start_order,
 )
+
+
+def waiting(assignment: Assignment, order: Sequence[str],
+            done: Collection[str] = ()) -> InFlightPod:
+    """A pod in allocation with ``assignment``, its spec's containers in ``order``."""
+    return InFlightPod({}, "default/p", "uid-p", assignment, "",
+                       start_order(assignment, order), frozenset(done))
+
 
 A = slices(("GPU-a", 1, 0))
 AB = slices(("GPU-a", 1, 0), ("GPU-b", 1, 0))
@@ -30,7 +38,7 @@ ORDER = ("init", "one", "two", "other")
     ([1], {"init", "one", "two"}, ("other",)),
 ])
 def test_match(counts: list[int], done: set[str], expected: tuple[str, ...]) -> None:
-    assert match_requests(counts, ASSIGNMENT, ORDER, done) == expected
+    assert waiting(ASSIGNMENT, ORDER, done).by_counts(counts) == expected
 
 
 @pytest.mark.parametrize(("counts", "done", "message"), [
@@ -44,26 +52,26 @@ def test_match(counts: list[int], done: set[str], expected: tuple[str, ...]) -> 
 ])
 def test_no_match_says_why(counts: list[int], done: set[str], message: str) -> None:
     with pytest.raises(MatchError) as info:
-        match_requests(counts, ASSIGNMENT, ORDER, done)
+        waiting(ASSIGNMENT, ORDER, done).by_counts(counts)
     assert message in str(info.value)
 
 
 def test_empty_assignment() -> None:
     with pytest.raises(MatchError, match="names no container"):
-        match_requests([1], Assignment(node="n"), ORDER, set())
+        waiting(Assignment(node="n"), ORDER).by_counts([1])
 
 
 def test_container_order_puts_init_containers_first_and_unknown_names_last() -> None:
     p = pod("p", [container("b", 1), container("a", 1)], init_containers=[container("i", 1)])
     assert container_order(p) == ("i", "b", "a")
     assignment = Assignment(node="n", containers={"zz": A, "a": A, "b": A, "i": A})
-    assert match_requests([1, 1, 1, 1], assignment, container_order(p), set()) == \
+    assert waiting(assignment, container_order(p)).by_counts([1, 1, 1, 1]) == \
         ("i", "b", "a", "zz")
 
 
 def test_all_done() -> None:
-    assert not all_done(ASSIGNMENT, {"init", "one"})
-    assert all_done(ASSIGNMENT, set(ORDER))
+    assert not waiting(ASSIGNMENT, ORDER, {"init", "one"}).complete
+    assert waiting(ASSIGNMENT, ORDER, set(ORDER)).complete
 
 
 B = slices(("GPU-b", 1, 0))
@@ -85,11 +93,19 @@ BY_GPU = Assignment(node="n", containers={"init": A, "one": B, "two": AB, "other
 def test_match_devices(gpus: list[set[str]], done: set[str],
                        expected: tuple[str, ...] | None) -> None:
     sets = [frozenset(g) for g in gpus]
-    assert match_devices(sets, BY_GPU, ORDER, done) == expected
+    assert waiting(BY_GPU, ORDER, done).by_gpus(sets) == expected
 
 
-def candidate(uuid: str, done: frozenset[str] = frozenset()) -> Candidate:
-    return Candidate(Assignment("n", {"c": slices((uuid, 1, 0))}), ("c",), done)
+def candidate(uuid: str, done: frozenset[str] = frozenset()) -> InFlightPod:
+    return waiting(Assignment("n", {"c": slices((uuid, 1, 0))}), ("c",), done)
+
+
+def choose(gpu_sets: list[frozenset[str]],
+           candidates: list[InFlightPod]) -> tuple[int, tuple[str, ...]] | None:
+    claim = first_by_gpus(candidates, gpu_sets)
+    if claim is None:
+        return None
+    return next(i for i, c in enumerate(candidates) if c is claim.pod), claim.containers
 
 
 @pytest.mark.parametrize(("gpu", "candidates", "expected"), [
@@ -99,6 +115,6 @@ def candidate(uuid: str, done: frozenset[str] = frozenset()) -> Candidate:
     ("GPU-c", [candidate("GPU-a"), candidate("GPU-b")], None),
     ("GPU-a", [], None),
 ])
-def test_choose_the_pod(gpu: str, candidates: list[Candidate],
+def test_choose_the_pod(gpu: str, candidates: list[InFlightPod],
                         expected: tuple[int, tuple[str, ...]] | None) -> None:
     assert choose([frozenset({gpu})], candidates) == expected

@@ -1,9 +1,9 @@
 """What the webhook and the scheduler ask of a pod besides its parsed request.
 
 Which GPUs its annotations allow (the ``GpuSelector``), whether it names a GPU resource at
-all (``names_gpu_resource``, the webhook's cheap test that never raises) and which of its
-GPU containers are privileged. Separate from ``test_requests``, which pins the parsed
-per-container requests themselves.
+all (``names_gpu_resource``, the webhook's cheap test that never raises; ``parse_gpu_pod``,
+that test and the parse in one walk) and which of its GPU containers are privileged.
+Separate from ``test_requests``, which pins the parsed per-container requests themselves.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 
 from tests.unit.requests_support import CORES, CUSTOM, DEFAULT, GPU, MEM, PRIO, ctr, json_like, pod
-from vgpu.requests import names_gpu_resource, parse_pod
+from vgpu.errors import RequestError
+from vgpu.requests import names_gpu_resource, parse_gpu_pod, parse_pod
 
 # --- annotations select GPUs -------------------------------------------------------------
 
@@ -94,3 +95,55 @@ def test_names_gpu_resource_uses_configured_names() -> None:
 @given(json_like)
 def test_names_gpu_resource_never_raises(obj: Any) -> None:
     assert names_gpu_resource(obj, DEFAULT) in (True, False)
+
+
+# --- parse_gpu_pod: the webhook's one parse ------------------------------------------------
+
+def test_parse_gpu_pod_keeps_each_containers_place() -> None:
+    obj = pod(ctr("app"), ctr("gpu", {GPU: 2}), init=(ctr("setup", {MEM: 100}),))
+    parsed = parse_gpu_pod(obj, DEFAULT)
+    assert parsed is not None
+    assert [(c.key, c.position, c.init, c.name) for c in parsed.containers] == [
+        ("initContainers", 0, True, "setup"), ("containers", 0, False, "app"),
+        ("containers", 1, False, "gpu")]
+    for c in parsed.containers:
+        assert c.container is obj["spec"][c.key][c.position]
+        assert c.request == next((r for r in parsed.request.containers if r.name == c.name),
+                                 None)
+    assert parsed.request == parse_pod(obj, DEFAULT)
+
+
+def _agrees_with_the_two_steps(obj: Any) -> None:
+    """parse_gpu_pod is names_gpu_resource, then parse_pod: in one walk."""
+    if not names_gpu_resource(obj, DEFAULT):
+        assert parse_gpu_pod(obj, DEFAULT) is None
+        return
+    try:
+        expected = parse_pod(obj, DEFAULT)
+    except RequestError as exc:
+        with pytest.raises(RequestError) as raised:
+            parse_gpu_pod(obj, DEFAULT)
+        assert str(raised.value) == str(exc)
+        return
+    parsed = parse_gpu_pod(obj, DEFAULT)
+    assert parsed is not None and parsed.request == expected
+
+
+@pytest.mark.parametrize("obj", [n[1] for n in NAMES] + [
+    pod(ctr(limits={GPU: None})),  # named, null: a GPU pod that asks for nothing
+    pod(ctr("a"), ctr("a", {GPU: 1})),
+    pod(ctr(limits={"cpu": "1"}), annotations={"nvidia.com/use-gputype": 5}),
+    pod(ctr(limits={GPU: 1}), annotations={"vgpu.io/gpu-policy": "nonsense"}),
+    {"metadata": [], "spec": {"containers": [{"name": "a", "resources": {"limits": {GPU: 1}}}]}},
+    {"metadata": [], "spec": {"containers": [{"name": "a"}]}},
+], ids=[n[0] for n in NAMES] + ["null-value", "duplicate-names", "cpu-pod-bad-annotation",
+                                "gpu-pod-bad-annotation", "gpu-pod-bad-metadata",
+                                "cpu-pod-bad-metadata"])
+def test_parse_gpu_pod_is_the_cheap_test_then_the_parse(obj: Any) -> None:
+    _agrees_with_the_two_steps(obj)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_like)
+def test_parse_gpu_pod_agrees_on_anything(obj: Any) -> None:
+    _agrees_with_the_two_steps(obj)

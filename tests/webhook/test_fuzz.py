@@ -25,7 +25,7 @@ from tests.webhook.jsonpatch import apply
 from tests.webhook.pods import HOMOGENEOUS, MIXED, NO_GPUS, review
 from vgpu.config import Config, ResourceNames
 from vgpu.errors import VgpuError
-from vgpu.requests import names_gpu_resource, parse_pod
+from vgpu.requests import names_gpu_resource, parse_gpu_pod, parse_pod
 from vgpu_webhook.admission_server import WebhookServer
 from vgpu_webhook.derived_requests import charges
 from vgpu_webhook.gpus import ClusterGpus, GpuView
@@ -188,7 +188,9 @@ def test_gpu_pods_that_parse_are_never_denied_for_shape(obj: Any, gpus: ClusterG
                     for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])):
                 raise VgpuError("policy denial")
             # A memory percentage with no GPU known to charge it against (quota).
-            charges(obj, parse_pod(obj, CONFIG), CONFIG, gpus)
+            parsed = parse_gpu_pod(obj, CONFIG)
+            assert parsed is not None  # it was denied: a GPU pod
+            charges(parsed, CONFIG, gpus)
             if gpus.known:
                 raise VgpuError("cluster limit denial")
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 
+from vgpu.cluster.port import Obj
 from vgpu.errors import VgpuError
+from vgpu.pods import pod_key
 
 
 class Code(enum.Enum):
@@ -19,3 +21,23 @@ class AllocateError(VgpuError):
     def __init__(self, code: Code, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class Refused(AllocateError):
+    """The request is the own of ``pod``, which no vgpu scheduler placed: serving it would
+    hand it the grant of a pod that was."""
+
+    def __init__(self, pod: Obj, reason: str) -> None:
+        super().__init__(Code.PERMISSION_DENIED, f"pod {pod_key(pod)}: {reason}")
+        self.pod = pod
+        self.reason = reason
+
+
+class Unservable(AllocateError):
+    """The request is for ``pod``, which cannot be served (its assignment unreadable, or no
+    container of it fits): the pod has failed."""
+
+    def __init__(self, pod: Obj, reason: str) -> None:
+        super().__init__(Code.INVALID_ARGUMENT, f"pod {pod_key(pod)}: {reason}")
+        self.pod = pod
+        self.reason = reason
