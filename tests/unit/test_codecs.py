@@ -12,6 +12,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vgpu import limits
 from vgpu.codecs import (
     Assignment,
     GrantedDevice,
@@ -21,7 +22,6 @@ from vgpu.codecs import (
     encode_assignment,
     encode_inventory,
 )
-from vgpu import limits
 from vgpu.devices import Device
 
 # --- round trips -------------------------------------------------------------------------

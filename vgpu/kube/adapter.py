@@ -50,10 +50,6 @@ from vgpu.kube.transport import (
 __all__ = ["ClientTransport", "InClusterTransport", "KubeCluster", "Transport", "connect"]
 
 
-#: Requests that change something: fenced, and in doubt when their answer is lost or 5xx.
-WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
 class KubeCluster:
     def __init__(self, transport: Transport, qps: float = 200.0, burst: int = 400,
                  request_timeout: float = 30.0) -> None:
@@ -79,7 +75,7 @@ class KubeCluster:
         """One request for an API path outside the port, errors mapped as the port's: for
         tests and benches setting up what the port does not serve (namespaces, RBAC)."""
         self._bucket.acquire()
-        write = method in WRITES
+        write = method in paths.WRITES
         if write:
             # After the rate limiter, which may hold the request for a while: the check
             # is as close to the write as this layer gets.
@@ -159,21 +155,7 @@ class KubeCluster:
         try:
             if raw.status >= 300:
                 raise paths.error(raw.status, raw.read(), f"watch {kind}")
-            for line in raw.lines():
-                if not line.strip():
-                    continue
-                # orjson: decoding the watch's objects (managedFields and all) with the
-                # json module was 17 % of the scheduler's CPU in a burst (py-spy).
-                event = orjson.loads(line)
-                etype = event.get("type")
-                obj = event.get("object") or {}
-                if etype == "ERROR":
-                    raise paths.error(int(obj.get("code") or 500), orjson.dumps(obj),
-                                 f"watch {kind}")
-                if etype == "BOOKMARK":
-                    continue
-                if etype in ("ADDED", "MODIFIED", "DELETED"):
-                    yield WatchEvent(etype, obj)
+            yield from paths.watch_events(raw.lines(), kind)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterError(f"watch {kind}: {exc}") from None
         finally:
