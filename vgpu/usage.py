@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, MutableMapping
 from typing import Any
 
-from vgpu.codecs import Assignment, assignment_of
+from vgpu import served
+from vgpu.codecs import Assignment
 from vgpu.devices import EMPTY, Usage
 from vgpu.pods import is_terminated, node_name, scheduler_name
 from vgpu.requests import PodRequest
@@ -18,7 +19,9 @@ from vgpu.requests import PodRequest
 
 def claimed(pod: Mapping[str, Any], schedulers: Collection[str]) -> Assignment | None:
     """The GPU slices the pod holds: its assignment while it is bound to a node and has
-    not ended (a terminating pod still holds them until it is gone); None otherwise.
+    not ended (a terminating pod still holds them until it is gone); None otherwise. The
+    assignment is the one the node agent recorded serving, where the pod's owner cannot
+    write, once it did; until then the one its Binding carried (:func:`vgpu.served.held`).
 
     Only a pod of one of ``schedulers`` (``Config.vgpu_schedulers``) holds any: a pod's
     ``spec.schedulerName`` cannot change after creation, so an assignment on a pod that
@@ -30,7 +33,7 @@ def claimed(pod: Mapping[str, Any], schedulers: Collection[str]) -> Assignment |
     """
     if node_name(pod) is None or is_terminated(pod) or scheduler_name(pod) not in schedulers:
         return None
-    return assignment_of(pod)
+    return served.held(pod)
 
 
 def mismatch(assignment: Assignment, request: PodRequest | None) -> str | None:

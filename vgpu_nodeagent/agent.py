@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
-from vgpu import logs
+from vgpu import logs, meta, served
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
+from vgpu.devices import Device
 from vgpu.errors import ConfigError
 from vgpu.pods import pod_key
 from vgpu.topology.links import matrix
@@ -57,6 +58,10 @@ ADMISSION_QUIET_SECONDS = 2.0
 INTRUDER_REASON = "GPUNotPlacedByVgpu"
 #: The Warning event on a pod whose Allocate was refused for the same reason.
 REFUSED_REASON = "AllocateRefused"
+#: The Warning event on a pod whose grant would take a GPU past what it has.
+OVERCOMMIT_REASON = "GPUOvercommitRefused"
+#: The Warning event on a pod whose assignment annotation was edited after it was served.
+EDITED_REASON = "AssignmentEdited"
 
 
 class NodeAgent:
@@ -114,7 +119,9 @@ class NodeAgent:
                                    wait_seconds=config.nodeagent.allocate_wait_seconds,
                                    on_complete=self.metrics.observe_bind_to_allocate,
                                    backend=self.backend, totals=self._totals,
-                                   links=self._links, on_refused=self._refused)
+                                   links=self._links, on_refused=self._refused,
+                                   devices=self._devices, on_overcommit=self._overcommit)
+        self._edits_reported: set[str] = set()
         self.service = DevicePluginService(self.devices, self.allocator, self._stop,
                                            observe=self.metrics.observe_allocate)
         self.server = PluginServer(self.service, config.nodeagent.device_plugin_dir,
@@ -123,6 +130,25 @@ class NodeAgent:
 
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
         self.allocator.on_pod(old, new)
+        if new is not None:
+            self._check_edit(new)
+
+    def _check_edit(self, pod: Obj) -> None:
+        """Say so, once per pod, when its assignment annotation no longer is what this node
+        served it: the served record stays what counts (:mod:`vgpu.served`)."""
+        why = served.edited(pod)
+        uid = meta.uid(pod)
+        if why is None or uid in self._edits_reported:
+            return
+        self._edits_reported.add(uid)
+        self.metrics.assignment_edited.inc()
+        _log.warning("a served pod's assignment annotation was edited; ignored",
+                     pod=pod_key(pod), reason=why)
+        threading.Thread(target=pod_actions.warn, name="edited-event", daemon=True,
+                         args=(self.port, self._pods, pod_key(pod), EDITED_REASON,
+                               f"{why}: vgpu counts what was served, recorded in the pod's "
+                               f"{served.CONDITION} condition, and ignores the annotation"),
+                         kwargs={"uid": uid}).start()
 
     # -- views -----------------------------------------------------------------------------
 
@@ -173,6 +199,16 @@ class NodeAgent:
         with self._lock:
             uuids = tuple(f.uuid for f in sorted(self._facts, key=lambda f: f.index))
         return preferred.Links(uuids, matrix(uuids, links), self.split)
+
+    def _devices(self) -> dict[str, Device]:
+        return {d.uuid: d for d in self.inventory().devices}
+
+    def _overcommit(self, pod: Obj, reason: str) -> None:
+        """A grant was refused for lack of room on a GPU: count it and say so on the pod."""
+        self.metrics.overcommit_refused.inc()
+        threading.Thread(target=pod_actions.warn, name="overcommit-event", daemon=True,
+                         args=(self.port, self._pods, pod_key(pod), OVERCOMMIT_REASON, reason),
+                         kwargs={"uid": meta.uid(pod)}).start()
 
     def _refused(self, pod: Obj, reason: str) -> None:
         """An Allocate was refused for ``pod``: count it and say so on the pod, off the

@@ -160,6 +160,14 @@ class Metrics:
         self.refused = Counter("vgpu_nodeagent_allocate_refused",
                                "Allocate calls refused because they were for a pod no vgpu "
                                "scheduler placed", registry=self.registry)
+        self.overcommit_refused = Counter(
+            "vgpu_nodeagent_overcommit_refused",
+            "Allocate calls refused because the grant would take a GPU past its memory, "
+            "cores or tasks, counting what this agent served", registry=self.registry)
+        self.assignment_edited = Counter(
+            "vgpu_nodeagent_assignment_edited",
+            "Pods whose vgpu.io/assignment annotation was changed after the agent served "
+            "them (the served record is what counts)", registry=self.registry)
         self.bind_to_allocate = Histogram(latency.METRIC, latency.HELP, [latency.LABEL],
                                           buckets=latency.BUCKETS, registry=self.registry
                                           ).labels(latency.BIND_TO_ALLOCATE)

@@ -29,14 +29,15 @@ class Flaky(MemoryCluster):
 
     def patch_annotations(self, kind: Any, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None, resource_version: str | None = None,
-                          *, uid: str = "", status: bool = False) -> dict[str, Any]:
+                          *, uid: str = "", status: bool = False,
+                          conditions: Any = ()) -> dict[str, Any]:
         self.patches += 1
         self.through_status = status
         if self.failures:
             self.failures -= 1
             raise ConflictError("the object has been modified")
         return super().patch_annotations(kind, name, annotations, namespace, resource_version,
-                                         uid=uid, status=status)
+                                         uid=uid, status=status, conditions=conditions)
 
 
 class Clock:

@@ -25,7 +25,7 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from vgpu import meta, times
@@ -239,7 +239,8 @@ class MemoryCluster:
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
                           resource_version: str | None = None, *, uid: str = "",
-                          status: bool = False) -> Obj:
+                          status: bool = False,
+                          conditions: Sequence[Mapping[str, str]] = ()) -> Obj:
         with self._lock:
             old = self._get(kind, name, namespace)
             self._check_uid(resource(kind), old, uid)
@@ -254,6 +255,11 @@ class MemoryCluster:
                 else:
                     merged[k] = v
             metadata["annotations"] = merged
+            if conditions:
+                kept = [c for c in (old.get("status") or {}).get("conditions") or []
+                        if c.get("type") not in {n.get("type") for n in conditions}]
+                new["status"] = {**(old.get("status") or {}),
+                                 "conditions": kept + [dict(c) for c in conditions]}
             return self._copy(self._store(kind, new, "MODIFIED", old))
 
     @property

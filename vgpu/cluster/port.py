@@ -20,7 +20,7 @@ a pod deleted and recreated under its name is never written for its predecessor.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -100,7 +100,8 @@ class ClusterPort(Protocol):
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
                           resource_version: str | None = None, *, uid: str = "",
-                          status: bool = False) -> Obj:
+                          status: bool = False,
+                          conditions: Sequence[Mapping[str, str]] = ()) -> Obj:
         """Merge-patch ``metadata.annotations`` (``None`` removes a key).
 
         With ``resource_version`` the write is conditional: a stale version raises
@@ -109,7 +110,9 @@ class ClusterPort(Protocol):
         immutable; the adapter says what it means). With ``status`` it goes through the
         ``status`` subresource, which stores a pod's annotations too and which vgpu's
         validating webhook is not registered for (the node agent's writes:
-        docs/contracts.md#protected-annotations).
+        docs/contracts.md#protected-annotations); ``conditions`` (``status`` only) are set
+        in the same write, each replacing the pod's condition of its ``type`` and leaving
+        the others (the kubelet's) as they are.
         """
         ...
 

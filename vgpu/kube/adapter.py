@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -189,22 +189,16 @@ class KubeCluster:
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
                           resource_version: str | None = None, *, uid: str = "",
-                          status: bool = False) -> Obj:
-        metadata: dict[str, Any] = {"annotations": dict(annotations)}
-        if resource_version:
-            # A merge patch carrying resourceVersion is a conditional write: 409 if stale.
-            metadata["resourceVersion"] = resource_version
-        if uid:
-            # The uid is immutable: on another object of the name the patch would change
-            # it, which the server refuses (422 "field is immutable"), so it acts as a
-            # precondition; said here as the conflict it is.
-            metadata["uid"] = uid
+                          status: bool = False,
+                          conditions: Sequence[Mapping[str, str]] = ()) -> Obj:
         res = self._resource(kind)
         what = f"patch {res.singular} {name}"
         where = paths.path(res, name, namespace, "status" if status else None)
+        body, content_type = paths.annotation_patch(annotations, resource_version, uid,
+                                                    conditions)
         try:
-            return self.request_json("PATCH", where, what, body={"metadata": metadata},
-                                     content_type=paths.MERGE_PATCH)
+            return self.request_json("PATCH", where, what, body=body,
+                                     content_type=content_type)
         except InvalidError as exc:
             if uid and "metadata.uid" in str(exc):
                 raise ConflictError(f"{what}: it is not the object of uid {uid} any more "

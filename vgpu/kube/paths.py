@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 from urllib.parse import quote
 
 import orjson
@@ -22,6 +23,7 @@ from vgpu.errors import (
 )
 
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 #: Requests that change something: fenced, and in doubt when their answer is lost or 5xx.
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -92,3 +94,26 @@ def watch_events(lines: Iterable[bytes], kind: str) -> Iterator[WatchEvent]:
             raise error(int(obj.get("code") or 500), orjson.dumps(obj), f"watch {kind}")
         if etype in ("ADDED", "MODIFIED", "DELETED"):
             yield WatchEvent(etype, obj)
+
+
+def annotation_patch(annotations: Mapping[str, str | None], resource_version: str | None,
+                     uid: str, conditions: Sequence[Mapping[str, str]],
+                     ) -> tuple[dict[str, Any], str]:
+    """The body and content type of a patch of ``metadata.annotations`` (and of the
+    ``conditions`` of a status)."""
+    metadata: dict[str, Any] = {"annotations": dict(annotations)}
+    if resource_version:
+        # A patch carrying resourceVersion is a conditional write: 409 if stale.
+        metadata["resourceVersion"] = resource_version
+    if uid:
+        # The uid is immutable: on another object of the name the patch would change it,
+        # which the server refuses (422 "field is immutable"), so it acts as a
+        # precondition; the adapter says it as the conflict it is.
+        metadata["uid"] = uid
+    body: dict[str, Any] = {"metadata": metadata}
+    if not conditions:
+        return body, MERGE_PATCH
+    # A strategic merge patch merges conditions by type: a merge patch would replace the
+    # list, and the kubelet's conditions with it.
+    body["status"] = {"conditions": [dict(c) for c in conditions]}
+    return body, STRATEGIC_PATCH

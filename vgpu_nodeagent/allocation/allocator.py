@@ -10,7 +10,11 @@ for the node opens instead of waiting for its timeout.
 
 An Allocate that is the own of a pod vgpu did not place is refused, ``PERMISSION_DENIED``
 (:class:`~vgpu_nodeagent.allocation.errors.Refused`), not served a pod in allocation's
-grant: that pod's comes next.
+grant: that pod's comes next. A grant that would take a GPU past what it has, counting what
+this agent served (:mod:`~vgpu_nodeagent.allocation.ledger`), is refused too,
+``RESOURCE_EXHAUSTED``, and its pod fails: the node is the last check. The pod's final
+phase carries the served record (:mod:`vgpu.served`) that every reader trusts over the
+annotation its owner could edit.
 """
 
 from __future__ import annotations
@@ -25,12 +29,21 @@ from vgpu.annotations import PHASE_FAILED, PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.codecs import bind_time
 from vgpu.config import Config
+from vgpu.devices import Device
 from vgpu.pod_history import ALLOCATION, Allocation, encode_allocation
 from vgpu.pods import pod_key
+from vgpu.served import condition as served_condition
 from vgpu_nodeagent.allocation import preferred
-from vgpu_nodeagent.allocation.errors import AllocateError, Code, Refused, Unservable
+from vgpu_nodeagent.allocation.errors import (
+    AllocateError,
+    Code,
+    Overcommitted,
+    Refused,
+    Unservable,
+)
 from vgpu_nodeagent.allocation.inflight import InFlight
 from vgpu_nodeagent.allocation.inflight_pod import Claim, InFlightPod
+from vgpu_nodeagent.allocation.ledger import Ledger
 from vgpu_nodeagent.allocation.phases import PhaseUpdate, PhaseWriter
 from vgpu_nodeagent.devices.virtual import physical_uuid
 from vgpu_nodeagent.isolation import answers, grants
@@ -48,9 +61,15 @@ class Allocator:
                  backend: Backend | None = None,
                  totals: Callable[[], Mapping[str, int]] = dict,
                  links: Callable[[], preferred.Links | None] = lambda: None,
-                 on_refused: Callable[[Obj, str], None] | None = None) -> None:
+                 on_refused: Callable[[Obj, str], None] | None = None,
+                 devices: Callable[[], Mapping[str, Device]] = dict,
+                 on_overcommit: Callable[[Obj, str], None] | None = None) -> None:
         self._config = config
         self._on_refused = on_refused  # told each refused pod and why (an event, a metric)
+        # The node's GPUs as it publishes them, what the ledger measures grants against.
+        self._devices = devices
+        self._on_overcommit = on_overcommit  # told each pod failed for lack of room
+        self.ledger = Ledger(config.vgpu_schedulers, config.device_memory_scaling)
         self.backend = backend if backend is not None else Backend(config)
         # MiB of each GPU, so that a whole-GPU grant gets no MPS memory pin.
         self._totals = totals
@@ -109,25 +128,29 @@ class Allocator:
             raise
 
     def _report(self, pod: Obj, phase: str, reason: str | None = None,
-                extra: Mapping[str, str] | None = None) -> None:
+                extra: Mapping[str, str] | None = None,
+                conditions: tuple[Mapping[str, str], ...] = ()) -> None:
         """Queue the pod's ``bind-phase`` patch (none without a cluster)."""
         if self._phases is not None:
             self._phases.submit(PhaseUpdate(meta.namespace(pod, "default"), meta.name(pod),
-                                            phase, reason, extra or {}, meta.uid(pod)))
+                                            phase, reason, extra or {}, meta.uid(pod),
+                                            conditions))
 
-    def _complete(self, served: InFlightPod) -> None:
+    def _complete(self, pod: InFlightPod) -> None:
         """Mark the pod allocated, with the record ``vgpu why`` reads, in one patch."""
         now = self._now()
-        bound = bind_time(meta.annotations_of(served.pod))
+        bound = bind_time(meta.annotations_of(pod.pod))
         seconds = None if bound is None else now.timestamp() - bound
         if seconds is not None and self._on_complete is not None:
             self._on_complete(seconds)
         given = self._given or self.backend.current()
-        record = Allocation(now, self._node, tuple(sorted(served.done)), given.record(),
+        record = Allocation(now, self._node, tuple(sorted(pod.done)), given.record(),
                             seconds)
-        self._report(served.pod, PHASE_SUCCESS,
+        assert pod.assignment is not None  # a served pod has one
+        self._report(pod.pod, PHASE_SUCCESS,
                      extra={ALLOCATION: encode_allocation(record),
-                            isolation_modes.POD_ANNOTATION: given.mode})
+                            isolation_modes.POD_ANNOTATION: given.mode},
+                     conditions=(served_condition(pod.assignment, now),))
 
     # -- the pod watch ---------------------------------------------------------------------
 
@@ -135,12 +158,13 @@ class Allocator:
         """Pod informer handler: index the pod; and close a pod whose every container a
         previous run of this agent served but that it did not live to mark (the kubelet
         will not call again for it)."""
+        self.ledger.on_pod(old, new)
         if self._inflight is None:
             return
-        served = self._inflight.on_pod(old, new)
-        if served is not None:
-            _log.info("allocated before a restart; marking it", pod=served.key)
-            self._complete(served)
+        done = self._inflight.on_pod(old, new)
+        if done is not None:
+            _log.info("allocated before a restart; marking it", pod=done.key)
+            self._complete(done)
 
     # -- Allocate --------------------------------------------------------------------------
 
@@ -150,6 +174,7 @@ class Allocator:
         inflight = self._index()
         with self._lock:
             claim = self._claim(inflight, requests, known)
+            self._check_room(inflight, claim)
             live = self._given = self.backend.current()
             totals = self._totals()
             result = [self._grant(claim, name, ids, known=known, backend=live.backend,
@@ -166,6 +191,24 @@ class Allocator:
         if complete:
             self._complete(served)
         return result
+
+    def _check_room(self, inflight: InFlight, claim: Claim) -> None:
+        """Record the claim's grants in the ledger, or fail the pod when a GPU cannot take
+        them on top of what this agent served."""
+        assert claim.pod.assignment is not None  # a claimed pod has one
+        self.ledger.restore(inflight.current())
+        grants = {name: claim.pod.assignment.containers[name] for name in claim.containers}
+        over = self.ledger.admit(claim.pod.uid, grants, self._devices())
+        if over is None:
+            return
+        inflight.finish(claim.pod)
+        _log.error("refused a grant past what the GPU has", pod=claim.pod.key, gpu=over.gpu,
+                   used_mib=over.used.memory_mib, asked_mib=over.asked.memory_mib,
+                   capacity_mib=over.capacity_mib)
+        self._report(claim.pod.pod, PHASE_FAILED, over.message)
+        if self._on_overcommit is not None:
+            self._on_overcommit(claim.pod.pod, over.message)
+        raise Overcommitted(claim.pod.pod, over.message)
 
     def _grant(self, claim: Claim, name: str, ids: Sequence[str], *, known: Collection[str],
                backend: str, totals: Mapping[str, int]) -> grants.ContainerGrant:
@@ -208,3 +251,4 @@ class Allocator:
                                   lambda i: physical_uuid(i, known),
                                   links=None if wanted else self._links())
         return chosen, container
+

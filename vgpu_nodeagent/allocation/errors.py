@@ -15,6 +15,7 @@ class Code(enum.Enum):
     FAILED_PRECONDITION = "FAILED_PRECONDITION"  # nothing to allocate for (yet)
     INVALID_ARGUMENT = "INVALID_ARGUMENT"  # the request does not fit the in-flight pod
     PERMISSION_DENIED = "PERMISSION_DENIED"  # the request is a pod's vgpu did not place
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # the GPU has no room left for the grant
 
 
 class AllocateError(VgpuError):
@@ -39,5 +40,15 @@ class Unservable(AllocateError):
 
     def __init__(self, pod: Obj, reason: str) -> None:
         super().__init__(Code.INVALID_ARGUMENT, f"pod {pod_key(pod)}: {reason}")
+        self.pod = pod
+        self.reason = reason
+
+
+class Overcommitted(AllocateError):
+    """The grant for ``pod`` would take a GPU past what it has, counting what this agent
+    served: the pod has failed, so that no GPU is over-committed (issue 36)."""
+
+    def __init__(self, pod: Obj, reason: str) -> None:
+        super().__init__(Code.RESOURCE_EXHAUSTED, f"pod {pod_key(pod)}: {reason}")
         self.pod = pod
         self.reason = reason

@@ -37,6 +37,8 @@ class PhaseUpdate:
     extra: Mapping[str, str] = field(default_factory=dict)
     #: The pod's uid: the patch is for this pod only, never a successor of the name.
     uid: str = ""
+    #: Pod conditions set in the same write (the served record, :mod:`vgpu.served`).
+    conditions: tuple[Mapping[str, str], ...] = ()
 
 
 class PhaseWriter:
@@ -69,7 +71,7 @@ class PhaseWriter:
             try:
                 self._port.patch_annotations("pods", update.name, annotations,
                                              namespace=update.namespace, uid=update.uid,
-                                             status=True)
+                                             status=True, conditions=update.conditions)
                 _log.info("pod bind phase written", pod=f"{update.namespace}/{update.name}",
                           phase=update.phase, reason=update.reason)
                 return True

@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -136,9 +136,11 @@ class RecordingPort:
     def patch_annotations(self, kind: Kind, name: str, annotations: Mapping[str, str | None],
                           namespace: str | None = None,
                           resource_version: str | None = None, *, uid: str = "",
-                          status: bool = False) -> Obj:
+                          status: bool = False,
+                          conditions: Sequence[Mapping[str, str]] = ()) -> Obj:
         return self.inner.patch_annotations(kind, name, annotations, namespace,
-                                            resource_version, uid=uid, status=status)
+                                            resource_version, uid=uid, status=status,
+                                            conditions=conditions)
 
     def bind(self, namespace: str, name: str, node: str,
              annotations: Mapping[str, str], *, uid: str = "") -> None:
