@@ -126,9 +126,9 @@ def launch(control_plane: ControlPlane, tmp_path: Path,
     running: list[SchedulerProcess] = []
 
     def start(*args: str, config: dict[str, Any] | None = None,
-              tag: str | None = None) -> SchedulerProcess:
+              tag: str | None = None, kubeconfig: Path | None = None) -> SchedulerProcess:
         proc = SchedulerProcess(control_plane, tmp_path, scheduler_name, *args, config=config,
-                                tag=tag or f"sched-{len(running)}")
+                                tag=tag or f"sched-{len(running)}", kubeconfig=kubeconfig)
         running.append(proc)
         return proc
 

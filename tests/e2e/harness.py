@@ -29,9 +29,7 @@ stack); the names tests import from here stay importable from this module.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import datetime as dt
 import os
 import re
 import shutil
@@ -50,7 +48,7 @@ from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.pki import ADMIN_USER
 from tests.controlplane.real_node import RealNode
 from tests.e2e import harness_webhook
-from tests.e2e.harness_nodes import Gpu, NodeSpec, SimNode
+from tests.e2e.harness_nodes import Gpu, NodeSpec, SimNode, live_gpu_nodes
 from tests.e2e.harness_pods import StackPods, allocated, bind_phase
 from tests.e2e.harness_processes import (
     ROOT,
@@ -64,8 +62,8 @@ from tests.e2e.harness_processes import (
 )
 from tests.support.kubelet_node import NodeKubelet
 from vgpu import config as vgpu_config
-from vgpu import meta, times
-from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
+from vgpu import meta
+from vgpu.annotations import NODE_GPUS
 from vgpu.codecs import decode_inventory
 from vgpu.kube.adapter import KubeCluster, connect
 
@@ -82,7 +80,8 @@ __all__ = ["FullStack", "Gpu", "NodeSpec", "SimNode", "StackPods", "allocated", 
 class FullStack(StackPods):
     def __init__(self, control_plane: ControlPlane, nodes: Sequence[NodeSpec], *,
                  config: Mapping[str, Any] | None = None, startup_timeout: float = 90.0,
-                 agent_metrics: bool = False) -> None:
+                 agent_metrics: bool = False,
+                 kubeconfigs: Mapping[str, Path] | None = None) -> None:
         self.cp = control_plane
         self.tag = uuid.uuid4().hex[:6]
         self.node_specs = [dataclasses.replace(n, name=f"{n.name}-{self.tag}",
@@ -106,6 +105,12 @@ class FullStack(StackPods):
         self.scheduler_metrics_port = 0
         self._registered = False
         self._agent_metrics = agent_metrics
+        # A component ("scheduler", "nodeagent") may reach the API server another way,
+        # e.g. through the fault suite's proxy.
+        self._kubeconfigs = dict(kubeconfigs or {})
+        self._agent_argv: dict[str, list[str]] = {}
+        self._restarts: dict[str, int] = {}
+        self._scheduler_argv: list[str] = []
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -124,7 +129,14 @@ class FullStack(StackPods):
     def start(self) -> None:
         began = time.monotonic()
         self.config = self._write_config()
-        self._refuse_foreign_gpu_nodes()
+        expiry = vgpu_config.load(str(self.workdir / "config.yaml"),
+                                  {}).node_heartbeat_expiry_seconds
+        foreign = live_gpu_nodes(self.cluster.list("nodes").items, expiry)
+        if foreign:
+            # They would take this stack's pods and make every capacity assertion wrong:
+            # refuse to run rather than pass by luck.
+            raise AssertionError(f"GPU nodes with a live heartbeat already exist: {foreign}; "
+                                 f"a test that leaves such nodes must delete them")
         tls = self.workdir / "tls"
         certs = subprocess.run(vgpu_command("certs", "--out-dir", str(tls),
                                             "--dns-name", "localhost"),
@@ -141,11 +153,13 @@ class FullStack(StackPods):
             "--address", "127.0.0.1", "--port", "0", "--metrics-port", "0",
             "--kubeconfig", kubeconfig, "--config", config))
         self.scheduler_metrics_port = free_port()
-        self.procs.start("scheduler", vgpu_command(
-            "scheduler", "--kubeconfig", kubeconfig, "--config", config, "--address",
-            "127.0.0.1", "--metrics-port", str(self.scheduler_metrics_port)))
+        self._scheduler_argv = vgpu_command(
+            "scheduler", "--kubeconfig", str(self._kubeconfigs.get("scheduler", kubeconfig)),
+            "--config", config, "--address",
+            "127.0.0.1", "--metrics-port", str(self.scheduler_metrics_port))
+        self.procs.start("scheduler", self._scheduler_argv)
         for spec in self.node_specs:
-            self._start_node(spec, kubeconfig, config)
+            self._start_node(spec, str(self._kubeconfigs.get("nodeagent", kubeconfig)), config)
 
         def remaining() -> float:
             return max(1.0, self._startup_timeout - (time.monotonic() - began))
@@ -172,26 +186,6 @@ class FullStack(StackPods):
 
     # -- starting the pieces -----------------------------------------------------------------
 
-    def _refuse_foreign_gpu_nodes(self) -> None:
-        """Other GPU nodes with a live heartbeat would take this stack's pods and make
-        every capacity assertion wrong: refuse to run rather than pass by luck."""
-        now = dt.datetime.now(dt.UTC)
-        expiry = vgpu_config.load(str(self.workdir / "config.yaml"),
-                                  {}).node_heartbeat_expiry_seconds
-        foreign = []
-        for node in self.cluster.list("nodes").items:
-            notes = meta.annotations_of(node)
-            if NODE_GPUS not in notes:
-                continue
-            with contextlib.suppress(Exception):
-                beat = times.parse(notes.get(NODE_HEARTBEAT))
-                if (now - beat).total_seconds() < expiry and \
-                        decode_inventory(notes[NODE_GPUS]).devices:
-                    foreign.append(meta.name(node))
-        if foreign:
-            raise AssertionError(f"GPU nodes with a live heartbeat already exist: {foreign}; "
-                                 f"a test that leaves such nodes must delete them")
-
     def _write_config(self) -> dict[str, Any]:
         config: dict[str, Any] = yaml.safe_load(BASE_CONFIG.read_text())
         config.update(schedulerName=self.scheduler_name,
@@ -214,11 +208,31 @@ class FullStack(StackPods):
         kubelet.start()
         devices = self.workdir / f"{spec.name}.devices.yaml"
         devices.write_text(yaml.safe_dump(spec.devices_file()))
-        self.procs.start(f"nodeagent-{spec.name}", vgpu_command(
+        argv = vgpu_command(
             "nodeagent", "--node-name", spec.name, "--fake-devices", str(devices),
             "--device-plugin-dir", kubelet.plugin_dir, "--kubeconfig", kubeconfig,
             "--config", config, "--metrics-port", str(node.metrics_port),
-            "--pod-resources-socket", pod_resources))
+            "--pod-resources-socket", pod_resources)
+        self._agent_argv[spec.name] = argv
+        self.procs.start(f"nodeagent-{spec.name}", argv)
+
+    def kill_agent(self, node: str) -> None:
+        """SIGKILL the node's agent, as an OOM kill or a crash ends it: nothing it does on a
+        clean stop happens."""
+        self.procs.kill(f"nodeagent-{node}")
+
+    def restart_scheduler(self, timeout: float = 60.0) -> None:
+        """Kill the scheduler (SIGKILL: nothing of its memory survives) and start a fresh
+        one, which rebuilds its state from the API server; returns once it is ready."""
+        self.procs.kill("scheduler")
+        self._restarts["scheduler"] = self._restarts.get("scheduler", 0) + 1
+        self.procs.start(f"scheduler-{self._restarts['scheduler']}", self._scheduler_argv)
+        self._wait_scheduler_ready(timeout)
+
+    def restart_agent(self, node: str) -> None:
+        """Start the node's agent again, as its DaemonSet would."""
+        self._restarts[node] = self._restarts.get(node, 0) + 1
+        self.procs.start(f"nodeagent-{node}-{self._restarts[node]}", self._agent_argv[node])
 
     def _wait_node_ready(self, node: SimNode, timeout: float) -> None:
         """Registered with its kubelet, inventory published, devices in the Node's status."""

@@ -8,12 +8,18 @@ containerd (:class:`tests.controlplane.real_node.RealNode`) that run the pods.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import datetime as dt
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tests.controlplane.real_node import RealNode
 from tests.support.kubelet_node import NodeKubelet
+from vgpu import meta, times
+from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
+from vgpu.cluster.port import Obj
+from vgpu.codecs import decode_inventory
 
 
 @dataclass(frozen=True)
@@ -88,3 +94,19 @@ class SimNode:
         return (f"----- kubelet {self.name}: admitted {sorted(k.admissions)}, "
                 f"errors {k.errors}, held {k.held_devices()}")
 
+
+
+def live_gpu_nodes(nodes: Iterable[Obj], expiry: float) -> list[str]:
+    """The nodes with GPUs in their inventory and a heartbeat younger than ``expiry``."""
+    now = dt.datetime.now(dt.UTC)
+    found = []
+    for node in nodes:
+        notes = meta.annotations_of(node)
+        if NODE_GPUS not in notes:
+            continue
+        with contextlib.suppress(Exception):
+            beat = times.parse(notes.get(NODE_HEARTBEAT))
+            if (now - beat).total_seconds() < expiry and \
+                    decode_inventory(notes[NODE_GPUS]).devices:
+                found.append(meta.name(node))
+    return found

@@ -61,6 +61,16 @@ class Processes:
         self.children.append(child)
         return child
 
+    def kill(self, prefix: str) -> None:
+        """SIGKILL the children whose name starts with ``prefix`` (their whole groups), as
+        an OOM kill or a crash ends a process, and forget them."""
+        for child in [c for c in self.children if c.name.startswith(prefix)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.popen.pid, signal.SIGKILL)
+            child.popen.wait(10)
+            child.stop()
+            self.children.remove(child)
+
     def check_alive(self) -> None:
         dead = [c for c in self.children if not c.alive()]
         if dead:

@@ -60,13 +60,14 @@ class SchedulerProcess:
     """One `vgpu scheduler` process with its own config file, metrics port and log."""
 
     def __init__(self, cp: ControlPlane, workdir: Path, scheduler_name: str, *args: str,
-                 config: dict[str, Any] | None = None, tag: str = "sched") -> None:
+                 config: dict[str, Any] | None = None, tag: str = "sched",
+                 kubeconfig: Path | None = None) -> None:
         self.port = free_port()
         self.log = workdir / f"{tag}.log"
         cfg_file = workdir / f"{tag}.yaml"
         cfg_file.write_text(yaml.safe_dump({"schedulerName": scheduler_name, **(config or {})}))
         self.argv = [sys.executable, "-m", "vgpu.cli", "scheduler", "--kubeconfig",
-                     str(cp.kubeconfig), "--config", str(cfg_file), "--metrics-port",
+                     str(kubeconfig or cp.kubeconfig), "--config", str(cfg_file), "--metrics-port",
                      str(self.port), "--address", "127.0.0.1", *args]
         env = {**os.environ, "VGPU_LOG_FORMAT": "json"}
         env.pop("VGPU_CONFIG", None)

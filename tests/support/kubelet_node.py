@@ -4,7 +4,8 @@
 
 * registers its Node (labels, ``status.capacity``/``allocatable`` with CPU, memory, pods,
   a Ready condition) and keeps the device plugin's resource (``nvidia.com/gpu``) in that
-  status at the count of healthy devices ListAndWatch reports, as the device manager does;
+  status at the count of healthy devices ListAndWatch reports, as the device manager does
+  (0 once the plugin's stream ends, until it registers again);
 * serves the device-plugin ``Registration`` socket (a :class:`KubeletStandIn`), so the
   node's real ``vgpu nodeagent`` registers with it;
 * watches the pods bound to its node and admits each new one the kubelet's way: per GPU
@@ -158,7 +159,10 @@ class NodeKubelet:
         watch = self.plugin.watch
         if watch is None:
             return
-        healthy = len(watch.healthy_ids())
+        # A plugin whose ListAndWatch stream ended (its process died) has no healthy device
+        # left: the kubelet's device manager sets the resource's allocatable to 0 then, and
+        # back when the plugin registers again.
+        healthy = 0 if watch.ended else len(watch.healthy_ids())
         if healthy != self._advertised:
             self._patch_node_status(healthy, ready=True)
             self._advertised = healthy
