@@ -75,6 +75,7 @@ def fault(gpu: str, args: Any, baseline: float) -> dict[str, Any]:
         runner_result = nodes.finish(running)
         _ratio(runner_result, baseline)
         answers = node.daemon_answers()
+        node.release("runner", "faulty")  # done: their room is the new client's
         fresh_env = node.grant("after", 4096, 50)
         fresh = nodes.run(nodes.child_env(fresh_env, None), "measure", 2048, 2)
         return {"faulting_client": fault_result, "other_client": runner_result,

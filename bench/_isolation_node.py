@@ -75,6 +75,19 @@ class Node:
             os.makedirs(os.path.dirname(cache), exist_ok=True)
         return envs
 
+    def release(self, *names: str) -> None:
+        """Delete these pods (their children are done), and wait until the agent's ledger
+        no longer counts them: it refuses a grant past what the GPU has (issue 36)."""
+        before = self.agent.allocator.ledger.served().get(self.gpu)
+        for name in names:
+            self.cluster.delete("pods", name, "default")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            now = self.agent.allocator.ledger.served().get(self.gpu)
+            if now is None or (before is not None and now.tasks <= before.tasks - len(names)):
+                return
+            time.sleep(0.02)
+
     def live(self) -> dict[str, Any]:
         live = self.agent.backend.current()
         out: dict[str, Any] = {"mode": live.mode, "enforced_by_agent": live.enforced,

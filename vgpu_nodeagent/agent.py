@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
-from vgpu import logs, meta, served
+from vgpu import logs, loops, meta, served
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
@@ -242,6 +242,9 @@ class NodeAgent:
         mode = f"isolation {live.mode}" + (f" ({live.problem})" if live.problem else "")
         if stalled:
             return False, f"device loop stalled; {registered} with the kubelet; {mode}"
+        ended = loops.dead(self._threads) if not self._stop.is_set() else []
+        if ended:
+            return False, f"loops ended: {', '.join(ended)}; {registered} with the kubelet"
         return True, f"ok; {registered} with the kubelet; {mode}"
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -280,7 +283,7 @@ class NodeAgent:
             self._spawn("mps-daemon", lambda: daemon.run(self._stop))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
-        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread = loops.thread(name, target)
         thread.start()
         self._threads.append(thread)
 
@@ -366,11 +369,9 @@ class NodeAgent:
             self._wake.wait(self.options.poll_seconds)
             self._wake.clear()
             self._last_tick = time.monotonic()
-            try:
-                self.discovery.refresh()
-                self._update_devices()
-            except Exception:  # one bad round must not end health tracking
-                _log.exception("device loop round failed")
+            # One bad round must not end health tracking.
+            loops.survive("device-loop", lambda: (self.discovery.refresh(),
+                                                  self._update_devices()))
 
     def _inventory_loop(self) -> None:
         tick = min(1.0, self.config.nodeagent.heartbeat_seconds)
@@ -379,7 +380,4 @@ class NodeAgent:
             self._inventory_due.clear()
             if self._stop.is_set():
                 return
-            try:
-                self.publisher.publish_due(self.inventory())
-            except Exception:
-                _log.exception("inventory round failed")
+            loops.survive("inventory", lambda: self.publisher.publish_due(self.inventory()))

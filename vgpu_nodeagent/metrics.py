@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from vgpu import latency, logs, meta
+from vgpu import latency, logs, loops, meta
 from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
 from vgpu.probes import Check, ProbeServer
@@ -144,12 +144,18 @@ def _kubelet_metrics(view: KubeletView | None) -> Iterator[Metric]:
     yield from (up, devices, mismatched, intruders)
 
 
+#: The agent's long-running loops, whose failed rounds ``/metrics`` counts.
+LOOPS = ("device-loop", "inventory", "bind-phase-writer", "socket-watch", "watchdog",
+         "pod-resources", "mps-daemon", "informer (pods)", "informer handler (pods)")
+
+
 class Metrics:
     """The registry: the collector above plus Allocate's own counters."""
 
     def __init__(self, sources: Sources) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(AgentCollector(sources))
+        self.registry.register(loops.Collector("vgpu_nodeagent", LOOPS))
         self.allocate_seconds = Histogram(
             "vgpu_nodeagent_allocate_seconds", "Time to answer the kubelet's Allocate",
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5),

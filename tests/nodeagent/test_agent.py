@@ -187,3 +187,17 @@ def test_metrics_and_healthz(make_env: Any) -> None:
     with urllib.request.urlopen(f"{base}/healthz", timeout=5) as reply:
         assert reply.status == 200
         assert "registered with the kubelet" in reply.read().decode()
+
+
+def test_a_loop_that_ends_by_an_error_makes_healthz_fail(make_env: Any) -> None:
+    """Issue 36: no silent thread death; the kubelet's liveness probe restarts the agent."""
+    env = make_env()
+    assert env.agent.healthz()[0]
+
+    def broken() -> None:
+        raise RuntimeError("a bug in a loop")
+
+    env.agent._spawn("broken-loop", broken)
+    wait_until(lambda: not env.agent.healthz()[0], what="healthz failing")
+    _, text = env.agent.healthz()
+    assert "loops ended: broken-loop" in text

@@ -77,6 +77,9 @@ EXPORTED: dict[str, frozenset[str]] = {
         *_histogram("vgpu_nodeagent_allocate_seconds"),
         *_counter("vgpu_nodeagent_allocations"),
         *_counter("vgpu_nodeagent_allocate_refused"),
+        *_counter("vgpu_nodeagent_overcommit_refused"),
+        *_counter("vgpu_nodeagent_assignment_edited"),
+        "vgpu_nodeagent_loop_errors_total",
         *_histogram("vgpu_step_duration_seconds"),
     }),
     # vgpu_scheduler/metrics.py

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from vgpu import logs
+from vgpu import logs, loops
 from vgpu.cluster.port import ALL, ClusterPort, Kind, Obj, Selector, key_of
 from vgpu.errors import ClusterError, GoneError
 from vgpu.meta import resource_version
@@ -25,6 +25,9 @@ Handler = Callable[[Obj | None, Obj | None], None]
 """Called as ``handler(old, new)``: add is ``(None, new)``, delete is ``(old, None)``."""
 
 _log = logs.get("vgpu.informer")
+
+#: Unexpected failures in a row after which a watch loop gives up (and its thread ends).
+GIVE_UP = 20
 
 
 class Informer:
@@ -74,6 +77,7 @@ class Informer:
                 handler(old, new)
             except Exception:  # a handler's bug must not stop the watch for everyone
                 _log.exception("informer handler failed", kind=self.kind)
+                loops.record(f"informer handler ({self.kind})")
 
     # -- list and watch --------------------------------------------------------------------
 
@@ -128,23 +132,40 @@ class Informer:
         return count
 
     def run(self, stop: threading.Event) -> None:
-        """Keep the cache current until ``stop`` is set; errors back off and retry."""
+        """Keep the cache current until ``stop`` is set; errors back off and retry.
+
+        Anything else a round raises (an answer no Kubernetes API server sends) is logged,
+        counted and retried with a fresh list; after :data:`GIVE_UP` such rounds in a row
+        the loop raises :class:`vgpu.loops.Ended`, which ends its thread, and the
+        component's ``/healthz`` reports that.
+        """
         backoff = 0.2
+        unexpected = 0
         while not stop.is_set():
             try:
-                if not self.synced.is_set():
+                if not self.synced.is_set() or unexpected:
                     self.sync()
                 self.pump(self._watch_timeout)
                 backoff = 0.2
+                unexpected = 0
             except ClusterError as exc:
                 _log.warning("watch failed, retrying", kind=self.kind, error=str(exc),
                              retry_in=backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, self._max_backoff)
+            except Exception as exc:
+                unexpected += 1
+                _log.exception("watch round failed; listing again", kind=self.kind,
+                               in_a_row=unexpected)
+                loops.record(f"informer ({self.kind})")
+                if unexpected >= GIVE_UP:
+                    raise loops.Ended(f"the {self.kind} watch failed {unexpected} times in "
+                                      f"a row") from exc
+            else:
+                continue
+            stop.wait(backoff)
+            backoff = min(backoff * 2, self._max_backoff)
 
     def start(self, stop: threading.Event, name: str | None = None) -> threading.Thread:
-        thread = threading.Thread(target=self.run, args=(stop,), daemon=True,
-                                  name=name or f"informer-{self.kind}")
+        thread = loops.thread(name or f"informer-{self.kind}", lambda: self.run(stop))
         thread.start()
         return thread
 

@@ -13,12 +13,13 @@ write outside ``status`` passes it where the API server has no matchConditions, 
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vgpu import logs, meta
+from vgpu import logs, loops, meta
 from vgpu.annotations import BIND_PHASE, BIND_REASON
 from vgpu.cluster.port import ClusterPort
 from vgpu.errors import ClusterError, ConflictError, NotFoundError
@@ -115,7 +116,9 @@ class PhaseWriter:
             except queue.Empty:
                 continue
             try:
-                self.write(update, stop)
+                # A bug in one update must not end every later pod's phase.
+                loops.survive("bind-phase-writer",
+                              functools.partial(self.write, update, stop))
             finally:
                 with self._cond:
                     self._pending -= 1

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from vgpu import logs
+from vgpu import logs, loops
 from vgpu.config.isolation_section import MpsConfig
 
 _log = logs.get("vgpu.nodeagent.mps")
@@ -168,10 +168,7 @@ class MpsDaemon:
 
     def run(self, stop: threading.Event) -> None:
         while True:
-            try:
-                self.tick()
-            except Exception:  # supervision outlives one bad round
-                _log.exception("MPS supervision round failed")
+            loops.survive("mps-daemon", self.tick)  # supervision outlives one bad round
             with self._lock:
                 wait = self._config.check_seconds
                 if self._state != RUNNING:

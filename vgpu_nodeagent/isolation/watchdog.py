@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from vgpu import logs, meta
+from vgpu import logs, loops, meta
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config.isolation_section import WatchdogConfig
 from vgpu.errors import ClusterError, CodecError, ConflictError, NotFoundError
@@ -142,10 +142,7 @@ class Watchdog:
 
     def run(self, stop: threading.Event) -> None:
         while not stop.wait(self._config.interval_seconds):
-            try:
-                self.check()
-            except Exception:  # one bad round must not end the watch
-                _log.exception("watchdog round failed")
+            loops.survive("watchdog", self.check)  # one bad round must not end the watch
 
     def families(self) -> Iterator[Metric]:
         with self._lock:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from vgpu import logs
+from vgpu import logs, loops
 from vgpu_nodeagent.kubelet.device_plugin import OPTIONS, DevicePluginService
 from vgpu_nodeagent.proto import api_pb2, api_pb2_grpc
 
@@ -129,10 +129,7 @@ class PluginServer:
 
     def run(self, stop: threading.Event, interval: float = 0.1) -> None:
         while not stop.wait(interval):
-            try:
-                self.check()
-            except Exception:  # keep watching whatever one round did
-                _log.exception("device-plugin socket check failed")
+            loops.survive("socket-watch", self.check)  # keep watching whatever one round did
 
     def stop(self) -> None:
         self._stop_server()

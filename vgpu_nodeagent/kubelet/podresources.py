@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from vgpu import logs, meta
+from vgpu import logs, loops, meta
 from vgpu.annotations import PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
@@ -263,9 +263,6 @@ class PodResourcesWatch:
 
     def run(self, stop: threading.Event, interval: float) -> None:
         while True:
-            try:
-                self.poll()
-            except Exception:  # one bad round must not end the checks
-                _log.exception("pod-resources round failed")
+            loops.survive("pod-resources", self.poll)  # one bad round must not end the checks
             if stop.wait(interval):
                 return
