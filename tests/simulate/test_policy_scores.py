@@ -17,7 +17,7 @@ from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.placement import shares
 from vgpu_scheduler.placement.place import Candidate
 from vgpu_scheduler.placement.shapes import Shape
-from vgpu_scheduler.plugins import fragmentation_aware
+from vgpu_scheduler.plugins.gpu import fragmentation_aware
 from vgpu_simulate.baselines import bestfit, dotprod, fgd, gpu_clustering, gpu_packing
 from vgpu_simulate.baselines.fragmentation import FragModel, fgd_score_from_delta
 

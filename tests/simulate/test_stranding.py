@@ -22,7 +22,7 @@ from vgpu_scheduler.placement import shares, stranding, stranding_tables
 from vgpu_scheduler.placement.place import Candidate
 from vgpu_scheduler.placement.shapes import Shape
 from vgpu_scheduler.placement.stranding import Workload
-from vgpu_scheduler.plugins import fragmentation_aware
+from vgpu_scheduler.plugins.gpu import fragmentation_aware
 from vgpu_simulate.baselines import fgd
 from vgpu_simulate.baselines.fragmentation import fgd_score_from_delta
 

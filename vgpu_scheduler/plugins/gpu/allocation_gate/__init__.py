@@ -28,7 +28,7 @@ from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.framework.status import SKIP, SUCCESS, WAIT, Status
-from vgpu_scheduler.plugins.allocation_gate.gate import Gate
+from vgpu_scheduler.plugins.gpu.allocation_gate.gate import Gate
 
 __all__ = ["AllocationGate", "Gate"]
 

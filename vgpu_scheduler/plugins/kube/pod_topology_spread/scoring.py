@@ -23,8 +23,8 @@ from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.spread import HOSTNAME, SpreadConstraint
 from vgpu_scheduler.plugins.helper.pod_index import PodIndex
-from vgpu_scheduler.plugins.pod_topology_spread.eligibility import Eligibility
-from vgpu_scheduler.plugins.pod_topology_spread.filtering import counted
+from vgpu_scheduler.plugins.kube.pod_topology_spread.eligibility import Eligibility
+from vgpu_scheduler.plugins.kube.pod_topology_spread.filtering import counted
 
 MAX_NODE_SCORE = 100
 #: kube-scheduler's ``invalidScore``: a node without the topology keys.

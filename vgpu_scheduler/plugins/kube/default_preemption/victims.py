@@ -31,7 +31,7 @@ from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.status import Status, error, unresolvable
-from vgpu_scheduler.plugins.preemption.budgets import Budget, violations
+from vgpu_scheduler.plugins.kube.default_preemption.budgets import Budget, violations
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 

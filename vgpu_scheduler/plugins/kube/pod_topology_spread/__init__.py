@@ -21,8 +21,8 @@ from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.spread import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, SpreadConstraint
 from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, error
 from vgpu_scheduler.plugins.helper import pod_index
-from vgpu_scheduler.plugins.pod_topology_spread import defaults, filtering, scoring
-from vgpu_scheduler.plugins.pod_topology_spread.eligibility import Eligibility, node_ok
+from vgpu_scheduler.plugins.kube.pod_topology_spread import defaults, filtering, scoring
+from vgpu_scheduler.plugins.kube.pod_topology_spread.eligibility import Eligibility, node_ok
 
 CONSTRAINTS_KEY = "PodTopologySpread/constraints"
 FILTER_KEY = "PodTopologySpread/filter"

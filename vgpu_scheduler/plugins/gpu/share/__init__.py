@@ -6,7 +6,8 @@ PreFilter turns the pod's request into a mask over the snapshot's per-node GPU i
 and never misses one that can. Score places the pod on each scored node with the pod's
 GPU policy and rates the result with its node policy; Reserve keeps the chosen node's
 placement as the pod's assignment in the cycle state (``CycleState.assignment``), where the
-host, the Permit gate and the binder read it.
+host, the Permit gate and the binder read it. PreFilter's state answers for the pod on any
+node (``CycleState.claim_on``): the claim preemption holds on its nominated node.
 
 GPU policies are the built-in ones (:mod:`vgpu_scheduler.placement.policies`) and those the
 profile's plugins provide, handed over by the framework (:meth:`VGPU.use_gpu_policies`).
@@ -26,7 +27,7 @@ from vgpu.devices import slice_mib
 from vgpu.errors import ConfigError
 from vgpu.requests import PodRequest
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
-from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.cycle_state import CLAIMER_KEY, CycleState, PreFilterResult
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.interfaces import GpuPolicy
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
@@ -35,15 +36,16 @@ from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
 from vgpu_scheduler.placement import place as pl
 from vgpu_scheduler.placement import policies
-from vgpu_scheduler.plugins.vgpu import index as ix
+from vgpu_scheduler.plugins.gpu.share import index as ix
 
-__all__ = ["NO_HEARTBEAT", "STALE", "VGPU", "claim_on", "heartbeat_reason"]
+__all__ = ["NO_HEARTBEAT", "STALE", "VGPU", "heartbeat_reason"]
 
 NO_HEARTBEAT = ix.NO_HEARTBEAT
 STALE = ix.STALE
 heartbeat_reason = ix.heartbeat_reason
 
-_KEY = "vgpu/pre"
+#: The framework's claimer key: this state answers ``CycleState.claim_on``.
+_KEY = CLAIMER_KEY
 
 
 @dataclass
@@ -52,25 +54,20 @@ class _Pre:
     policy: GpuPolicy
     node_policy: policies.NodePolicy
     simple: bool
-    #: The plugin that wrote it, for :func:`claim_on`.
+    #: The plugin that wrote it, for :meth:`claim_on`.
     owner: VGPU
     #: Per node name, the NodeInfo a placement was computed on and the placement: a
     #: preemption simulation asks about the same node with other pods on it.
     placements: dict[str, tuple[NodeInfo, pl.Placement | tuple[str, ...]]] = field(
         default_factory=dict)
 
-
-def claim_on(state: CycleState, node: NodeInfo) -> Assignment | None:
-    """The GPU slices the pod of this cycle would take on ``node`` (as the plugin's Reserve
-    would place it), or None: not a GPU pod, or it does not fit there. Preemption holds
-    this claim on its nominated node, computed on the node without the victims."""
-    pre: _Pre | None = state.read(_KEY)
-    if pre is None:
-        return None
-    result = pre.owner.placement(pre, node)
-    if isinstance(result, tuple):
-        return None
-    return result.assignment(node.name, node.devices, pre.request.priorities())
+    def claim_on(self, node: NodeInfo) -> Assignment | None:
+        """The pod's GPU slices on ``node`` as Reserve would place them, or None: it does
+        not fit there (what ``CycleState.claim_on`` answers)."""
+        result = self.owner.placement(self, node)
+        if isinstance(result, tuple):
+            return None
+        return result.assignment(node.name, node.devices, self.request.priorities())
 
 
 def _builtin(rank: pl.GpuRanker) -> GpuPolicy:

@@ -18,19 +18,10 @@ from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable
 from vgpu_scheduler.plugins.helper.normalize_score import default_normalize
+from vgpu_scheduler.plugins.helper.taints import untolerated
 
 _TAINTED = "node.tainted"
 _PREFER = "node.prefer_no_schedule"
-
-
-def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
-    """The first taint that keeps the pod off the node, or None."""
-    for taint in taints:
-        if taint.effect == PREFER_NO_SCHEDULE:
-            continue
-        if not any(t.tolerates(taint) for t in tolerations):
-            return taint
-    return None
 
 
 def intolerable_preferences(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:

@@ -34,7 +34,7 @@ from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, error
 from vgpu_scheduler.plugins.helper import pod_index
-from vgpu_scheduler.plugins.interpod_affinity import filtering, scoring
+from vgpu_scheduler.plugins.kube.interpod_affinity import filtering, scoring
 
 FILTER_KEY = "InterPodAffinity/filter"
 SCORE_KEY = "InterPodAffinity/score"

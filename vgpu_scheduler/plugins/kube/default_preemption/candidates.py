@@ -24,7 +24,11 @@ from vgpu_scheduler.framework.diagnosis import Diagnosis, summarize
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.framework.status import Code, Status, unresolvable
-from vgpu_scheduler.plugins.preemption.victims import NO_VICTIMS, Candidate, earliest_start
+from vgpu_scheduler.plugins.kube.default_preemption.victims import (
+    NO_VICTIMS,
+    Candidate,
+    earliest_start,
+)
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 

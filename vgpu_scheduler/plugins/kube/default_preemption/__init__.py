@@ -15,6 +15,9 @@ kube-scheduler's PostFilter of the same name (``Evaluator.Preempt``), step by st
    host's cache holds the pod's claim (its GPU slices on the node without the victims,
    as the vGPU plugin would place them), so that nothing else takes the room while the
    victims terminate. The host clears the nomination when the pod is next attempted.
+
+The victims' PodDisruptionBudgets, which the choice of victims respects where it can, are
+read in :mod:`.budgets`.
 """
 
 from __future__ import annotations
@@ -33,15 +36,18 @@ from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import NEVER, PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
-from vgpu_scheduler.plugins.preemption import candidates as cand
-from vgpu_scheduler.plugins.preemption.budgets import parse_budgets
-from vgpu_scheduler.plugins.preemption.evict import (
+from vgpu_scheduler.plugins.kube.default_preemption import candidates as cand
+from vgpu_scheduler.plugins.kube.default_preemption.budgets import parse_budgets
+from vgpu_scheduler.plugins.kube.default_preemption.evict import (
     evict_victims,
     set_nominated_node,
     terminating_by_preemption,
 )
-from vgpu_scheduler.plugins.preemption.victims import NO_VICTIMS, Candidate, select_victims
-from vgpu_scheduler.plugins.vgpu import claim_on
+from vgpu_scheduler.plugins.kube.default_preemption.victims import (
+    NO_VICTIMS,
+    Candidate,
+    select_victims,
+)
 
 MIN_PRIORITY = "preemption.min_priority"
 #: The column's value for a node without pods: above any pod priority (int32).
@@ -138,7 +144,7 @@ class DefaultPreemption:
             return False
         room = NodeInfo.of(node.static, node.scaling,
                            {k: p for k, p in node.pods.items() if k not in leaving})
-        self._handle.nominate(pod, name, claim_on(state, room))
+        self._handle.nominate(pod, name, state.claim_on(room))
         return True
 
     def find_candidates(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
@@ -179,7 +185,7 @@ class DefaultPreemption:
         for placed in best.displaced:
             handle.clear_nomination(placed.info.pod_id)
             set_nominated_node(cluster, placed.info, None)
-        handle.nominate(pod, best.node, claim_on(state, best.room))
+        handle.nominate(pod, best.node, state.claim_on(best.room))
         set_nominated_node(cluster, pod, best.node)
         return Status(Code.SUCCESS, (_under_way(best),))
 

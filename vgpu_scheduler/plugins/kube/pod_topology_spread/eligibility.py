@@ -2,10 +2,12 @@
 snapshot positions.
 
 ``nodeAffinityPolicy: Honor`` counts only nodes that match the pod's node selector and
-required node affinity (NodeAffinity's own matching); ``nodeTaintsPolicy: Honor`` only
-nodes whose NoSchedule/NoExecute taints the pod tolerates (TaintToleration's). The masks
-depend on node labels and taints alone, so they are kept per pod shape until a node's
-labels or taints change (the index's ``static_version``).
+required node affinity (NodeAffinity's matching,
+:mod:`vgpu_scheduler.plugins.helper.node_affinity`); ``nodeTaintsPolicy: Honor`` only nodes
+whose NoSchedule/NoExecute taints the pod tolerates (TaintToleration's,
+:mod:`vgpu_scheduler.plugins.helper.taints`). The masks depend on node labels and taints
+alone, so they are kept per pod shape until a node's labels or taints change (the index's
+``static_version``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import numpy.typing as npt
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.spread import HONOR, SpreadConstraint
+from vgpu_scheduler.plugins.helper.node_affinity import matches
 from vgpu_scheduler.plugins.helper.pod_index import PodIndex
-from vgpu_scheduler.plugins.node_affinity import matches
-from vgpu_scheduler.plugins.taint_toleration import untolerated
+from vgpu_scheduler.plugins.helper.taints import untolerated
 
 Mask = npt.NDArray[np.bool_]
 _KEEP = 64

@@ -32,9 +32,14 @@ from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, error
 from vgpu_scheduler.plugins.helper import volume_claims as cl
 from vgpu_scheduler.plugins.helper.volume_objects import SELECTED_NODE, parse_claim, parse_volume
 from vgpu_scheduler.plugins.helper.volume_store import CLASSES, PVCS, PVS, Storage
-from vgpu_scheduler.plugins.volume_binding import prebind
-from vgpu_scheduler.plugins.volume_binding.find import Plan, PodClaims, find_pod_volumes, pod_claims
-from vgpu_scheduler.plugins.volume_binding.matching import bind_volume_to_claim
+from vgpu_scheduler.plugins.kube.volume_binding import prebind
+from vgpu_scheduler.plugins.kube.volume_binding.find import (
+    Plan,
+    PodClaims,
+    find_pod_volumes,
+    pod_claims,
+)
+from vgpu_scheduler.plugins.kube.volume_binding.matching import bind_volume_to_claim
 
 NAME = "VolumeBinding"
 _KEY = "VolumeBinding"

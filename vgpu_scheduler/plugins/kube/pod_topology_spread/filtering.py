@@ -22,7 +22,7 @@ from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.spread import HONOR, SpreadConstraint
 from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
 from vgpu_scheduler.plugins.helper.pod_index import PodIndex
-from vgpu_scheduler.plugins.pod_topology_spread.eligibility import Eligibility
+from vgpu_scheduler.plugins.kube.pod_topology_spread.eligibility import Eligibility
 
 NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = NOT_MATCH + " (missing required label)"

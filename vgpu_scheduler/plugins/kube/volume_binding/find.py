@@ -18,7 +18,7 @@ from vgpu_scheduler.plugins.helper.volume_objects import (
     Volume,
 )
 from vgpu_scheduler.plugins.helper.volume_store import Storage
-from vgpu_scheduler.plugins.volume_binding.matching import (
+from vgpu_scheduler.plugins.kube.volume_binding.matching import (
     affinity_matches,
     by_request,
     can_provision,

@@ -9,6 +9,7 @@ import copy
 from collections.abc import Iterable, Mapping
 
 from vgpu.cluster.port import Obj
+from vgpu_scheduler.plugins.helper.node_affinity import term_matches
 from vgpu_scheduler.plugins.helper.volume_objects import (
     BOUND_BY_CONTROLLER,
     NO_PROVISIONER,
@@ -17,7 +18,6 @@ from vgpu_scheduler.plugins.helper.volume_objects import (
     StorageClass,
     Volume,
 )
-from vgpu_scheduler.plugins.node_affinity import term_matches
 
 
 def affinity_matches(volume: Volume, labels: Mapping[str, str]) -> bool:

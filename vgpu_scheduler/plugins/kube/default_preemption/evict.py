@@ -24,7 +24,7 @@ from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ClusterError, ConflictError, EvictionRefusedError, NotFoundError
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.status import SUCCESS, Status, error
-from vgpu_scheduler.plugins.preemption.victims import Candidate, Victim
+from vgpu_scheduler.plugins.kube.default_preemption.victims import Candidate, Victim
 
 _log = logs.get("vgpu.scheduler.preemption")
 

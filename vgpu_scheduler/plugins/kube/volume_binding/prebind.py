@@ -32,7 +32,7 @@ from vgpu_scheduler.plugins.helper.volume_objects import (
     parse_claim,
     parse_volume,
 )
-from vgpu_scheduler.plugins.volume_binding.matching import affinity_matches
+from vgpu_scheduler.plugins.kube.volume_binding.matching import affinity_matches
 
 _log = logs.get("vgpu.scheduler.volumes")
 
