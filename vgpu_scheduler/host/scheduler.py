@@ -29,7 +29,6 @@ from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config import Config
 from vgpu_scheduler.framework import profile
-from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.handle import Clock, Host, PluginFactory
 from vgpu_scheduler.framework.runtime import Framework
 from vgpu_scheduler.framework.snapshot import Snapshot
@@ -56,15 +55,18 @@ class Scheduler:
         self._cluster = cluster
         self._clock = clock
         sc = config.scheduler
-        self.cache = Cache(scaling=config.device_memory_scaling,
-                           assume_ttl=sc.assume_ttl_seconds,
-                           heartbeat_expiry=config.node_heartbeat_expiry_seconds, config=config)
         # The queue comes first and takes the profile last: the profile's plugins are built
         # with what reaches the queue (the nominator, the waiting room, the pod events).
         self.queue = SchedulingQueue(
             clock, initial_backoff=sc.pod_initial_backoff_seconds,
             max_backoff=sc.pod_max_backoff_seconds,
             max_unschedulable=sc.pod_max_unschedulable_seconds)
+        # Room the cache sees given up (a pod forgotten, deleted, expired, moved, a
+        # nomination cleared) wakes the parked pods it could help: wired here, once.
+        self.cache = Cache(scaling=config.device_memory_scaling,
+                           assume_ttl=sc.assume_ttl_seconds,
+                           heartbeat_expiry=config.node_heartbeat_expiry_seconds, config=config,
+                           on_freed=self.queue.on_event)
         self.waiting = WaitingRoom()
         self._handlers = Handlers(config, clock, cache=self.cache, queue=self.queue,
                                   waiting=self.waiting)
@@ -116,8 +118,7 @@ class Scheduler:
         """Timeouts that need no event: backoffs, expired assumptions, Permit gates."""
         now = self._clock()
         self.queue.flush()
-        for rec in self.cache.expire(now):
-            self.queue.on_event(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
+        self.cache.expire(now)
         self.framework.tick(now)
         self._cycle.settle_waiting()
 
