@@ -5,7 +5,7 @@ Reserve (the vGPU plugin leaves the pod's GPU slices in the cycle state), then t
 assumes the pod with those slices on the chosen node, then Permit. A pod Permit holds waits
 in the :mod:`.waiting` room; any other goes to binding, inline or on the pool. A failure
 at any step undoes the steps before it and sends the pod back to the queue with the
-reason; every outcome is reported to the listeners as a :class:`Decision`.
+reason; every outcome is reported to the listeners as an :class:`AttemptRecord`.
 
 Two races are settled here as kube-scheduler settles them, and two more carefully: a pod
 the watch showed bound during its cycle is not assumed (the cycle is dropped, nothing
@@ -51,7 +51,7 @@ Outcome = Literal["scheduled", "waiting", "unschedulable", "error", "bound", "bi
 
 
 @dataclass(frozen=True)
-class Decision:
+class AttemptRecord:
     """One scheduling attempt, as listeners (metrics, the simulator) see it."""
 
     pod: str
@@ -84,7 +84,7 @@ class ScheduleOne:
     def __init__(self, framework: Framework, snapshot: Snapshot, *, cache: Cache,
                  queue: SchedulingQueue, waiting: WaitingRoom, watched: Watched,
                  cluster: ClusterPort | None, clock: Clock, binder: BindExecutor,
-                 listeners: list[Callable[[Decision], None]]) -> None:
+                 listeners: list[Callable[[AttemptRecord], None]]) -> None:
         self._framework = framework
         self._snapshot = snapshot
         self._cache = cache
@@ -101,9 +101,9 @@ class ScheduleOne:
 
     def _emit(self, pod: str, node: str | None, outcome: Outcome, message: str,
               started: tuple[float, float], *, queued: float = 0.0) -> None:
-        decision = Decision(pod, node, outcome, message, *_since(started), queued=queued)
+        record = AttemptRecord(pod, node, outcome, message, *_since(started), queued=queued)
         for listener in self._listeners:
-            listener(decision)
+            listener(record)
 
     def _event(self, pod: PodInfo, kind: Literal["Normal", "Warning"], reason: str,
                message: str) -> None:

@@ -38,11 +38,9 @@ from vgpu_scheduler.host.handlers import Handlers
 from vgpu_scheduler.host.informers import Informers
 from vgpu_scheduler.host.nominator import Nominator
 from vgpu_scheduler.host.queue import SchedulingQueue
-from vgpu_scheduler.host.schedule_one import COMPONENT, Decision, ScheduleOne
+from vgpu_scheduler.host.schedule_one import AttemptRecord, ScheduleOne
 from vgpu_scheduler.host.waiting import WaitingRoom
 from vgpu_scheduler.plugins.registry import REGISTRY
-
-__all__ = ["COMPONENT", "Decision", "Scheduler"]
 
 _log = logs.get("vgpu.scheduler")
 
@@ -78,7 +76,7 @@ class Scheduler:
             wake=self.queue.interrupt))
         self.queue.use(self.framework)
         self.snapshot = Snapshot(self.framework.columns())
-        self.listeners: list[Callable[[Decision], None]] = []
+        self.listeners: list[Callable[[AttemptRecord], None]] = []
         self._cycle = ScheduleOne(
             self.framework, self.snapshot, cache=self.cache, queue=self.queue,
             waiting=self.waiting, watched=self._informers, cluster=cluster, clock=clock,

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from vgpu_scheduler.framework.candidate import Candidate
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
@@ -148,7 +148,7 @@ class FragmentationAware:
 
     # -- GPU choice (the node-aware GPU policy) --------------------------------------------
 
-    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+    def rank_gpus(self, node: NodeInfo, cands: Sequence[GpuCandidate]) -> list[GpuCandidate]:
         if not cands:
             return []
         free = list(shares.free_milli(node))
@@ -159,7 +159,7 @@ class FragmentationAware:
         cpu = shares.free_cpu(node) - shape.milli_cpu
         memory = shares.free_memory_mib(node) - shape.memory_mib
         model = shares.model(node)
-        ranked: list[tuple[float, int, Candidate]] = []
+        ranked: list[tuple[float, int, GpuCandidate]] = []
         by_free: dict[int, float] = {}  # GPUs with the same free share: the same result
         for c in cands:
             served = by_free.get(free[c.position])

@@ -8,7 +8,7 @@ from vgpu.devices import Device, Usage
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
+class GpuCandidate:
     """A GPU that fits one vGPU of a container.
 
     ``usage`` includes what earlier containers of the same pod just took there;
