@@ -1,4 +1,5 @@
-"""Permit: no two GPU pods in flight on a node that its agent could confuse (DESIGN §4).
+"""Permit: no two GPU pods in flight on a node that its agent could confuse
+(docs/contracts.md#permit-gate).
 
 The kubelet's Allocate call carries device IDs, not a pod, so the node agent matches it
 to a pod in ``bind-phase: allocating`` on its node by the GPUs those IDs name. A GPU pod

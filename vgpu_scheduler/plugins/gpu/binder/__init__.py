@@ -1,4 +1,4 @@
-"""Bind: one ``pods/binding`` call carrying the assignment (DESIGN §4–5).
+"""Bind: one ``pods/binding`` call carrying the assignment (docs/contracts.md#binding-protocol).
 
 The Binding's annotations (``vgpu.io/assignment``, ``vgpu.io/bind-phase: allocating``,
 ``vgpu.io/bind-time``) land on the pod in the same write that sets ``nodeName``, so the
