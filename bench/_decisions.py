@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from _support import percentile
 
 if TYPE_CHECKING:
-    from vgpu_scheduler.host.scheduler import Decision, Scheduler
+    from vgpu_scheduler.host.schedule_one import AttemptRecord
+    from vgpu_scheduler.host.scheduler import Scheduler
 
 #: Outcomes that are one pass of the scheduling algorithm (a pod skipped is none).
 DECIDED = ("scheduled", "unschedulable", "waiting", "error")
@@ -30,7 +31,7 @@ class DecisionLog:
         self.failed_cpu: list[float] = []
         self.outcomes: dict[str, int] = {}
 
-    def listen(self, d: Decision) -> None:
+    def listen(self, d: AttemptRecord) -> None:
         self.outcomes[d.outcome] = self.outcomes.get(d.outcome, 0) + 1
         if d.outcome in DECIDED:
             self.wall.append(d.seconds)

@@ -59,7 +59,8 @@ from _openb import clock, constrain, openb_nodes, synthetic_nodes, trace_pods, z
 
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig
-from vgpu_scheduler.host.scheduler import Decision, Scheduler
+from vgpu_scheduler.host.schedule_one import AttemptRecord
+from vgpu_scheduler.host.scheduler import Scheduler
 
 
 def make(nodes: list[dict[str, Any]], nodes_to_score: int) -> tuple[Scheduler, MemoryCluster]:
@@ -105,7 +106,7 @@ def memory_run(target: int, nodes_to_score: int) -> dict[str, Any]:
     scheduler, cluster = make(synthetic_nodes(), nodes_to_score)
     placed = 0
 
-    def listen(d: Decision) -> None:
+    def listen(d: AttemptRecord) -> None:
         nonlocal placed
         if d.outcome == "scheduled":
             placed += 1

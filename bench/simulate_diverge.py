@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from vgpu.cluster.memory import MemoryCluster  # noqa: E402
-from vgpu_scheduler.host.scheduler import Decision, Scheduler  # noqa: E402
+from vgpu_scheduler.host.schedule_one import AttemptRecord  # noqa: E402
+from vgpu_scheduler.host.scheduler import Scheduler  # noqa: E402
 from vgpu_scheduler.placement import shares, stranding  # noqa: E402
 from vgpu_scheduler.placement.demand import NodeKind  # noqa: E402
 from vgpu_scheduler.placement.shapes import Shape  # noqa: E402
@@ -58,13 +59,13 @@ class Lane:
             self.cluster.create("nodes", mapping.node_object(node, EPOCH))
         self.sched = Scheduler(config, self.cluster, clock=lambda: EPOCH,
                                registry=self.policy.registry(workload, arrivals.rng))
-        self.last: Decision | None = None
+        self.last: AttemptRecord | None = None
         self.sched.listeners.append(self._listen)
         self.sched.run_until_idle()
         self.failed: Counter[tuple[str, str]] = Counter()
         self.states = {n: self.state(n) for n in self.sched.cache.node_names()}
 
-    def _listen(self, decision: Decision) -> None:
+    def _listen(self, decision: AttemptRecord) -> None:
         self.last = decision
 
     def place(self, pod: TracePod) -> str | None:

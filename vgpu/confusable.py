@@ -10,7 +10,7 @@ grants: then the device IDs do not say whose request it is, and a mix-up would h
 pod the other's limits. Same GPUs with identical grants are interchangeable: a mix-up
 changes nothing the containers or the GPUs' totals see.
 
-The scheduler's Permit gate (vgpu_scheduler/plugins/allocation_gate/) holds a pod only
+The scheduler's Permit gate (vgpu_scheduler/plugins/gpu/allocation_gate/) holds a pod only
 while it is :func:`confusable` with one already in flight.
 """
 

@@ -16,7 +16,7 @@ from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConfigError
 from vgpu_scheduler.framework.handle import Handle, PluginFactory
 from vgpu_scheduler.placement.shapes import Shape
-from vgpu_scheduler.plugins import fragmentation_aware
+from vgpu_scheduler.plugins.gpu import fragmentation_aware
 from vgpu_scheduler.plugins.registry import REGISTRY
 from vgpu_simulate.baselines import (
     bestfit,

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import assignment_of
-from vgpu_scheduler.host.scheduler import Decision, Scheduler
+from vgpu_scheduler.host.schedule_one import AttemptRecord
+from vgpu_scheduler.host.scheduler import Scheduler
 from vgpu_scheduler.placement.shapes import Shape, milli_of_percent
 from vgpu_simulate import mapping
 from vgpu_simulate.arrivals import arrival_order
@@ -104,7 +105,7 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
                       registry=policy.registry(workload, arrivals.rng))
     outcomes: dict[str, str] = {}
 
-    def listen(decision: Decision) -> None:
+    def listen(decision: AttemptRecord) -> None:
         outcomes[decision.pod] = decision.outcome
 
     sched.listeners.append(listen)

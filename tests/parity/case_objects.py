@@ -34,7 +34,7 @@ from vgpu.config import Config
 from vgpu_scheduler.framework import compute
 from vgpu_scheduler.framework.nodeinfo import parse_node
 from vgpu_scheduler.framework.podinfo import parse
-from vgpu_scheduler.plugins.node_affinity import matches
+from vgpu_scheduler.plugins.helper.node_affinity import matches
 
 RUN = "parity.vgpu.io/run"
 HOLD = "parity.vgpu.io/hold"

@@ -13,10 +13,10 @@ from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig
 from vgpu_scheduler.framework.objects import Requirement, SelectorTerm, Taint, Toleration
 from vgpu_scheduler.host.scheduler import Scheduler
-from vgpu_scheduler.plugins import node_name
 from vgpu_scheduler.plugins.helper.normalize_score import default_normalize
-from vgpu_scheduler.plugins.node_affinity import preferred_score
-from vgpu_scheduler.plugins.taint_toleration import intolerable_preferences
+from vgpu_scheduler.plugins.kube import node_name
+from vgpu_scheduler.plugins.kube.node_affinity import preferred_score
+from vgpu_scheduler.plugins.kube.taint_toleration import intolerable_preferences
 
 SOFT = Taint("spot", "true", "PreferNoSchedule")
 

@@ -24,9 +24,9 @@ from vgpu_scheduler.framework.diagnosis import Diagnosis
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.status import Code, Status
 from vgpu_scheduler.host.scheduler import Scheduler
-from vgpu_scheduler.plugins.preemption import DefaultPreemption
-from vgpu_scheduler.plugins.preemption.candidates import Positions, pick_one
-from vgpu_scheduler.plugins.preemption.victims import Candidate
+from vgpu_scheduler.plugins.kube.default_preemption import DefaultPreemption
+from vgpu_scheduler.plugins.kube.default_preemption.candidates import Positions, pick_one
+from vgpu_scheduler.plugins.kube.default_preemption.victims import Candidate
 from vgpu_scheduler.plugins.registry import REGISTRY
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000

@@ -18,8 +18,8 @@ from tests.scheduler.affinity_support import (
     weighted,
 )
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins.interpod_affinity import InterPodAffinity
-from vgpu_scheduler.plugins.pod_topology_spread import PodTopologySpread
+from vgpu_scheduler.plugins.kube.interpod_affinity import InterPodAffinity
+from vgpu_scheduler.plugins.kube.pod_topology_spread import PodTopologySpread
 
 NODES = [node_obj("n1", {"host": "n1", "kubernetes.io/hostname": "n1"}),
          node_obj("n2", {"host": "n2", "kubernetes.io/hostname": "n2"})]

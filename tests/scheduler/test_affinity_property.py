@@ -35,11 +35,11 @@ from vgpu_scheduler.framework.affinity import AffinityTerm, matches_all
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins.interpod_affinity import FILTER_KEY as IPA_KEY
-from vgpu_scheduler.plugins.interpod_affinity import InterPodAffinity
-from vgpu_scheduler.plugins.pod_topology_spread import FILTER_KEY as SPREAD_KEY
-from vgpu_scheduler.plugins.pod_topology_spread import PodTopologySpread
-from vgpu_scheduler.plugins.pod_topology_spread.filtering import FilterState as SpreadState
+from vgpu_scheduler.plugins.kube.interpod_affinity import FILTER_KEY as IPA_KEY
+from vgpu_scheduler.plugins.kube.interpod_affinity import InterPodAffinity
+from vgpu_scheduler.plugins.kube.pod_topology_spread import FILTER_KEY as SPREAD_KEY
+from vgpu_scheduler.plugins.kube.pod_topology_spread import PodTopologySpread
+from vgpu_scheduler.plugins.kube.pod_topology_spread.filtering import FilterState as SpreadState
 
 APPS, KEYS = ("a", "b", "c"), ("zone", "rack", "host")
 SETTINGS = settings(max_examples=60, deadline=None,

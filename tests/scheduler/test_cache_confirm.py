@@ -13,7 +13,7 @@ from vgpu import builders, codecs
 from vgpu.config import Config
 from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.host.pod_records import PodRecord, bound_record, confirmed
-from vgpu_scheduler.plugins.binder import binding_annotations
+from vgpu_scheduler.plugins.gpu.binder import binding_annotations
 
 SCHEDULERS = Config().vgpu_schedulers
 

@@ -12,7 +12,7 @@ from vgpu import builders
 from vgpu.codecs import Assignment, GrantedDevice
 from vgpu.config import Config, SchedulerConfig
 from vgpu.confusable import confusable
-from vgpu_scheduler.plugins.allocation_gate.gate import Gate
+from vgpu_scheduler.plugins.gpu.allocation_gate.gate import Gate
 
 
 def on(uuid: str, mem: int) -> Assignment:

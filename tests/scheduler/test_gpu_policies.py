@@ -14,7 +14,7 @@ from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu.errors import ConfigError
-from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.host.scheduler import Scheduler
@@ -33,7 +33,7 @@ class Probe:
     def __init__(self, handle: Handle) -> None:
         self.nodes: list[str] = []
 
-    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+    def rank_gpus(self, node: NodeInfo, cands: Sequence[GpuCandidate]) -> list[GpuCandidate]:
         self.nodes.append(node.name)
         return sorted(cands, key=lambda c: -c.position)
 

@@ -25,8 +25,8 @@ from tests.scheduler.affinity_support import (
 from vgpu.config import Config
 from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins.interpod_affinity import InterPodAffinity
-from vgpu_scheduler.plugins.interpod_affinity.filtering import (
+from vgpu_scheduler.plugins.kube.interpod_affinity import InterPodAffinity
+from vgpu_scheduler.plugins.kube.interpod_affinity.filtering import (
     AFFINITY,
     ANTI_AFFINITY,
     EXISTING_ANTI_AFFINITY,

@@ -24,8 +24,8 @@ from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.nodeinfo import NodePod
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins.interpod_affinity import FILTER_KEY, InterPodAffinity
-from vgpu_scheduler.plugins.interpod_affinity.filtering import (
+from vgpu_scheduler.plugins.kube.interpod_affinity import FILTER_KEY, InterPodAffinity
+from vgpu_scheduler.plugins.kube.interpod_affinity.filtering import (
     AFFINITY,
     ANTI_AFFINITY,
     EXISTING_ANTI_AFFINITY,

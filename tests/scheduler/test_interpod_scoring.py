@@ -23,7 +23,7 @@ from tests.scheduler.affinity_support import (
 )
 from vgpu.config import Config, InterPodAffinityArgs, SchedulerConfig
 from vgpu_scheduler.framework.status import Code, Status
-from vgpu_scheduler.plugins.interpod_affinity import InterPodAffinity
+from vgpu_scheduler.plugins.kube.interpod_affinity import InterPodAffinity
 
 CHINA, INDIA, AZ1, AZ2 = ({"region": "China"}, {"region": "India"}, {"az": "az1"},
                           {"az": "az2"})

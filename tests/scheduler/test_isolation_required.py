@@ -13,7 +13,7 @@ from vgpu import builders
 from vgpu.cluster.port import Obj
 from vgpu.config import Config, from_mapping
 from vgpu.requests import parse_pod
-from vgpu_scheduler.plugins.isolation_required import fractional
+from vgpu_scheduler.plugins.gpu.isolation_required import fractional
 
 
 def node_in_mode(name: str, mode: str) -> Obj:

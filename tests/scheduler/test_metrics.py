@@ -13,7 +13,8 @@ from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
 from vgpu_scheduler.host.metrics import Metrics, State, start_time
-from vgpu_scheduler.host.scheduler import Decision, Scheduler
+from vgpu_scheduler.host.schedule_one import AttemptRecord
+from vgpu_scheduler.host.scheduler import Scheduler
 
 CREATED = 1_800_000_000.0
 
@@ -135,8 +136,8 @@ def test_gated_pods_and_binding_outcomes() -> None:
     sched.run_until_idle()
     assert value(metrics, "vgpu_scheduler_pending_pods", queue="gated") == 1
     assert value(metrics, "vgpu_scheduler_permit_waits_total") == 1
-    metrics.on_decision(Decision("default/x", "n1", "bind-conflict"))
-    metrics.on_decision(Decision("default/y", "n1", "bind-failed"))
+    metrics.on_decision(AttemptRecord("default/x", "n1", "bind-conflict"))
+    metrics.on_decision(AttemptRecord("default/y", "n1", "bind-failed"))
     metrics.on_event("dropped")
     assert value(metrics, "vgpu_scheduler_bindings_total", result="conflict") == 1
     assert value(metrics, "vgpu_scheduler_bindings_total", result="error") == 1

@@ -30,8 +30,10 @@ from vgpu_scheduler.framework.objects import (
     parse_tolerations,
 )
 from vgpu_scheduler.framework.status import Code, Status, unresolvable, unschedulable
-from vgpu_scheduler.plugins import binder, node_affinity, node_resources_fit, node_unschedulable
-from vgpu_scheduler.plugins import taint_toleration as tt
+from vgpu_scheduler.plugins.gpu import binder
+from vgpu_scheduler.plugins.helper import node_affinity
+from vgpu_scheduler.plugins.helper import taints as tt
+from vgpu_scheduler.plugins.kube import node_resources_fit, node_unschedulable
 
 # --- NodeUnschedulable -------------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from vgpu import builders, codecs
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, GrantedDevice
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
-from vgpu_scheduler.plugins.vgpu import claim_on
 
 T4 = 16384
 GPU_PROFILE = ("PrioritySort", "NodeResourcesFit", "VGPU", "DefaultPreemption",
@@ -66,7 +65,7 @@ def test_a_whole_gpu_takes_the_pods_sharing_one_gpu_on_the_best_node() -> None:
     best = world.best(preemptor())
     assert best.node == "n1"
     _info, state = world.prepare(preemptor())
-    claim = claim_on(state, best.room)
+    claim = state.claim_on(best.room)
     assert claim is not None
     assert claim.containers["main"] == (GrantedDevice("GPU-n1-0", T4, 0),)
 
@@ -97,7 +96,7 @@ def test_enough_memory_in_total_is_not_enough() -> None:
     best = world.best(preemptor(100, builders.container(gpumem=12000)))
     assert [v.info.name for v in best.victims] == ["b"]
     _info, state = world.prepare(preemptor(100, builders.container(gpumem=12000)))
-    claim = claim_on(state, best.room)
+    claim = state.claim_on(best.room)
     assert claim is not None and claim.containers["main"][0].uuid == "GPU-n1-1"
 
 

@@ -28,8 +28,8 @@ from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.framework.status import SUCCESS, Code, Status, error
-from vgpu_scheduler.plugins.preemption.budgets import parse_budgets, violations
-from vgpu_scheduler.plugins.preemption.evict import terminating_by_preemption
+from vgpu_scheduler.plugins.kube.default_preemption.budgets import parse_budgets, violations
+from vgpu_scheduler.plugins.kube.default_preemption.evict import terminating_by_preemption
 from vgpu_scheduler.plugins.registry import REGISTRY
 
 # -- budgets -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from vgpu_scheduler.framework.podinfo import PodInfo, parse
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.queue_profile import Fifo
 from vgpu_scheduler.host.queued_pod import POD_SPEC
-from vgpu_scheduler.plugins.priority_sort import sort_key
+from vgpu_scheduler.plugins.kube.priority_sort import sort_key
 
 
 def info(name: str, priority: int = 0) -> PodInfo:

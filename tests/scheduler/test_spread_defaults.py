@@ -24,7 +24,7 @@ from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.framework.spread import SpreadConstraint
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins.pod_topology_spread import PodTopologySpread
+from vgpu_scheduler.plugins.kube.pod_topology_spread import PodTopologySpread
 
 
 def svc(name: str, selector: dict[str, str] | None, ns: str = "default") -> dict[str, Any]:

@@ -22,8 +22,8 @@ from tests.scheduler.affinity_support import (
     spread,
 )
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins.pod_topology_spread import PodTopologySpread
-from vgpu_scheduler.plugins.pod_topology_spread.filtering import MISSING_LABEL, NOT_MATCH
+from vgpu_scheduler.plugins.kube.pod_topology_spread import PodTopologySpread
+from vgpu_scheduler.plugins.kube.pod_topology_spread.filtering import MISSING_LABEL, NOT_MATCH
 
 FOO, BAR = exists("foo"), exists("bar")
 HAS_FOO = {"foo": ""}

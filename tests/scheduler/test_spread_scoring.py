@@ -19,7 +19,7 @@ from tests.scheduler.affinity_support import (
     spread,
 )
 from vgpu_scheduler.framework.status import Code, Status
-from vgpu_scheduler.plugins.pod_topology_spread import PodTopologySpread
+from vgpu_scheduler.plugins.kube.pod_topology_spread import PodTopologySpread
 
 HOST = "kubernetes.io/hostname"
 FOO, BAR = exists("foo"), exists("bar")

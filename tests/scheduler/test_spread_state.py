@@ -20,8 +20,8 @@ from tests.scheduler.affinity_support import (
 )
 from vgpu_scheduler.framework.nodeinfo import NodePod
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins.pod_topology_spread import FILTER_KEY, PodTopologySpread
-from vgpu_scheduler.plugins.pod_topology_spread.filtering import FilterState
+from vgpu_scheduler.plugins.kube.pod_topology_spread import FILTER_KEY, PodTopologySpread
+from vgpu_scheduler.plugins.kube.pod_topology_spread.filtering import FilterState
 
 FOO, BAR = exists("foo"), exists("bar")
 F, B, FB = {"foo": ""}, {"bar": ""}, {"foo": "", "bar": ""}

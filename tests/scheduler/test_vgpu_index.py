@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from vgpu_scheduler.plugins.vgpu import index as ix
+from vgpu_scheduler.plugins.gpu.share import index as ix
 
 
 @given(hnp.arrays(np.bool_, st.tuples(st.integers(0, 50), st.just(ix.WIDTH))))

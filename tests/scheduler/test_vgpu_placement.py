@@ -15,7 +15,7 @@ from vgpu.devices import Device, Usage
 from vgpu.requests import ContainerRequest, PodRequest
 from vgpu_scheduler.placement import place as placement
 from vgpu_scheduler.placement import policies
-from vgpu_scheduler.plugins.vgpu import NO_HEARTBEAT, STALE, heartbeat_reason
+from vgpu_scheduler.plugins.gpu.share import NO_HEARTBEAT, STALE, heartbeat_reason
 
 # --- vGPU: per-GPU fit and placement -----------------------------------------------------
 

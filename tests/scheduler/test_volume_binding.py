@@ -16,7 +16,7 @@ from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.status import Code, Status
 from vgpu_scheduler.plugins.helper.volume_objects import SELECTED_NODE
-from vgpu_scheduler.plugins.volume_binding import VolumeBinding, find
+from vgpu_scheduler.plugins.kube.volume_binding import VolumeBinding, find
 
 WAIT = vol.storage_class("wait")
 IMMEDIATE = vol.storage_class("immediate", mode="Immediate")

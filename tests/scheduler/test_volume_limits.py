@@ -15,7 +15,7 @@ from vgpu.cluster.port import Obj
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.status import Code, Status
-from vgpu_scheduler.plugins import node_volume_limits as nvl
+from vgpu_scheduler.plugins.kube import node_volume_limits as nvl
 
 EBS = "ebs.csi.aws.com"
 GCE = "pd.csi.storage.gke.io"

@@ -16,7 +16,7 @@ from vgpu_scheduler.plugins.helper.volume_objects import (
     parse_storage_class,
     parse_volume,
 )
-from vgpu_scheduler.plugins.volume_binding.matching import (
+from vgpu_scheduler.plugins.kube.volume_binding.matching import (
     affinity_matches,
     bind_volume_to_claim,
     find_matching_volume,

@@ -22,8 +22,8 @@ from vgpu_scheduler.plugins.helper.volume_objects import (
     parse_claim,
     parse_volume,
 )
-from vgpu_scheduler.plugins.volume_binding import VolumeBinding, prebind
-from vgpu_scheduler.plugins.volume_binding.matching import bind_volume_to_claim
+from vgpu_scheduler.plugins.kube.volume_binding import VolumeBinding, prebind
+from vgpu_scheduler.plugins.kube.volume_binding.matching import bind_volume_to_claim
 
 LABELS = {"kubernetes.io/hostname": "n1"}
 

@@ -15,7 +15,7 @@ from vgpu.cluster.port import Obj
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.nodeinfo import NodePod
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins import volume_restrictions as vr
+from vgpu_scheduler.plugins.kube import volume_restrictions as vr
 
 
 def disk(kind: str, read_only: bool = False, **fields: Any) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from tests.support import volumes as vol
 from vgpu.cluster.port import Obj
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.status import Code
-from vgpu_scheduler.plugins import volume_zone as zone
-from vgpu_scheduler.plugins.volume_zone import VolumeZone
+from vgpu_scheduler.plugins.kube import volume_zone as zone
+from vgpu_scheduler.plugins.kube.volume_zone import VolumeZone
 
 BETA_ZONE, BETA_REGION = zone.BETA_ZONE, zone.BETA_REGION
 ZONE, REGION = zone.ZONE, zone.REGION

@@ -20,7 +20,7 @@ from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.placement import demand, shares, stranding, stranding_tables
 from vgpu_scheduler.placement.shapes import Shape
-from vgpu_scheduler.plugins import fragmentation_aware
+from vgpu_scheduler.plugins.gpu import fragmentation_aware
 
 ANY = Shape(8000, 1000, 1)
 HALF = Shape(4000, 500, 1)

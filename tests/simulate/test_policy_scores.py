@@ -11,13 +11,13 @@ from tests.scheduler.helpers import FakeHandle
 from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Usage
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, parse_node
 from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.placement import shares
-from vgpu_scheduler.placement.place import Candidate
 from vgpu_scheduler.placement.shapes import Shape
-from vgpu_scheduler.plugins import fragmentation_aware
+from vgpu_scheduler.plugins.gpu import fragmentation_aware
 from vgpu_simulate.baselines import bestfit, dotprod, fgd, gpu_clustering, gpu_packing
 from vgpu_simulate.baselines.fragmentation import FragModel, fgd_score_from_delta
 
@@ -97,7 +97,7 @@ def test_fgd_gpu_choice_and_ours_differ_only_on_ties() -> None:
         pod = parse(builders.pod("p", [builders.container(gpus=1, cores=30, percent=30, cpu="1")]),
                     Config())
         plugin.pre_filter(None, pod, Snapshot(plugin.columns()))  # type: ignore[arg-type]
-        cands = [Candidate(i, d, u, 0, 30, d.memory_mib) for i, (d, u) in enumerate(
+        cands = [GpuCandidate(i, d, u, 0, 30, d.memory_mib) for i, (d, u) in enumerate(
             zip(info.devices, info.usages, strict=True)) if cands_free[i] >= 300]
         ranked = plugin.rank_gpus(info, cands)
         # Filling the 300 left on GPU 1 fragments least under both.

@@ -15,14 +15,14 @@ from tests.scheduler.helpers import FakeHandle
 from vgpu import builders
 from vgpu.config import Config
 from vgpu.devices import Usage
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, parse_node
 from vgpu_scheduler.framework.podinfo import parse
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.placement import shares, stranding, stranding_tables
-from vgpu_scheduler.placement.place import Candidate
 from vgpu_scheduler.placement.shapes import Shape
 from vgpu_scheduler.placement.stranding import Workload
-from vgpu_scheduler.plugins import fragmentation_aware
+from vgpu_scheduler.plugins.gpu import fragmentation_aware
 from vgpu_simulate.baselines import fgd
 from vgpu_simulate.baselines.fragmentation import fgd_score_from_delta
 
@@ -245,7 +245,7 @@ def test_a_share_goes_to_the_gpu_that_leaves_most_serviceable() -> None:
     pod = _pod("1", percent=30)
     plugin.pre_filter(None, pod, Snapshot(plugin.columns()))  # type: ignore[arg-type]
     free = shares.free_milli(info)
-    cands = [Candidate(i, d, u, 0, 30, d.memory_mib) for i, (d, u) in enumerate(
+    cands = [GpuCandidate(i, d, u, 0, 30, d.memory_mib) for i, (d, u) in enumerate(
         zip(info.devices, info.usages, strict=True)) if free[i] >= 300]
     assert plugin.rank_gpus(info, cands)[0].position == 1  # fills the 300
 

@@ -1,12 +1,13 @@
 """The values of one scheduling attempt: its scratch space (with the GPU slices Reserve
-claimed, the one place the assignment lives until the binding), and PreFilter's answers."""
+claimed, the one place the assignment lives until the binding, and the slices the pod would
+claim on any node), and PreFilter's answers."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,16 @@ from vgpu_scheduler.framework.snapshot import Snapshot
 
 #: The key of :attr:`CycleState.assignment`.
 ASSIGNMENT_KEY = "vgpu/assignment"
+#: Where the plugin that places GPUs (``VGPU``) keeps its PreFilter state, a
+#: :class:`Claimer`: :meth:`CycleState.claim_on` asks it. The state itself, not a second
+#: entry, so that PreFilter writes once.
+CLAIMER_KEY = "vgpu/claimer"
+
+
+class Claimer(Protocol):
+    def claim_on(self, node: NodeInfo) -> Assignment | None:
+        """The GPU slices the cycle's pod would take on ``node``, or None: it does not fit
+        there."""
 
 
 class CycleState:
@@ -48,6 +59,14 @@ class CycleState:
     @assignment.setter
     def assignment(self, value: Assignment | None) -> None:
         self._data[ASSIGNMENT_KEY] = value
+
+    def claim_on(self, node: NodeInfo) -> Assignment | None:
+        """The GPU slices the pod of this cycle would take on ``node``, as Reserve would
+        place them, or None: not a GPU pod, or it does not fit there. Preemption holds this
+        claim on its nominated node, computed on the node without the victims; it is the
+        framework's question, so that preemption asks it of no other plugin."""
+        claimer: Claimer | None = self._data.get(CLAIMER_KEY)
+        return None if claimer is None else claimer.claim_on(node)
 
     def clone(self) -> CycleState:
         """A copy whose writes the original does not see (what preemption tries a node

@@ -13,10 +13,10 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from vgpu_scheduler.framework.candidate import Candidate
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
 from vgpu_scheduler.framework.diagnosis import Diagnosis
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
@@ -144,7 +144,7 @@ class Explainer(Protocol):
         Filter"; None when it cannot answer for this pod. Must agree with Filter."""
 
 
-GpuPolicy = Callable[[NodeInfo, Sequence[Candidate]], list[Candidate]]
+GpuPolicy = Callable[[NodeInfo, Sequence[GpuCandidate]], list[GpuCandidate]]
 """A GPU choice policy: the GPUs of ``node`` that fit one vGPU of a container, best first.
 It sees the whole node (free CPU and memory too), for policies that weigh fragmentation."""
 
@@ -156,7 +156,7 @@ class GpuPolicyPlugin(Protocol):
 
     gpu_policy: str
 
-    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]: ...
+    def rank_gpus(self, node: NodeInfo, cands: Sequence[GpuCandidate]) -> list[GpuCandidate]: ...
 
 
 @runtime_checkable

@@ -4,7 +4,7 @@ As kube-scheduler builds them: a missing ``minDomains`` is 1, ``nodeAffinityPoli
 defaults to Honor and ``nodeTaintsPolicy`` to Ignore, and the keys of ``matchLabelKeys``
 the pod has are ANDed into the label selector with the pod's values (a missing selector
 stays one that selects nothing). Default constraints come from the scheduler's config and
-get their selector per pod (:mod:`vgpu_scheduler.plugins.pod_topology_spread.defaults`).
+get their selector per pod (:mod:`vgpu_scheduler.plugins.kube.pod_topology_spread.defaults`).
 """
 
 from __future__ import annotations

@@ -20,12 +20,19 @@ an assumption is refused when its slices no longer fit what the cache counts now
 (:mod:`.room`), and a deleted pod's assumption stays while its Binding may still land
 (a server before 1.23 binds a successor of the name with it; the successor's record
 takes its place when the watch shows it bound with those slices).
+
+Room a pod gave up (its record forgotten, removed, expired, replaced elsewhere, or a
+nomination cleared) is reported through one callback, ``on_freed``, as the pod deletion
+event that wakes the parked pods it could help; the scheduler wires it to its queue. It is
+called after the cache's lock is released: the queue asks the plugins' hints, which may read
+the cache.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from vgpu import logs, usage
 from vgpu.cluster.port import Obj
@@ -52,11 +59,20 @@ _log = logs.get("vgpu.scheduler.cache")
 #: Pod changes a node may have waiting to be folded into its NodeInfo (see Cache._info).
 _MAX_PENDING = 64
 
+Freed = Callable[[ClusterEvent], object]
+"""Told of room given up on a node: a pod deletion event carrying the freed GPU slices."""
+
+
+def _nobody(event: ClusterEvent) -> None:
+    del event
+
 
 class Cache:
     def __init__(self, *, scaling: float = 1.0, assume_ttl: float = 120.0,
-                 heartbeat_expiry: float = 180.0, config: Config | None = None) -> None:
+                 heartbeat_expiry: float = 180.0, config: Config | None = None,
+                 on_freed: Freed = _nobody) -> None:
         self._config = config or Config()
+        self._on_freed = on_freed
         self._lock = threading.RLock()
         self._scaling = scaling
         self._ttl = assume_ttl
@@ -183,13 +199,28 @@ class Cache:
             pods=pods, requested_other=other)
         return info
 
+    def _freed(self, rec: PodRecord, obj: Obj | None = None) -> None:
+        """Report the room ``rec`` held as given up (outside the lock); ``obj`` is the pod
+        as the watch showed it, when a watch event freed it."""
+        self._on_freed(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment, obj=obj))
+
     def set_pod(self, pod: Obj) -> tuple[PodRecord | None, PodRecord | None]:
         """Record what a pod from the watch takes; returns (previous, current) records.
 
         A pod the cache assumed is confirmed here. A pod that is pending, or that reached
         a terminal phase, takes nothing (an assumed pending pod keeps its assumption). A
         nominated pod bound meanwhile (by another binder) is counted as bound from now on.
+        Room given up where the pod was counted is reported freed: the pod ended, or it
+        was bound elsewhere than assumed or nominated (another binder won the race).
         """
+        before, after = self._set_pod(pod)
+        if before is not None and before is not after and (
+                after is None or before.node != after.node
+                or before.assignment != after.assignment):
+            self._freed(before, pod)
+        return before, after
+
+    def _set_pod(self, pod: Obj) -> tuple[PodRecord | None, PodRecord | None]:
         uid = pod_id(pod)
         with self._lock:
             old = self._pods.get(uid)
@@ -244,15 +275,17 @@ class Cache:
         self._pods[new.pod_id] = new
         self._by_node.setdefault(new.node, {})[new.pod_id] = new
 
-    def remove_pod(self, uid: str) -> PodRecord | None:
-        """The pod is gone: its record leaves (returned), except an assumption whose
-        Binding may still be in flight, which its binding cycle forgets or finishes."""
+    def remove_pod(self, uid: str, gone: Obj | None = None) -> PodRecord | None:
+        """The pod is gone (``gone``: as the watch showed it deleted): its record leaves
+        (returned) and its room is reported freed, except an assumption whose Binding may
+        still be in flight, which its binding cycle forgets or finishes."""
         with self._lock:
             old = self._pods.get(uid)
             if old is None or (old.assumed and not old.binding_finished):
                 return None
             self._apply(old, -1)
-            return old
+        self._freed(old, gone)
+        return old
 
     def assume(self, pod: PodInfo, node: str,
                assignment: Assignment | None = None) -> PodRecord | Refused:
@@ -293,13 +326,32 @@ class Cache:
             self._apply(rec, +1)
 
     def clear_nomination(self, uid: str) -> PodRecord | None:
-        """Give up the room a nomination held (the pod is being scheduled again)."""
+        """Give up the room a nomination held, reported freed."""
+        rec = self.lend_nomination(uid)
+        if rec is not None:
+            self._freed(rec)
+        return rec
+
+    def lend_nomination(self, uid: str) -> PodRecord | None:
+        """Give the room a nomination holds back to its pod for one attempt (kube takes the
+        pod out of the nominator and adds it back the same way); nothing is reported until
+        :meth:`settle_lent` after the attempt, so that room the pod takes again wakes no
+        one."""
         with self._lock:
             rec = self._pods.get(uid)
             if rec is None or not rec.nominated:
                 return None
             self._apply(rec, -1)
             return rec
+
+    def settle_lent(self, held: PodRecord) -> None:
+        """After the attempt :meth:`lend_nomination` served: the room ``held`` held is
+        reported freed unless the pod takes room on that node again; wherever else it went
+        (scheduled or nominated elsewhere, or waiting again), the room is free for others."""
+        with self._lock:
+            now = self._pods.get(held.pod_id)
+        if now is None or now.node != held.node:
+            self._freed(held)
 
     def finish_binding(self, rec: PodRecord, now: float) -> None:
         """The binding of the assumption ``rec`` returned: start the clock on the watch
@@ -313,16 +365,18 @@ class Cache:
 
     def forget(self, rec: PodRecord) -> bool:
         """Drop the assumption ``rec`` (as :meth:`assume` returned it), whose binding
-        failed; False when it is no longer in place (confirmed, replaced or removed since),
-        which is then left alone."""
+        failed, and report its room freed; False when it is no longer in place (confirmed,
+        replaced or removed since), which is then left alone."""
         with self._lock:
             if self._pods.get(rec.pod_id) is not rec:
                 return False
             self._apply(rec, -1)
-            return True
+        self._freed(rec)
+        return True
 
     def expire(self, now: float) -> list[PodRecord]:
-        """Drop assumptions bound more than ``assume_ttl`` ago and never confirmed."""
+        """Drop assumptions bound more than ``assume_ttl`` ago and never confirmed, and
+        report their room freed."""
         stale: list[PodRecord] = []
         with self._lock:
             queue = self._deadlines
@@ -336,7 +390,9 @@ class Cache:
                 _log.warning("assumed pod expired without its binding confirmed", pod=rec.key,
                              node=rec.node)
                 self._apply(rec, -1)
-            return stale
+        for rec in stale:
+            self._freed(rec)
+        return stale
 
     # -- snapshot --------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """Informer events into the cache and the queue, as kube-scheduler's event handlers.
 
 A bound pod (ours or anyone's) counts in the cache; a pending pod of ours goes to the
-queue; a change that frees room or adds a node becomes a :class:`ClusterEvent` that wakes
-the parked pods it could help. Pod events are also passed on to plugins that asked
-(``Handle.on_pod_event``). Pods are told apart by uid (:func:`vgpu.pods.pod_id`), as in
-the cache, the queue and the waiting room.
+queue; a node's change, or a pod bound where pod affinity or topology spread may wait for
+it, becomes a :class:`ClusterEvent` that wakes the parked pods it could help. Room a pod
+gives up wakes them too, reported by the cache itself (``Cache(on_freed=...)``), not here.
+Pod events are also passed on to plugins that asked (``Handle.on_pod_event``). Pods are
+told apart by uid (:func:`vgpu.pods.pod_id`), as in the cache, the queue and the waiting
+room.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from vgpu_scheduler.framework import podinfo
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.handle import Clock, PodHandler
 from vgpu_scheduler.host.cache import Cache
-from vgpu_scheduler.host.pod_records import PodRecord
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.waiting import DELETED, WaitingRoom
 
@@ -59,10 +60,7 @@ class Handlers:
         key = pod_id(pod)
         self._queue.delete(key)
         self._waiting.reject(key, DELETED)
-        rec = self._cache.remove_pod(key)
-        if rec is not None:
-            self._queue.on_event(
-                ClusterEvent("pod", "delete", rec.node, freed=rec.assignment, obj=pod))
+        self._cache.remove_pod(key, pod)
 
     def _pod_changed(self, old: Obj | None, new: Obj) -> None:
         key = pod_id(new)
@@ -90,14 +88,7 @@ class Handlers:
 
     def _bound(self, pod: Obj) -> None:
         before, after = self._cache.set_pod(pod)
-        if before is after:
-            return
-        if before is not None and (after is None or _moved(before, after)):
-            # Room given up where the pod was counted: the pod ended, or it was bound
-            # elsewhere than assumed or nominated (another binder won the race).
-            self._queue.on_event(ClusterEvent("pod", "delete", before.node,
-                                              freed=before.assignment, obj=pod))
-        if after is None:
+        if before is after or after is None:
             return
         if before is None or before.assumed or before.nominated or before.node != after.node:
             # As kube-scheduler's AssignedPodAdd (an assumed pod's confirmation too): a pod
@@ -126,6 +117,3 @@ class Handlers:
             return
         self._queue.on_event(self._cache.set_node(new, self._clock()))
 
-
-def _moved(before: PodRecord, after: PodRecord) -> bool:
-    return before.node != after.node or before.assignment != after.assignment

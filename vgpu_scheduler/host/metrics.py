@@ -31,7 +31,8 @@ from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY
 from vgpu.pods import node_name, pod_key
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
-from vgpu_scheduler.host.scheduler import Decision, Scheduler
+from vgpu_scheduler.host.schedule_one import AttemptRecord
+from vgpu_scheduler.host.scheduler import Scheduler
 
 MIB = 1024 * 1024
 _GPU_LABELS = ["node", "uuid", "index", "model"]
@@ -221,7 +222,7 @@ class Metrics:
         with self._lock:
             self._starts[pod_key(new)] = start
 
-    def on_decision(self, decision: Decision) -> None:
+    def on_decision(self, decision: AttemptRecord) -> None:
         result = _RESULT_OF.get(decision.outcome)
         if result is not None:
             if decision.outcome == "waiting":

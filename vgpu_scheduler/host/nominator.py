@@ -2,14 +2,13 @@
 PodNominator, which the scheduling queue implements there).
 
 The room is a record in the cache (the pod's CPU, memory and GPU claim on the node), so
-that no other decision hands it out; giving it up wakes the pods it could help and sends
-the nominated pod back to the active queue.
+that no other decision hands it out; giving it up wakes the pods it could help (the cache
+reports the room freed) and sends the nominated pod back to the active queue.
 """
 
 from __future__ import annotations
 
 from vgpu.codecs import Assignment
-from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.host.cache import Cache
 from vgpu_scheduler.host.queue import SchedulingQueue
@@ -24,10 +23,8 @@ class Nominator:
         self._cache.nominate(pod, node, claim)
 
     def clear_nomination(self, pod_id: str) -> None:
-        rec = self._cache.clear_nomination(pod_id)
-        if rec is None:
+        if self._cache.clear_nomination(pod_id) is None:
             return
-        self._queue.on_event(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
         qp = self._queue.get(pod_id)
         if qp is not None:
             self._queue.add(qp.info)

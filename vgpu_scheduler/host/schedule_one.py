@@ -5,7 +5,7 @@ Reserve (the vGPU plugin leaves the pod's GPU slices in the cycle state), then t
 assumes the pod with those slices on the chosen node, then Permit. A pod Permit holds waits
 in the :mod:`.waiting` room; any other goes to binding, inline or on the pool. A failure
 at any step undoes the steps before it and sends the pod back to the queue with the
-reason; every outcome is reported to the listeners as a :class:`Decision`.
+reason; every outcome is reported to the listeners as an :class:`AttemptRecord`.
 
 Two races are settled here as kube-scheduler settles them, and two more carefully: a pod
 the watch showed bound during its cycle is not assumed (the cycle is dropped, nothing
@@ -26,7 +26,6 @@ from typing import Literal, Protocol
 from vgpu import logs
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ClusterError, NotFoundError
-from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.diagnosis import summarize
 from vgpu_scheduler.framework.handle import Clock
@@ -52,7 +51,7 @@ Outcome = Literal["scheduled", "waiting", "unschedulable", "error", "bound", "bi
 
 
 @dataclass(frozen=True)
-class Decision:
+class AttemptRecord:
     """One scheduling attempt, as listeners (metrics, the simulator) see it."""
 
     pod: str
@@ -85,7 +84,7 @@ class ScheduleOne:
     def __init__(self, framework: Framework, snapshot: Snapshot, *, cache: Cache,
                  queue: SchedulingQueue, waiting: WaitingRoom, watched: Watched,
                  cluster: ClusterPort | None, clock: Clock, binder: BindExecutor,
-                 listeners: list[Callable[[Decision], None]]) -> None:
+                 listeners: list[Callable[[AttemptRecord], None]]) -> None:
         self._framework = framework
         self._snapshot = snapshot
         self._cache = cache
@@ -102,9 +101,9 @@ class ScheduleOne:
 
     def _emit(self, pod: str, node: str | None, outcome: Outcome, message: str,
               started: tuple[float, float], *, queued: float = 0.0) -> None:
-        decision = Decision(pod, node, outcome, message, *_since(started), queued=queued)
+        record = AttemptRecord(pod, node, outcome, message, *_since(started), queued=queued)
         for listener in self._listeners:
-            listener(decision)
+            listener(record)
 
     def _event(self, pod: PodInfo, kind: Literal["Normal", "Warning"], reason: str,
                message: str) -> None:
@@ -130,16 +129,12 @@ class ScheduleOne:
         # A nominated pod gives back the room its preemption held, so that this attempt
         # can use it; PostFilter nominates it again if it still has to wait (kube removes
         # the pod from the nominator and adds it back the same way).
-        held = self._cache.clear_nomination(qp.key)
+        held = self._cache.lend_nomination(qp.key)
         try:
             self._attempt(qp)
         finally:
-            now = self._cache.pod(qp.key) if held is not None else None
-            if held is not None and (now is None or now.node != held.node):
-                # The room held there is free for others, wherever the pod went: it was
-                # scheduled elsewhere, nominated elsewhere, or it waits again.
-                self._queue.on_event(
-                    ClusterEvent("pod", "delete", held.node, freed=held.assignment))
+            if held is not None:
+                self._cache.settle_lent(held)
 
     def _attempt(self, qp: QueuedPod) -> None:
         started = _clocks()
@@ -205,9 +200,7 @@ class ScheduleOne:
     def _undo(self, info: PodInfo, state: CycleState, node: str, rec: PodRecord) -> None:
         """Unreserve, and forget the assumption ``rec`` if it is still the cache's."""
         self._framework.unreserve(state, info, node)
-        if self._cache.forget(rec):
-            self._queue.on_event(
-                ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
+        self._cache.forget(rec)
 
     # -- the binding cycle -----------------------------------------------------------------
 
@@ -235,8 +228,8 @@ class ScheduleOne:
             # Maybe bound: keep counting it here until the watch shows where it is (or
             # the assumption expires).
             self._cache.finish_binding(rec, self._clock())
-        elif self._cache.forget(rec):
-            self._queue.on_event(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
+        else:
+            self._cache.forget(rec)
         if verdict in (Verdict.ELSEWHERE, Verdict.GONE):
             # Bound by someone else, or deleted: not a failure, nothing to retry.
             _log.info("pod already bound or going away", pod=info.key, node=node,

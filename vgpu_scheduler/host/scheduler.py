@@ -29,7 +29,6 @@ from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config import Config
 from vgpu_scheduler.framework import profile
-from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.handle import Clock, Host, PluginFactory
 from vgpu_scheduler.framework.runtime import Framework
 from vgpu_scheduler.framework.snapshot import Snapshot
@@ -39,11 +38,9 @@ from vgpu_scheduler.host.handlers import Handlers
 from vgpu_scheduler.host.informers import Informers
 from vgpu_scheduler.host.nominator import Nominator
 from vgpu_scheduler.host.queue import SchedulingQueue
-from vgpu_scheduler.host.schedule_one import COMPONENT, Decision, ScheduleOne
+from vgpu_scheduler.host.schedule_one import AttemptRecord, ScheduleOne
 from vgpu_scheduler.host.waiting import WaitingRoom
 from vgpu_scheduler.plugins.registry import REGISTRY
-
-__all__ = ["COMPONENT", "Decision", "Scheduler"]
 
 _log = logs.get("vgpu.scheduler")
 
@@ -56,15 +53,18 @@ class Scheduler:
         self._cluster = cluster
         self._clock = clock
         sc = config.scheduler
-        self.cache = Cache(scaling=config.device_memory_scaling,
-                           assume_ttl=sc.assume_ttl_seconds,
-                           heartbeat_expiry=config.node_heartbeat_expiry_seconds, config=config)
         # The queue comes first and takes the profile last: the profile's plugins are built
         # with what reaches the queue (the nominator, the waiting room, the pod events).
         self.queue = SchedulingQueue(
             clock, initial_backoff=sc.pod_initial_backoff_seconds,
             max_backoff=sc.pod_max_backoff_seconds,
             max_unschedulable=sc.pod_max_unschedulable_seconds)
+        # Room the cache sees given up (a pod forgotten, deleted, expired, moved, a
+        # nomination cleared) wakes the parked pods it could help: wired here, once.
+        self.cache = Cache(scaling=config.device_memory_scaling,
+                           assume_ttl=sc.assume_ttl_seconds,
+                           heartbeat_expiry=config.node_heartbeat_expiry_seconds, config=config,
+                           on_freed=self.queue.on_event)
         self.waiting = WaitingRoom()
         self._handlers = Handlers(config, clock, cache=self.cache, queue=self.queue,
                                   waiting=self.waiting)
@@ -76,7 +76,7 @@ class Scheduler:
             wake=self.queue.interrupt))
         self.queue.use(self.framework)
         self.snapshot = Snapshot(self.framework.columns())
-        self.listeners: list[Callable[[Decision], None]] = []
+        self.listeners: list[Callable[[AttemptRecord], None]] = []
         self._cycle = ScheduleOne(
             self.framework, self.snapshot, cache=self.cache, queue=self.queue,
             waiting=self.waiting, watched=self._informers, cluster=cluster, clock=clock,
@@ -116,8 +116,7 @@ class Scheduler:
         """Timeouts that need no event: backoffs, expired assumptions, Permit gates."""
         now = self._clock()
         self.queue.flush()
-        for rec in self.cache.expire(now):
-            self.queue.on_event(ClusterEvent("pod", "delete", rec.node, freed=rec.assignment))
+        self.cache.expire(now)
         self.framework.tick(now)
         self._cycle.settle_waiting()
 

@@ -15,7 +15,7 @@ from vgpu.devices import EMPTY, Device, Usage, fit_request
 from vgpu.requests import ContainerRequest
 from vgpu.topology.choice import best_worst, choose
 from vgpu.topology.links import LinkMatrix
-from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 
 #: Node-level reasons of a pod that requires the fastest links.
 TOPOLOGY_UNKNOWN = f"GPU links unknown ({GPU_TOPOLOGY}: {TOPOLOGY_REQUIRED})"
@@ -23,13 +23,13 @@ TOPOLOGY_SLOWER = (f"no free GPU set with the node's fastest links "
                    f"({GPU_TOPOLOGY}: {TOPOLOGY_REQUIRED})")
 
 
-def _looks(c: Candidate) -> tuple[object, ...]:
+def _looks(c: GpuCandidate) -> tuple[object, ...]:
     """What any GPU policy can see of a candidate (its index aside)."""
     u, d = c.usage, c.device
     return (d.model, c.capacity_mib, d.cores, d.split, u.memory_mib, u.cores, u.tasks)
 
 
-def policy_classes(ranked: Sequence[Candidate]) -> list[int]:
+def policy_classes(ranked: Sequence[GpuCandidate]) -> list[int]:
     """Runs of the ranking whose GPUs look alike: the policy had no reason to order them."""
     out: list[int] = []
     last: tuple[object, ...] | None = None
@@ -40,9 +40,9 @@ def policy_classes(ranked: Sequence[Candidate]) -> list[int]:
     return out
 
 
-def pick(ranked: Sequence[Candidate], count: int, links: LinkMatrix, *,
+def pick(ranked: Sequence[GpuCandidate], count: int, links: LinkMatrix, *,
          devices: Sequence[Device], usages: Sequence[Usage],
-         numa_bind: bool) -> tuple[list[Candidate], int] | None:
+         numa_bind: bool) -> tuple[list[GpuCandidate], int] | None:
     """``count`` of the ranked candidates and their slowest pair's rank; None when no
     NUMA node has enough (with ``numa_bind``)."""
     idle = [p for p, (d, u) in enumerate(zip(devices, usages, strict=True))

@@ -30,7 +30,7 @@ from vgpu.devices import (
 )
 from vgpu.requests import ContainerRequest, PodRequest
 from vgpu.topology.links import LinkMatrix
-from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.placement import linked
 
 #: Node-level reasons beside the per-GPU :class:`FitReason` phrases.
@@ -38,7 +38,7 @@ TOO_FEW_GPUS = "too few GPUs on the node"
 NUMA_SPLIT = "not enough fitting GPUs on one NUMA node"
 
 
-GpuRanker = Callable[[Sequence[Candidate]], list[Candidate]]
+GpuRanker = Callable[[Sequence[GpuCandidate]], list[GpuCandidate]]
 """A GPU policy bound to the node being placed on: the fitting GPUs, best first."""
 
 
@@ -87,10 +87,10 @@ def fits(devices: Sequence[Device], usages: Sequence[Usage], request: ContainerR
     return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
 
 
-def _choose(ranked: list[Candidate], count: int, numa_bind: bool) -> list[Candidate] | None:
+def _choose(ranked: list[GpuCandidate], count: int, numa_bind: bool) -> list[GpuCandidate] | None:
     if not numa_bind:
         return ranked[:count]
-    by_numa: dict[int, list[Candidate]] = {}
+    by_numa: dict[int, list[GpuCandidate]] = {}
     for c in ranked:
         by_numa.setdefault(c.device.numa, []).append(c)
     # The NUMA node holding the best-ranked GPU among those that can take them all.
@@ -101,9 +101,9 @@ def _choose(ranked: list[Candidate], count: int, numa_bind: bool) -> list[Candid
     return None
 
 
-def _pick(ranked: list[Candidate], container: ContainerRequest, request: PodRequest, *,
+def _pick(ranked: list[GpuCandidate], container: ContainerRequest, request: PodRequest, *,
           devices: Sequence[Device], work: Sequence[Usage], scaling: float,
-          links: LinkMatrix | None) -> list[Candidate] | str:
+          links: LinkMatrix | None) -> list[GpuCandidate] | str:
     """The container's GPUs from the ranked candidates, or the reason there are none."""
     selector = request.choices.selector
     required = request.choices.topology_required and container.count > 1
@@ -135,12 +135,12 @@ def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodReques
     for container in request.containers:
         if container.count > len(devices):
             return (TOO_FEW_GPUS,)
-        cands: list[Candidate] = []
+        cands: list[GpuCandidate] = []
         reasons: set[FitReason] = set()
         for pos, (device, usage) in enumerate(zip(devices, work, strict=True)):
             reason = _fits(device, usage, container, selector, scaling)
             if reason is None:
-                cands.append(Candidate(pos, device, usage,
+                cands.append(GpuCandidate(pos, device, usage,
                                        resolve_memory(container, device, scaling),
                                        container.cores, memory_capacity(device, scaling)))
             else:

@@ -17,30 +17,30 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
-from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.placement.place import GpuRanker, Placement
 
 
-def used_share(c: Candidate) -> float:
+def used_share(c: GpuCandidate) -> float:
     """How full the GPU is: the mean of its memory share (of the schedulable, scaled
     memory) and its compute share."""
     memory = c.usage.memory_mib / (c.capacity_mib or 1)
     return (memory + c.usage.cores / (c.device.cores or 1)) / 2
 
 
-def lowest_task_count(cands: Sequence[Candidate]) -> list[Candidate]:
+def lowest_task_count(cands: Sequence[GpuCandidate]) -> list[GpuCandidate]:
     """HAMi's default: the GPU running the fewest tasks, then the lowest index."""
     return sorted(cands, key=lambda c: (c.usage.tasks, c.device.index))
 
 
-def binpack(cands: Sequence[Candidate]) -> list[Candidate]:
+def binpack(cands: Sequence[GpuCandidate]) -> list[GpuCandidate]:
     """The fullest GPU first, keeping empty GPUs whole for large requests."""
     return sorted(cands, key=lambda c: (-used_share(c), c.device.index))
 
 
-def spread(cands: Sequence[Candidate]) -> list[Candidate]:
+def spread(cands: Sequence[GpuCandidate]) -> list[GpuCandidate]:
     """The emptiest GPU first."""
     return sorted(cands, key=lambda c: (used_share(c), c.device.index))
 

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.devices import takes_tasks
-from vgpu_scheduler.framework.candidate import Candidate
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo, parse
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
@@ -31,7 +31,7 @@ DEFAULT_MILLI_CPU = 100
 MIB = 1024 * 1024
 
 
-def fullest_first(node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+def fullest_first(node: NodeInfo, cands: Sequence[GpuCandidate]) -> list[GpuCandidate]:
     """Whole GPUs (or several shares): the fullest GPUs that fit, then by position."""
     free = free_milli(node)
     return sorted(cands, key=lambda c: (free[c.position], c.position))

@@ -1,6 +1,8 @@
 """The one plugin registry of the product: a new plugin is one folder plus one line here
-(its package, as kube-scheduler keeps one folder per plugin; helpers that several plugins
-share live in :mod:`vgpu_scheduler.plugins.helper`).
+(its package, as kube-scheduler keeps one folder per plugin: kube-scheduler's own under
+:mod:`vgpu_scheduler.plugins.kube`, vgpu's under :mod:`vgpu_scheduler.plugins.gpu`; helpers
+that several plugins share live in :mod:`vgpu_scheduler.plugins.helper`). The names are the
+ones a configuration's ``scheduler.plugins`` lists.
 
 The simulator adds the FGD paper's baselines (:mod:`vgpu_simulate.baselines`) to
 the profiles it builds; a cluster's scheduler knows only these.
@@ -12,12 +14,16 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from vgpu_scheduler.framework.handle import PluginFactory
-from vgpu_scheduler.plugins import (
+from vgpu_scheduler.plugins.gpu import (
     allocation_gate,
     binder,
     fragmentation_aware,
-    interpod_affinity,
     isolation_required,
+    share,
+)
+from vgpu_scheduler.plugins.kube import (
+    default_preemption,
+    interpod_affinity,
     node_affinity,
     node_name,
     node_ports,
@@ -25,11 +31,9 @@ from vgpu_scheduler.plugins import (
     node_unschedulable,
     node_volume_limits,
     pod_topology_spread,
-    preemption,
     priority_sort,
     scheduling_gates,
     taint_toleration,
-    vgpu,
     volume_binding,
     volume_restrictions,
     volume_zone,
@@ -51,8 +55,8 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "PodTopologySpread": pod_topology_spread.PodTopologySpread,
     "InterPodAffinity": interpod_affinity.InterPodAffinity,
     "IsolationRequired": isolation_required.IsolationRequired,
-    "VGPU": vgpu.VGPU,
-    "DefaultPreemption": preemption.DefaultPreemption,
+    "VGPU": share.VGPU,
+    "DefaultPreemption": default_preemption.DefaultPreemption,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
     # Ranks nodes by itself (the vGPU plugin's score weight 0) and provides the GPU policy

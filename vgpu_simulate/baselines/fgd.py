@@ -25,8 +25,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from vgpu_scheduler.framework.candidate import Candidate
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
@@ -133,7 +133,7 @@ class FGD:
 
     # -- GPU choice (the node-aware GPU policy) --------------------------------------------
 
-    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+    def rank_gpus(self, node: NodeInfo, cands: Sequence[GpuCandidate]) -> list[GpuCandidate]:
         free = list(shares.free_milli(node))
         if not cands:
             return []
@@ -147,7 +147,7 @@ class FGD:
         before = self._model.bucket(cpu)
         after = self._model.bucket(cpu - shape.milli_cpu)
         model = shares.model(node)
-        ranked: list[tuple[tuple[float, ...], Candidate]] = []
+        ranked: list[tuple[tuple[float, ...], GpuCandidate]] = []
         for c in cands:
             value = self._gpu_choice_value((before, after), free, c.position, shape, model)
             ranked.append(((-value, c.position), c))  # best score, then lowest index

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vgpu_scheduler.framework.candidate import Candidate
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
+from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
@@ -37,7 +37,7 @@ class RandomScore:
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         return float(self._rng.integers(0, 101))
 
-    def rank_gpus(self, node: NodeInfo, cands: Sequence[Candidate]) -> list[Candidate]:
+    def rank_gpus(self, node: NodeInfo, cands: Sequence[GpuCandidate]) -> list[GpuCandidate]:
         if len(cands) > 1 and milli_of_percent(cands[0].cores) < MILLI:
             order = self._rng.permutation(len(cands))
             return [cands[i] for i in order]

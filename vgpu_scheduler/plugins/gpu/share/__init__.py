@@ -1,0 +1,249 @@
+"""The vGPU plugin: per-GPU fit, node score by node policy, GPU choice at Reserve.
+
+PreFilter turns the pod's request into a mask over the snapshot's per-node GPU index
+(:mod:`.index`): necessary conditions only, so the exact Filter (which asks
+:func:`vgpu.devices.fit_request` about every GPU) never sees most nodes that cannot fit
+and never misses one that can. Score places the pod on each scored node with the pod's
+GPU policy and rates the result with its node policy; Reserve keeps the chosen node's
+placement as the pod's assignment in the cycle state (``CycleState.assignment``), where the
+host, the Permit gate and the binder read it. PreFilter's state answers for the pod on any
+node (``CycleState.claim_on``): the claim preemption holds on its nominated node.
+
+GPU policies are the built-in ones (:mod:`vgpu_scheduler.placement.policies`) and those the
+profile's plugins provide, handed over by the framework (:meth:`VGPU.use_gpu_policies`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from vgpu import heartbeat
+from vgpu.codecs import Assignment
+from vgpu.devices import slice_mib
+from vgpu.errors import ConfigError
+from vgpu.requests import PodRequest
+from vgpu_scheduler.framework.cluster_event import ClusterEvent
+from vgpu_scheduler.framework.cycle_state import CLAIMER_KEY, CycleState, PreFilterResult
+from vgpu_scheduler.framework.handle import Handle
+from vgpu_scheduler.framework.interfaces import GpuPolicy
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
+from vgpu_scheduler.placement import place as pl
+from vgpu_scheduler.placement import policies
+from vgpu_scheduler.plugins.gpu.share import index as ix
+
+__all__ = ["NO_HEARTBEAT", "STALE", "VGPU", "heartbeat_reason"]
+
+NO_HEARTBEAT = ix.NO_HEARTBEAT
+STALE = ix.STALE
+heartbeat_reason = ix.heartbeat_reason
+
+#: The framework's claimer key: this state answers ``CycleState.claim_on``.
+_KEY = CLAIMER_KEY
+
+
+@dataclass
+class _Pre:
+    request: PodRequest
+    policy: GpuPolicy
+    node_policy: policies.NodePolicy
+    simple: bool
+    #: The plugin that wrote it, for :meth:`claim_on`.
+    owner: VGPU
+    #: Per node name, the NodeInfo a placement was computed on and the placement: a
+    #: preemption simulation asks about the same node with other pods on it.
+    placements: dict[str, tuple[NodeInfo, pl.Placement | tuple[str, ...]]] = field(
+        default_factory=dict)
+
+    def claim_on(self, node: NodeInfo) -> Assignment | None:
+        """The pod's GPU slices on ``node`` as Reserve would place them, or None: it does
+        not fit there (what ``CycleState.claim_on`` answers)."""
+        result = self.owner.placement(self, node)
+        if isinstance(result, tuple):
+            return None
+        return result.assignment(node.name, node.devices, self.request.priorities())
+
+
+def _builtin(rank: pl.GpuRanker) -> GpuPolicy:
+    return lambda node, cands: rank(cands)
+
+
+class VGPU:
+    name = "VGPU"
+
+    def __init__(self, handle: Handle) -> None:
+        config = handle.config
+        self._scaling = config.device_memory_scaling
+        self._expiry = config.node_heartbeat_expiry_seconds
+        self._gpu_policy = config.default_gpu_policy
+        self._node_policy = config.default_node_policy
+        if self._node_policy not in policies.NODE_POLICIES:
+            raise ConfigError(f"defaultNodePolicy: {self._node_policy!r} is not available; use "
+                              f"one of {', '.join(policies.NODE_POLICIES)}")
+        self._policies: dict[str, GpuPolicy] = {
+            name: _builtin(rank) for name, rank in policies.GPU_POLICIES.items()}
+        self.index = ix.GpuIndex(self._scaling)
+
+    def use_gpu_policies(self, provided: Mapping[str, GpuPolicy]) -> None:
+        self._policies = {**{name: _builtin(rank) for name, rank in
+                             policies.GPU_POLICIES.items()}, **provided}
+        if self._gpu_policy not in self._policies:
+            raise ConfigError(
+                f"defaultGpuPolicy: {self._gpu_policy!r} is not available in this scheduler; "
+                f"use one of {', '.join(self._policies)}, or add the plugin that provides it "
+                f"to scheduler.plugins")
+
+    def columns(self) -> Sequence[Column]:
+        return self.index.columns()
+
+    # -- filter ----------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        request = pod.gpu
+        if request is None or not request.is_gpu_pod:
+            state.skip_score.add(self.name)
+            return None, SKIP
+        choices = request.choices
+        gpu_policy = choices.gpu_policy or self._gpu_policy
+        node_policy = choices.node_policy or self._node_policy
+        policy = self._policies.get(gpu_policy)
+        if policy is None:
+            return None, unresolvable(f"GPU policy {gpu_policy!r} is not available")
+        npol = policies.NODE_POLICIES.get(node_policy)
+        if npol is None:
+            return None, unresolvable(f"node policy {node_policy!r} is not available")
+        # One container whose GPUs any fitting ones do: Filter counts them, no placement.
+        simple = len(request.containers) == 1 and not choices.selector.numa_bind and not (
+            choices.topology_required and request.max_count > 1)
+        state.write(_KEY, _Pre(request, policy, npol, simple, self))
+        order = None
+        if npol.order is not None:
+            capacity = snapshot.column(policies.CAPACITY)
+            added = np.zeros(len(capacity), dtype=np.int64)
+            for c in request.containers:
+                added += c.count * slice_mib(c, capacity)
+            order = npol.order(snapshot, added, sum(c.count * c.cores
+                                                    for c in request.containers))
+        return PreFilterResult(mask=self._mask(request, snapshot, state.now), order_key=order,
+                               ranks_for=None if npol.needs_placement else self.name), SUCCESS
+
+    def _mask(self, request: PodRequest, snapshot: Snapshot,
+              now: float) -> npt.NDArray[np.bool_]:
+        """Nodes that could fit: fresh, and for every container enough GPU slots whose
+        free compute, memory (or percentage) and model allow it."""
+        mask: npt.NDArray[np.bool_] = snapshot.column(ix.HEARTBEAT) >= heartbeat.oldest_fresh(
+            now, self._expiry)
+        cores = snapshot.column(ix.GPU_CORES)
+        for c in request.containers:
+            ok = cores >= c.cores
+            if c.memory_mib is not None:
+                ok &= snapshot.column(ix.GPU_MEMORY) >= c.memory_mib
+            elif c.memory_percent is not None:
+                ok &= snapshot.column(ix.GPU_PERCENT) >= c.memory_percent
+            mask &= ix.rows_true(ok) >= min(c.count, ix.WIDTH)
+        allowed = self.index.allowed_models(request.choices.selector)
+        if allowed is not None:
+            mask &= (snapshot.column(ix.MODELS) & allowed) != 0
+        return mask
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        pre: _Pre = state.read(_KEY)
+        static = node.static
+        if not static.devices:
+            return unresolvable(ix.BAD_INVENTORY if static.inventory_error else ix.NO_INVENTORY)
+        reason = heartbeat_reason(static.heartbeat, state.now, self._expiry)
+        if reason is not None:
+            # The node agent is silent: evicting pods would not bring it back.
+            return unresolvable(reason)
+        if pre.simple:
+            reasons = pl.fits(static.devices, node.usages, pre.request.containers[0],
+                              pre.request.choices.selector, self._scaling)
+        else:
+            result = self.placement(pre, node)
+            reasons = result if isinstance(result, tuple) else ()
+        if not reasons:
+            return SUCCESS
+        if not pl.fits_empty(static.devices, pre.request, self._scaling, links=static.links):
+            # Not even on idle GPUs (too few, too small, excluded): preemption cannot help.
+            return unresolvable(*reasons)
+        return unschedulable(*reasons)
+
+    def placement(self, pre: _Pre, node: NodeInfo) -> pl.Placement | tuple[str, ...]:
+        """The pod's GPUs on ``node`` with its GPU policy, or why it does not fit;
+        memoised per node state for the cycle (Filter, Score and Reserve ask alike)."""
+        hit = pre.placements.get(node.name)
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        policy = pre.policy
+        result = pl.place(node.devices, node.usages, pre.request, self._scaling,
+                          lambda cands: policy(node, cands), links=node.static.links)
+        pre.placements[node.name] = (node, result)
+        return result
+
+    def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                positions: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
+                                                           list[Status]] | None:
+        """What :meth:`filter` says about the nodes at ``positions``, all at once; None
+        when the request is not one this can explain (several containers, NUMA binding,
+        UUID selectors)."""
+        pre: _Pre | None = state.read(_KEY)
+        if pre is None or not pre.simple:
+            return None
+        selector = pre.request.choices.selector
+        if selector.use_uuids or selector.nouse_uuids:
+            return None
+        return self.index.explain(snapshot, positions, now=state.now, expiry=self._expiry,
+                                  request=pre.request.containers[0], selector=selector)
+
+    # -- score -----------------------------------------------------------------------------
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
+        pre: _Pre | None = state.read(_KEY)
+        if pre is None:
+            return 0.0
+        if not pre.node_policy.needs_placement:
+            return pre.node_policy.score(node, self._estimate(pre.request, node))
+        result = self.placement(pre, node)
+        if isinstance(result, tuple):
+            return 0.0
+        return pre.node_policy.score(node, result)
+
+    def _estimate(self, request: PodRequest, node: NodeInfo) -> pl.Placement:
+        """The pod's totals on ``node``, as the vectorised order computes them."""
+        capacity = self.index.capacity(node)
+        memory = sum(c.count * slice_mib(c, capacity) for c in request.containers)
+        cores = sum(c.count * c.cores for c in request.containers)
+        return pl.Placement((), memory, cores)
+
+    # -- reserve ---------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        pre: _Pre | None = state.read(_KEY)
+        if pre is None:
+            return SUCCESS
+        info = state.snapshot.get(node) if state.snapshot is not None else None
+        if info is None:
+            return unschedulable(f"node {node} is gone")
+        result = self.placement(pre, info)
+        if isinstance(result, tuple):
+            return unschedulable(*result)
+        state.assignment = result.assignment(node, info.devices, pre.request.priorities())
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        state.assignment = None
+
+    # -- requeueing ------------------------------------------------------------------------
+
+    def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
+        if event.resource == "pod":
+            return event.action == "delete" and event.freed is not None
+        return event.resource == "node" and (event.action == "add" or bool(
+            event.changes & {"inventory", "heartbeat", "allocatable"}))

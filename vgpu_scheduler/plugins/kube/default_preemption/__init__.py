@@ -1,0 +1,201 @@
+"""DefaultPreemption: when no node fits, make room by evicting lower-priority pods.
+
+kube-scheduler's PostFilter of the same name (``Evaluator.Preempt``), step by step:
+
+1. The pod must be eligible: not ``preemptionPolicy: Never``, and not still waiting for
+   the victims of its last preemption (a lower-priority pod on its nominated node being
+   deleted by a preemption; the pod then holds its nomination again and waits).
+2. The potential nodes: those the filters rejected for reasons that removing pods can
+   cure (:mod:`.candidates`). A per-node column of the lowest priority on the node lets
+   a pod that outranks nobody anywhere stop here with one vector comparison.
+3. A simulation on a sample of them finds each node's fewest, least important victims
+   (:mod:`.victims`); the best node wins by kube's criteria.
+4. The victims are evicted (:mod:`.evict`), lower-priority nominations on that node are
+   removed, and the pod is nominated there: ``status.nominatedNodeName`` is set and the
+   host's cache holds the pod's claim (its GPU slices on the node without the victims,
+   as the vGPU plugin would place them), so that nothing else takes the room while the
+   victims terminate. The host clears the nomination when the pod is next attempted.
+
+The victims' PodDisruptionBudgets, which the choice of victims respects where it can, are
+read in :mod:`.budgets`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from operator import attrgetter
+
+import numpy as np
+
+from vgpu.cluster.port import Obj
+from vgpu_scheduler.framework.cycle_state import CycleState
+from vgpu_scheduler.framework.diagnosis import Diagnosis
+from vgpu_scheduler.framework.handle import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import NEVER, PodInfo
+from vgpu_scheduler.framework.snapshot import Column, Snapshot
+from vgpu_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
+from vgpu_scheduler.plugins.kube.default_preemption import candidates as cand
+from vgpu_scheduler.plugins.kube.default_preemption.budgets import parse_budgets
+from vgpu_scheduler.plugins.kube.default_preemption.evict import (
+    evict_victims,
+    set_nominated_node,
+    terminating_by_preemption,
+)
+from vgpu_scheduler.plugins.kube.default_preemption.victims import (
+    NO_VICTIMS,
+    Candidate,
+    select_victims,
+)
+
+MIN_PRIORITY = "preemption.min_priority"
+#: The column's value for a node without pods: above any pod priority (int32).
+NO_PODS = 2**40
+
+NEVER_PREEMPTS = "preemption: not eligible due to preemptionPolicy=Never."
+WAITING = "preemption: not eligible due to a terminating pod on the nominated node."
+_NO_VICTIMS = unresolvable(NO_VICTIMS)
+
+
+_PRIORITY = attrgetter("info.priority")
+
+
+def _min_priority(node: NodeInfo) -> int:
+    # Computed on every node change, for every node: map() over the pods, no generator.
+    lowest: int = min(map(_PRIORITY, node.pods.values()), default=NO_PODS)
+    return lowest
+
+
+def nominated_node(pod: Obj) -> str | None:
+    name = (pod.get("status") or {}).get("nominatedNodeName")
+    return str(name) if name else None
+
+
+class DefaultPreemption:
+    name = "DefaultPreemption"
+
+    def __init__(self, handle: Handle) -> None:
+        self._handle = handle
+        self._budgets = handle.lister("poddisruptionbudgets")
+        self._pods = handle.lister("pods")
+        self.min_candidate_percentage = cand.MIN_CANDIDATE_NODES_PERCENTAGE
+        self.min_candidate_absolute = cand.MIN_CANDIDATE_NODES_ABSOLUTE
+        # Seeded: the same event sequence makes the same decisions (simulations, tests).
+        self._random = random.Random(0)
+        #: Where the simulation starts among n potential nodes (kube: a random offset).
+        self.offset: Callable[[int], int] = self._random.randrange
+
+    def columns(self) -> Sequence[Column]:
+        return (Column(MIN_PRIORITY, np.int64, _min_priority, NO_PODS),)
+
+    def fresh(self, placed: NodePod) -> Obj:
+        """The pod as the watch last showed it (the cache keeps the placed version)."""
+        return self._pods.get(placed.info.key) or placed.info.pod
+
+    # -- PostFilter ------------------------------------------------------------------------
+
+    def post_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                    diagnosis: Diagnosis) -> Status:
+        if pod.preemption_policy == NEVER:
+            return unschedulable(NEVER_PREEMPTS)
+        current = self._pods.get(pod.key) or pod.pod
+        nominated = nominated_node(current)
+        if nominated is not None and self._still_terminating(state, pod, snapshot,
+                                                             diagnosis, nominated):
+            return unschedulable(WAITING)
+        if not len(snapshot):
+            return unschedulable("preemption: no nodes available")
+        potential = cand.potential_nodes(diagnosis, snapshot)
+        found, statuses = self.find_candidates(state, pod, snapshot, potential)
+        if not found:
+            failed = next((s for s in statuses.values() if s.code is Code.ERROR), None)
+            if failed is not None:
+                return error(f"preemption: {failed.message}")
+            return self._nothing_helps(pod, nominated, len(snapshot), len(potential),
+                                       statuses)
+        return self._prepare(state, pod, cand.pick_one(found))
+
+    def _nothing_helps(self, pod: PodInfo, nominated: str | None, total: int, potential: int,
+                       statuses: dict[str, Status]) -> Status:
+        cluster = self._handle.cluster
+        if nominated is not None and cluster is not None:
+            # Preemption cannot help any more: the pod is nominated nowhere (kube clears
+            # the field the same way).
+            set_nominated_node(cluster, pod, None)
+        return unschedulable(cand.nothing_helps(total, potential, statuses))
+
+    def _still_terminating(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                           diagnosis: Diagnosis, name: str) -> bool:
+        """Whether the victims of the pod's last preemption are still leaving its
+        nominated node (kube's ``PodEligibleToPreemptOthers``); if so the pod holds its
+        nomination again, with the claim it gets once they are gone."""
+        node = snapshot.get(name)
+        if node is None:
+            return False
+        status = diagnosis.pod_status or diagnosis.statuses.get(name) or \
+            self._handle.run_filters(state, pod, node)
+        if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return False  # the node cannot take the pod any more: preempt elsewhere
+        leaving = {key for key, placed in node.pods.items()
+                   if placed.info.priority < pod.priority and not placed.nominated
+                   and terminating_by_preemption(self.fresh(placed))}
+        if not leaving:
+            return False
+        room = NodeInfo.of(node.static, node.scaling,
+                           {k: p for k, p in node.pods.items() if k not in leaving})
+        self._handle.nominate(pod, name, state.claim_on(room))
+        return True
+
+    def find_candidates(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                        potential: cand.Positions,
+                        ) -> tuple[list[Candidate], dict[str, Status]]:
+        """kube's ``DryRunPreemption`` over the ``potential`` positions: the candidates
+        (those breaking no budget first) and the other nodes' statuses."""
+        outranks = snapshot.column(MIN_PRIORITY)[potential] < pod.priority
+        if not outranks.any():
+            # Nobody on these nodes has a lower priority: the cheap answer for most pods.
+            return [], {}
+        budgets = parse_budgets(self._budgets.items())
+        has_lower = dict(zip(potential.tolist(), outranks.tolist(), strict=True))
+        now = state.now
+
+        def simulate(node: NodeInfo) -> Candidate | Status:
+            if not has_lower[snapshot.positions[node.name]]:
+                return _NO_VICTIMS
+            return select_victims(self._handle, state.clone(), pod, node, budgets=budgets,
+                                  fresh=self.fresh, now=now)
+
+        nodes = [n for n in (snapshot.nodes[p] for p in potential.tolist()) if n is not None]
+        wanted = cand.wanted_candidates(len(nodes), self.min_candidate_percentage,
+                                        self.min_candidate_absolute)
+        return cand.dry_run(simulate, nodes, self.offset(len(nodes)), wanted)
+
+    def _prepare(self, state: CycleState, pod: PodInfo, best: Candidate) -> Status:
+        """Evict, displace, nominate (kube's ``prepareCandidate`` and the nomination the
+        scheduler then records)."""
+        handle = self._handle
+        cluster = handle.cluster
+        if cluster is None:
+            return error("preemption: no cluster to evict through")
+        status = evict_victims(cluster, pod, best, scheduler_name=handle.config.scheduler_name,
+                               now=state.now)
+        if not status.ok:
+            return status
+        for placed in best.displaced:
+            handle.clear_nomination(placed.info.pod_id)
+            set_nominated_node(cluster, placed.info, None)
+        handle.nominate(pod, best.node, state.claim_on(best.room))
+        set_nominated_node(cluster, pod, best.node)
+        return Status(Code.SUCCESS, (_under_way(best),))
+
+
+def _under_way(best: Candidate) -> str:
+    """The preemptor's side of the story, for its FailedScheduling summary."""
+    if not best.victims:
+        return (f"preemption: nominated to node {best.node}, taking the room held for "
+                f"{len(best.displaced)} lower-priority pod(s).")
+    names = ", ".join(v.info.key for v in best.victims[:5])
+    more = f" and {len(best.victims) - 5} more" if len(best.victims) > 5 else ""
+    return (f"preemption: evicting {len(best.victims)} lower-priority pod(s) on node "
+            f"{best.node} ({names}{more}); the pod is nominated there.")

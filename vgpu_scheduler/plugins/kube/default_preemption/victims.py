@@ -1,0 +1,215 @@
+"""Which pods to evict on one node so that the preemptor fits (kube's
+``SelectVictimsOnNode``).
+
+Every pod of strictly lower priority leaves the node at once; if the preemptor does not
+fit even then, the node is no candidate. Otherwise the pods are given back one by one,
+most important first (higher priority, then longer running), those whose eviction would
+break a PodDisruptionBudget before the others; a pod stays when the preemptor still fits
+with it, and is a victim when it does not. "Fits" is the profile's whole Filter chain on
+the node as it would be, so for a GPU pod it is a real per-GPU placement of every
+container (memory, compute and split slots on the same GPUs), not a total of what is
+freed; the PreFilter extensions hear of every pod taken away or given back.
+
+A lower-priority pod that is only nominated to the node (its own preemption is waiting
+for victims) is no victim: it is not running, its room is simply taken (kube's
+scheduler likewise ignores lower-priority nominations and removes them). A pod still
+being bound (assumed, or held at Permit) is no victim either until it is bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from vgpu import meta, times, usage
+from vgpu.cluster.port import Obj
+from vgpu.pods import node_name
+from vgpu_scheduler.framework import compute
+from vgpu_scheduler.framework.cycle_state import CycleState
+from vgpu_scheduler.framework.handle import Handle
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
+from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.status import Status, error, unresolvable
+from vgpu_scheduler.plugins.kube.default_preemption.budgets import Budget, violations
+
+NO_VICTIMS = "No preemption victims found for incoming pod"
+
+#: The latest object of a pod on the node, as the watch last showed it (the cache keeps
+#: the version the pod was placed with: no deletion mark, no conditions, no start time).
+Fresh = Callable[[NodePod], Obj]
+
+
+def start_time(pod: Obj, now: float) -> float:
+    """``status.startTime`` in epoch seconds; a pod that has not started counts as
+    starting now (kube's ``GetPodStartTime``)."""
+    started = times.epoch(meta.mapping(pod.get("status")).get("startTime"))
+    return now if started is None else started
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    pod: NodePod
+    #: The pod as the watch last showed it.
+    obj: Obj
+    start: float
+
+    @property
+    def info(self) -> PodInfo:
+        return self.pod.info
+
+    @property
+    def priority(self) -> int:
+        return self.pod.info.priority
+
+    @property
+    def importance(self) -> tuple[int, float]:
+        """Sorts the most important first: higher priority, then started earlier."""
+        return (-self.pod.info.priority, self.start)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A node where the preemptor fits once ``victims`` are gone."""
+
+    node: str
+    #: Most important first.
+    victims: tuple[Victim, ...]
+    #: Keys of the victims whose eviction breaks a PodDisruptionBudget.
+    breaking: frozenset[str]
+    #: Lower-priority pods nominated here whose nomination the preemptor takes over.
+    displaced: tuple[NodePod, ...]
+    #: The node without the victims and the displaced: where the preemptor fits.
+    room: NodeInfo
+
+    @property
+    def violations(self) -> int:
+        return len(self.breaking)
+
+
+def lower_priority(pod: PodInfo, node: NodeInfo, fresh: Fresh,
+                   now: float) -> tuple[list[Victim], list[NodePod]]:
+    """The node's pods the preemptor may evict, and the nominations it may displace."""
+    victims: list[Victim] = []
+    displaced: list[NodePod] = []
+    for placed in node.pods.values():
+        if placed.info.priority >= pod.priority:
+            continue
+        if placed.nominated:
+            displaced.append(placed)
+            continue
+        obj = fresh(placed)
+        if node_name(obj) is not None:
+            victims.append(Victim(placed, obj, start_time(obj, now)))
+    return victims, displaced
+
+
+class _Trial:
+    """The node as the simulation changes it, with the PreFilter state kept in step.
+    Its totals change by what each pod takes, as the cache changes them."""
+
+    def __init__(self, handle: Handle, state: CycleState, pod: PodInfo,
+                 node: NodeInfo) -> None:
+        self.handle, self.state, self.pod, self.node = handle, state, pod, node
+        self.pods = dict(node.pods)
+        self.usages = dict(node.gpu_usage)
+        self.cpu, self.memory, self.count = (node.requested_cpu, node.requested_memory,
+                                             node.pod_count)
+        self.other = node.requested_other
+        self.room = node
+
+    def _move(self, placed: NodePod, sign: int) -> None:
+        if sign > 0:
+            self.pods[placed.info.pod_id] = placed
+        else:
+            del self.pods[placed.info.pod_id]
+        usage.apply(self.usages, placed.assignment, sign)
+        self.cpu += sign * placed.info.cpu_milli
+        self.memory += sign * placed.info.memory
+        self.other = compute.added(self.other, ((placed.info.resources, sign),))
+        self.count += sign
+
+    def _rebuild(self) -> NodeInfo:
+        return self.node.replace(requested_cpu=self.cpu, requested_memory=self.memory,
+                                 pod_count=self.count, gpu_usage=dict(self.usages),
+                                 pods=dict(self.pods), requested_other=self.other)
+
+    def remove(self, removed: Sequence[NodePod]) -> Status | None:
+        for placed in removed:
+            self._move(placed, -1)
+        self.room = self._rebuild()
+        for placed in removed:
+            status = self.handle.remove_pod(self.state, self.pod, placed, self.room)
+            if not status.ok:
+                return error(f"running RemovePod on PreFilter plugin {status.plugin!r}: "
+                             f"{status.message}")
+        return None
+
+    def fits(self) -> Status:
+        return self.handle.run_filters(self.state, self.pod, self.room)
+
+    def give_back(self, placed: NodePod) -> Status | bool:
+        """Put a pod back; it stays if the preemptor still fits (True), else it is taken
+        away again (False)."""
+        self._move(placed, +1)
+        trial = self._rebuild()
+        status = self.handle.add_pod(self.state, self.pod, placed, trial)
+        if not status.ok:
+            return error(f"running AddPod on PreFilter plugin {status.plugin!r}: "
+                         f"{status.message}")
+        if self.handle.run_filters(self.state, self.pod, trial).ok:
+            self.room = trial
+            return True
+        self._move(placed, -1)
+        status = self.handle.remove_pod(self.state, self.pod, placed, self.room)
+        if not status.ok:
+            return error(f"running RemovePod on PreFilter plugin {status.plugin!r}: "
+                         f"{status.message}")
+        return False
+
+
+def select_victims(handle: Handle, state: CycleState, pod: PodInfo, node: NodeInfo, *,
+                   budgets: Sequence[Budget], fresh: Fresh, now: float) -> Candidate | Status:
+    """The fewest, least important victims on ``node`` (see the module docstring), or
+    why the node cannot take the pod even with preemption. ``state`` is the caller's
+    clone: the PreFilter extensions write into it."""
+    victims, displaced = lower_priority(pod, node, fresh, now)
+    if not victims and not displaced:
+        return unresolvable(NO_VICTIMS)
+    trial = _Trial(handle, state, pod, node)
+    failed = trial.remove([*displaced, *(v.pod for v in victims)])
+    if failed is not None:
+        return failed
+    status = trial.fits()
+    if not status.ok:
+        # Without pods to evict the node is as it was for the filters (the nominations
+        # taken away are not running): kube's answer for a node with no victims.
+        return status if victims else unresolvable(NO_VICTIMS)
+    victims.sort(key=lambda v: v.importance)
+    broken = violations([v.info for v in victims], budgets)
+    violating = [v for v, b in zip(victims, broken, strict=True) if b]
+    others = [v for v, b in zip(victims, broken, strict=True) if not b]
+    chosen: list[Victim] = []
+    breaking: set[str] = set()
+    for group, breaks in ((violating, True), (others, False)):
+        for victim in group:
+            kept = trial.give_back(victim.pod)
+            if isinstance(kept, Status):
+                return kept
+            if not kept:
+                chosen.append(victim)
+                if breaks:
+                    breaking.add(victim.info.key)
+    if violating and others:
+        chosen.sort(key=lambda v: v.importance)
+    return Candidate(node.name, tuple(chosen), frozenset(breaking), tuple(displaced),
+                     trial.room)
+
+
+def earliest_start(victims: Sequence[Victim]) -> float:
+    """When the earliest of the highest-priority victims started (kube's
+    ``GetEarliestPodStartTime``); infinitely late for none."""
+    if not victims:
+        return math.inf
+    top = max(v.priority for v in victims)
+    return min(v.start for v in victims if v.priority == top)
