@@ -31,6 +31,7 @@ from vgpu_webhook.derived_requests import charges
 from vgpu_webhook.gpus import ClusterGpus, GpuView
 from vgpu_webhook.mutate import decide
 from vgpu_webhook.review import BadReview, answer, parse
+from vgpu_webhook.route_around import route_around
 from vgpu_webhook.tls import CertReloader
 
 CONFIG = Config()
@@ -181,15 +182,13 @@ def test_gpu_pods_that_parse_are_never_denied_for_shape(obj: Any, gpus: ClusterG
         assume(isinstance(obj, dict))
         with pytest.raises(VgpuError):
             parse_pod(obj, CONFIG)
-            spec = obj["spec"]
-            if spec.get("nodeName") or any(
-                    isinstance(c, dict) and isinstance(c.get("securityContext"), dict)
-                    and c["securityContext"].get("privileged") is True
-                    for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])):
-                raise VgpuError("policy denial")
-            # A memory percentage with no GPU known to charge it against (quota).
             parsed = parse_gpu_pod(obj, CONFIG)
             assert parsed is not None  # it was denied: a GPU pod
+            # The one policy rule: a GPU pod reaches a node only through vgpu's scheduler
+            # (no nodeName, no other scheduler, no privileged container, no grant variables).
+            if route_around(parsed, CONFIG) is not None:
+                raise VgpuError("policy denial")
+            # A memory percentage with no GPU known to charge it against (quota).
             charges(parsed, CONFIG, gpus)
             if gpus.known:
                 raise VgpuError("cluster limit denial")
