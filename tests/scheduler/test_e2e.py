@@ -167,3 +167,22 @@ def test_node_policy_by_annotation(policy: str) -> None:
     sched.run_until_idle()
     same = node_of(cluster, "p") == node_of(cluster, "first")
     assert same is (policy == "binpack")
+
+
+def test_a_node_whose_device_plugin_is_gone_takes_no_gpu_pod_until_it_is_back() -> None:
+    """Issue 36, case 6: the kubelet advertises 0 devices of the agent's resource once the
+    agent died, whatever its heartbeat says; the pod waits with kube's words, and is placed
+    when the devices are back."""
+    node = gpu_node("n1", 1)
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    sched, cluster, clock = setup([node])
+    cluster.create("pods", builders.pod("p", [builders.container(gpumem=1000)]))
+    sched.run_until_idle()
+    assert node_of(cluster, "p") is None
+    (event,) = [e for e in cluster.events(name="p") if e.reason == "FailedScheduling"]
+    assert "1 Insufficient nvidia.com/gpu" in event.message
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "10"
+    cluster.replace("nodes", cluster.get("nodes", "n1") | {"status": node["status"]})
+    clock.advance(5)  # past its backoff; the node's change woke it
+    sched.run_until_idle()
+    assert node_of(cluster, "p") == "n1"

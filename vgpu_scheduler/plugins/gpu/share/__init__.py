@@ -88,7 +88,8 @@ class VGPU:
                               f"one of {', '.join(policies.NODE_POLICIES)}")
         self._policies: dict[str, GpuPolicy] = {
             name: _builtin(rank) for name, rank in policies.GPU_POLICIES.items()}
-        self.index = ix.GpuIndex(self._scaling)
+        self.index = ix.GpuIndex(self._scaling,
+                                 config.nodeagent.resource_name or config.resource_names.gpu)
 
     def use_gpu_policies(self, provided: Mapping[str, GpuPolicy]) -> None:
         self._policies = {**{name: _builtin(rank) for name, rank in
@@ -158,6 +159,9 @@ class VGPU:
         static = node.static
         if not static.devices:
             return unresolvable(ix.BAD_INVENTORY if static.inventory_error else ix.NO_INVENTORY)
+        if ix.plugin_gone(static, self.index.resource):
+            # As NodeResourcesFit on allocatable; no eviction makes devices reappear.
+            return unresolvable(ix.insufficient(self.index.resource))
         reason = heartbeat_reason(static.heartbeat, state.now, self._expiry)
         if reason is not None:
             # The node agent is silent: evicting pods would not bring it back.

@@ -20,7 +20,7 @@ from vgpu import heartbeat
 from vgpu.annotations import GpuSelector
 from vgpu.devices import largest_percent, memory_capacity, takes_tasks
 from vgpu.requests import ContainerRequest
-from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodeStatic
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import Code, Status
 from vgpu_scheduler.placement import place as pl
@@ -31,6 +31,14 @@ NO_INVENTORY = "no vGPU inventory"
 BAD_INVENTORY = "unreadable GPU inventory"
 NO_HEARTBEAT = "no GPU heartbeat"
 STALE = "GPU heartbeat expired"
+#: The heartbeat column's value for a node whose kubelet advertises none of the device
+#: plugin's devices (the agent is gone): no time is this, so no node with it is fresh.
+PLUGIN_GONE = -1.0
+
+
+def insufficient(resource: str) -> str:
+    """kube-scheduler's words for a node without the resource (NodeResourcesFit)."""
+    return f"Insufficient {resource}"
 
 GPU_CORES = "vgpu.gpu_free_cores"
 GPU_MEMORY = "vgpu.gpu_free_memory"
@@ -74,11 +82,21 @@ def heartbeat_reason(beat: float | None, now: float, expiry: float) -> str | Non
     return None
 
 
-class GpuIndex:
-    """The columns and their bulk reading, for one memory scaling."""
+def plugin_gone(static: NodeStatic, resource: str) -> bool:
+    """Whether the node's kubelet advertises 0 devices of ``resource``: its device plugin
+    (the node agent) is gone, whatever its heartbeat says; the kubelet would refuse every
+    GPU pod bound there for good (issue 36, case 6). A node whose status names no such
+    resource (never had a plugin, or an in-memory node) is left to the heartbeat."""
+    return static.alloc_other.get(resource, -1) == 0
 
-    def __init__(self, scaling: float) -> None:
+
+class GpuIndex:
+    """The columns and their bulk reading, for one memory scaling and the device plugin's
+    resource name."""
+
+    def __init__(self, scaling: float, resource: str = "nvidia.com/gpu") -> None:
         self._scaling = scaling
+        self.resource = resource
         # One bit per GPU model seen, so a type selector is one AND over a column.
         self._model_bits: dict[str, int] = {}
         self._per_gpu_memo: tuple[NodeInfo, tuple[list[int], list[int], list[int]]] | None = None
@@ -92,9 +110,7 @@ class GpuIndex:
             Column(GPU_CORES, np.int32, lambda n: self._per_gpu(n)[0], -1, WIDTH),
             Column(GPU_MEMORY, np.int64, lambda n: self._per_gpu(n)[1], -1, WIDTH),
             Column(GPU_PERCENT, np.int32, lambda n: self._per_gpu(n)[2], -1, WIDTH),
-            Column(HEARTBEAT, np.float64,
-                   lambda n: -math.inf if n.static.heartbeat is None else n.static.heartbeat,
-                   -math.inf),
+            Column(HEARTBEAT, np.float64, self._heartbeat, -math.inf),
             Column(policies.MEMORY_USED, np.int64, lambda n: n.gpu_memory_used, 0),
             Column(policies.MEMORY_TOTAL, np.int64, lambda n: n.gpu_memory_total, 0),
             Column(policies.CORES_USED, np.int64, lambda n: n.gpu_cores_used, 0),
@@ -106,6 +122,11 @@ class GpuIndex:
             Column(INVENTORY, np.int8,
                    lambda n: 0 if n.devices else 2 if n.static.inventory_error else 1, 1),
         )
+
+    def _heartbeat(self, node: NodeInfo) -> float:
+        if plugin_gone(node.static, self.resource):
+            return PLUGIN_GONE
+        return -math.inf if node.static.heartbeat is None else node.static.heartbeat
 
     def capacity(self, node: NodeInfo) -> int:
         """Schedulable memory of the node's first healthy GPU."""
@@ -228,7 +249,10 @@ class GpuIndex:
         open_ = out == -1
         silent = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         out[open_ & (beats == -math.inf)] = code_of(self.status(silent, NO_HEARTBEAT))
-        stale = (beats != -math.inf) & ~(beats >= heartbeat.oldest_fresh(now, expiry))
+        out[open_ & (beats == PLUGIN_GONE)] = code_of(
+            self.status(silent, insufficient(self.resource)))
+        stale = ((beats != -math.inf) & (beats != PLUGIN_GONE)
+                 & ~(beats >= heartbeat.oldest_fresh(now, expiry)))
         out[open_ & stale] = code_of(self.status(silent, STALE))
         devices = snapshot.column(DEVICES)[positions]
         out[(out == -1) & (devices < request.count)] = code_of(
