@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from _support import percentile
 
 if TYPE_CHECKING:
-    from vgpu_scheduler.host.schedule_one import AttemptRecord
+    from vgpu_scheduler.host.attempt_record import AttemptRecord
     from vgpu_scheduler.host.scheduler import Scheduler
 
 #: Outcomes that are one pass of the scheduling algorithm (a pod skipped is none).

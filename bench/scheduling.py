@@ -59,7 +59,7 @@ from _openb import clock, constrain, openb_nodes, synthetic_nodes, trace_pods, z
 
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import DEFAULT_SCHEDULER_PLUGINS, Config, SchedulerConfig
-from vgpu_scheduler.host.schedule_one import AttemptRecord
+from vgpu_scheduler.host.attempt_record import AttemptRecord
 from vgpu_scheduler.host.scheduler import Scheduler
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from vgpu.cluster.memory import MemoryCluster  # noqa: E402
-from vgpu_scheduler.host.schedule_one import AttemptRecord  # noqa: E402
+from vgpu_scheduler.host.attempt_record import AttemptRecord  # noqa: E402
 from vgpu_scheduler.host.scheduler import Scheduler  # noqa: E402
 from vgpu_scheduler.placement import shares, stranding  # noqa: E402
 from vgpu_scheduler.placement.demand import NodeKind  # noqa: E402

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import assignment_of
-from vgpu_scheduler.host.schedule_one import AttemptRecord
+from vgpu_scheduler.host.attempt_record import AttemptRecord
 from vgpu_scheduler.host.scheduler import Scheduler
 from vgpu_scheduler.placement.shapes import Shape, milli_of_percent
 from vgpu_simulate import mapping

@@ -25,6 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import vgpu.annotations as ann
 from tests.scheduler.helpers import FakeClock
 from tests.scheduler.race_support import (
+    LATE,
     LOST,
     REFUSED,
     LaggingCluster,
@@ -55,6 +56,7 @@ GPUS = {"t4": ("Tesla T4", 16384), "a100": ("NVIDIA A100-SXM4-32GB", 32768)}
 INTERRUPTIONS = ("other-binder", "delete", "recreate", "deliver", "deliver-nodes")
 CONFIG = Config(node_heartbeat_expiry_seconds=10**9, scheduler=SchedulerConfig(
     pod_max_unschedulable_seconds=300))
+IN_DOUBT = CONFIG.scheduler.bind_in_doubt_seconds
 
 
 class RaceMachine(RuleBasedStateMachine):
@@ -67,6 +69,7 @@ class RaceMachine(RuleBasedStateMachine):
         super().__init__()
         self.clock = FakeClock()
         self.cluster = LaggingCluster()
+        self.cluster.now = lambda: self.clock.now
         self.gpus: dict[str, tuple[Device, ...]] = {}
         self.trace: list[str] = []
         self.leader_since = self.settled_since = 0
@@ -301,10 +304,19 @@ class RaceMachine(RuleBasedStateMachine):
         self.sched.pump()
         self.cluster.allowance[kind] = 0
 
-    @rule(failure=st.sampled_from((REFUSED, LOST)))
+    @rule(failure=st.sampled_from((REFUSED, LOST, LATE)))
     def next_binding_fails(self, failure: str) -> None:
         self._note(f"next binding {failure}")
         self.cluster.fail_next_bind = failure
+
+    @precondition(lambda self: bool(self.cluster.late))
+    @rule(index=st.integers(0, 3))
+    def late_binding_lands(self, index: int) -> None:
+        self._note(self.cluster.land(index, IN_DOUBT))
+
+    def _land_every_late_binding(self) -> None:
+        while self.cluster.late:
+            self._note(self.cluster.land(0, IN_DOUBT))
 
     @rule(seconds=st.sampled_from((1.0, 5.0, 31.0)))
     def tick(self, seconds: float) -> None:
@@ -319,6 +331,9 @@ class RaceMachine(RuleBasedStateMachine):
         self._note(f"leader change, drain={drain}")
         while drain and self.binder.run(0):
             pass
+        # A new leader's first write waits until the old one's can no longer land
+        # (vgpu.cluster.leader.takeover_time): by then each has landed or never will.
+        self._land_every_late_binding()
         self.binder = QueuedBinder()
         self.sched = self._start()
 
@@ -385,6 +400,7 @@ class RaceMachine(RuleBasedStateMachine):
             for _ in range(12):
                 while self.binder.run(0):
                     pass
+                self._land_every_late_binding()
                 for pod in self.cluster.pods():
                     if meta.deleting(pod):
                         self.cluster.remove(meta.name(pod))

@@ -19,14 +19,25 @@ from vgpu.cluster.port import ALL, Kind, Obj, Selector, WatchEvent
 from vgpu.codecs import Assignment, GrantedDevice
 from vgpu.config import Config
 from vgpu.devices import Device, Usage, fit
-from vgpu.errors import ClusterError, CodecError, OutcomeUnknownError
+from vgpu.errors import ClusterError, CodecError, InvalidError, OutcomeUnknownError
 from vgpu.pods import is_terminated, node_name, pod_id
 from vgpu_scheduler.host.scheduler import Scheduler
 
-#: What a failed Binding did on the server: nothing (HTTP 500), or it bound the pod and
+#: What a failed Binding did on the server: nothing (HTTP 422), or it bound the pod and
 #: then the answer was lost (the connection ended before it: the transport's
-#: OutcomeUnknownError).
-REFUSED, LOST = "refused", "lost"
+#: OutcomeUnknownError), or the answer was lost and the Binding lands later, when the
+#: harness says, if the pod can still take it (issue 36: a proxy holding the request).
+REFUSED, LOST, LATE = "refused", "lost", "late"
+
+
+@dataclass
+class LateBinding:
+    namespace: str
+    name: str
+    node: str
+    annotations: Mapping[str, str]
+    uid: str
+    sent: float
 
 
 class LaggingCluster(MemoryCluster):
@@ -39,6 +50,9 @@ class LaggingCluster(MemoryCluster):
         #: Events of each kind the scheduler's next watches may still receive; None: all.
         self.allowance: dict[str, int | None] = {"pods": 0, "nodes": 0}
         self.fail_next_bind: str | None = None
+        #: Bindings sent whose answer was lost and that have not landed yet.
+        self.late: list[LateBinding] = []
+        self.now: Callable[[], float] = lambda: 0.0
 
     def watch(self, kind: Kind, resource_version: str, selector: Selector = ALL,
               timeout_seconds: float = 30.0) -> Iterator[WatchEvent]:
@@ -74,7 +88,12 @@ class LaggingCluster(MemoryCluster):
              uid: str = "") -> None:
         failure, self.fail_next_bind = self.fail_next_bind, None
         if failure == REFUSED:
-            raise ClusterError(f"bind pod {name}: the API server said no (HTTP 500)")
+            raise InvalidError(f"bind pod {name}: the API server said no (HTTP 422)")
+        if failure == LATE:
+            self.late.append(LateBinding(namespace, name, node, dict(annotations), uid,
+                                         self.now()))
+            raise OutcomeUnknownError(f"bind pod {name}: the connection ended before the "
+                                      f"answer")
         self._bind(namespace, name, node, annotations, uid)
         if failure == LOST:
             raise OutcomeUnknownError(f"bind pod {name}: the connection ended before the "
@@ -83,6 +102,18 @@ class LaggingCluster(MemoryCluster):
     def _bind(self, namespace: str, name: str, node: str, annotations: Mapping[str, str],
               uid: str) -> None:
         super().bind(namespace, name, node, annotations, uid=uid)
+
+    def land(self, index: int, deadline: float) -> str:
+        """The late Binding at ``index`` reaches the API server, if it still can (sent
+        less than ``deadline`` seconds ago: past the transport's timeout it never lands)."""
+        late = self.late.pop(index % len(self.late))
+        if self.now() - late.sent > deadline:
+            return f"late binding of {late.name} never lands"
+        try:
+            self._bind(late.namespace, late.name, late.node, late.annotations, late.uid)
+        except ClusterError as exc:  # bound since, or gone: the server refuses it
+            return f"late binding of {late.name} refused: {exc}"
+        return f"late binding of {late.name} lands on {late.node}"
 
     def pods(self) -> list[Obj]:
         return self.list("pods").items

@@ -12,8 +12,8 @@ from tests.scheduler.helpers import FakeClock
 from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config, SchedulerConfig
+from vgpu_scheduler.host.attempt_record import AttemptRecord
 from vgpu_scheduler.host.metrics import Metrics, State, start_time
-from vgpu_scheduler.host.schedule_one import AttemptRecord
 from vgpu_scheduler.host.scheduler import Scheduler
 
 CREATED = 1_800_000_000.0

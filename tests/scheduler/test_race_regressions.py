@@ -125,3 +125,33 @@ def test_a_binding_that_landed_on_a_successor_keeps_its_slices_counted() -> None
         lambda m: m.bind(0),
         lambda m: m.bind(0),
         lambda m: m.quiesce())
+
+
+@pytest.mark.parametrize("waited", [5.0, 31.0], ids=["lands-soon", "lands-near-the-bound"])
+def test_a_binding_whose_answer_was_lost_and_that_lands_late_keeps_its_room(
+        waited: float) -> None:
+    # Issue 36, case 1: p's Binding goes out, its answer is lost, and the API server
+    # applies it seconds later. Read back in between, p is still pending; q, as large,
+    # must not be bound to p's GPU meanwhile; and p's room holds until the late Binding
+    # lands (or could no longer).
+    def tick(m: RaceMachine) -> None:
+        m.tick(waited)
+
+    run(lambda m: m.create_pod("p", (12000, 50), 0),
+        lambda m: m.deliver("pods", 1),
+        lambda m: m.next_binding_fails("late"),
+        lambda m: m.schedule(),
+        lambda m: m.bind(0),
+        lambda m: m.create_pod("q", (12000, 50), 0),
+        lambda m: m.create_pod("r", (12000, 50), 0),
+        lambda m: m.deliver("pods", 4),
+        lambda m: m.schedule(),
+        lambda m: m.bind(0),
+        lambda m: m.schedule(),
+        lambda m: m.bind(0),
+        tick,
+        lambda m: m.schedule(),
+        lambda m: m.bind(0),
+        lambda m: m.late_binding_lands(0),
+        lambda m: m.deliver("pods", 8),
+        lambda m: m.quiesce())

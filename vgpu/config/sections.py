@@ -107,6 +107,9 @@ class SchedulerConfig:
     assume_ttl_seconds: float = _knob(
         120.0, "how long a bound placement stays assumed until the watch confirms it", lo=1
     )
+    bind_in_doubt_seconds: float = _knob(
+        35.0, "how long a Binding whose answer was lost keeps its room held while the pod is "
+        "not seen bound (the request timeout and a margin), and a new leader waits", lo=1)
     plugins: tuple[str, ...] = _knob(
         DEFAULT_SCHEDULER_PLUGINS,
         "plugins of the profile, in the order their extension points run (names from the "

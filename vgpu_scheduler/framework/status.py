@@ -25,6 +25,10 @@ class Code(enum.IntEnum):
     #: Bind only: the pod is bound already (by another replica, or by an earlier try whose
     #: answer was lost) or being deleted; the watch will show what is true, nothing to retry.
     CONFLICT = 6
+    #: Bind only: the Binding went out and no answer says what became of it (the connection
+    #: ended or timed out after it was written, or the server answered 5xx): it may still
+    #: be carried out (issue 36).
+    IN_DOUBT = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +77,7 @@ def error(*reasons: str) -> Status:
 
 def conflict(*reasons: str) -> Status:
     return Status(Code.CONFLICT, reasons)
+
+
+def in_doubt(*reasons: str) -> Status:
+    return Status(Code.IN_DOUBT, reasons)

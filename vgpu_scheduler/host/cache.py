@@ -30,8 +30,9 @@ the cache.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
-from collections import deque
 from collections.abc import Callable
 
 from vgpu import logs, usage
@@ -52,7 +53,7 @@ from vgpu_scheduler.host.pod_records import (
     refreshed,
     same_record,
 )
-from vgpu_scheduler.host.room import BOUND, Refused, no_room
+from vgpu_scheduler.host.room import BOUND, IN_DOUBT, Refused, no_room
 
 _log = logs.get("vgpu.scheduler.cache")
 
@@ -88,7 +89,10 @@ class Cache:
         self._dirty: dict[str, None] = {}
         # Pod changes (record, +1 or -1) not yet in their node's NodeInfo; see _info.
         self._pending: dict[str, list[tuple[PodRecord, int]]] = {}
-        self._deadlines: deque[tuple[float, PodRecord]] = deque()
+        # (deadline, order, record): a heap, as an in-doubt deadline can come before a
+        # confirmation deadline handed out earlier.
+        self._deadlines: list[tuple[float, int, PodRecord]] = []
+        self._order = itertools.count()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -104,6 +108,12 @@ class Cache:
         """The record of the pod with this :func:`~vgpu.pods.pod_id`."""
         with self._lock:
             return self._pods.get(uid)
+
+    def in_doubt(self, uid: str) -> bool:
+        """Whether the pod's last Binding is in doubt (:mod:`.in_doubt`)."""
+        with self._lock:
+            rec = self._pods.get(uid)
+            return rec is not None and rec.in_doubt
 
     def assumed(self) -> list[PodRecord]:
         with self._lock:
@@ -281,7 +291,7 @@ class Cache:
         still be in flight, which its binding cycle forgets or finishes."""
         with self._lock:
             old = self._pods.get(uid)
-            if old is None or (old.assumed and not old.binding_finished):
+            if old is None or (old.assumed and (old.in_doubt or not old.binding_finished)):
                 return None
             self._apply(old, -1)
         self._freed(old, gone)
@@ -302,6 +312,9 @@ class Cache:
             old = self._pods.get(pod.pod_id)
             if old is not None and not (old.assumed or old.nominated):
                 return BOUND
+            if old is not None and old.in_doubt:
+                # Replacing it would free room its Binding may still take.
+                return IN_DOUBT
             if old is not None:
                 self._apply(old, -1)
             info = self._info(node)
@@ -360,8 +373,20 @@ class Cache:
             if self._pods.get(rec.pod_id) is rec:
                 rec.binding_finished = True
                 rec.deadline = now + self._ttl
-                # Deadlines are handed out in time order, so a FIFO is a priority queue.
-                self._deadlines.append((rec.deadline, rec))
+                heapq.heappush(self._deadlines, (rec.deadline, next(self._order), rec))
+
+    def hold_in_doubt(self, rec: PodRecord, now: float, seconds: float) -> bool:
+        """The Binding of the assumption ``rec`` went out and its answer was lost: keep its
+        room for ``seconds`` (how late the request could still land) unless the watch shows
+        the pod bound or gone sooner; False when ``rec`` is no longer in place."""
+        with self._lock:
+            if self._pods.get(rec.pod_id) is not rec:
+                return False
+            rec.binding_finished = True
+            rec.in_doubt = True
+            rec.deadline = now + seconds
+            heapq.heappush(self._deadlines, (rec.deadline, next(self._order), rec))
+            return True
 
     def forget(self, rec: PodRecord) -> bool:
         """Drop the assumption ``rec`` (as :meth:`assume` returned it), whose binding
@@ -381,13 +406,15 @@ class Cache:
         with self._lock:
             queue = self._deadlines
             while queue and queue[0][0] < now:
-                _, rec = queue.popleft()
+                _, _, rec = heapq.heappop(queue)
                 # Only if that very assumption is still in place (not confirmed, forgotten
                 # or replaced since).
                 if rec.assumed and self._pods.get(rec.pod_id) is rec:
                     stale.append(rec)
             for rec in stale:
-                _log.warning("assumed pod expired without its binding confirmed", pod=rec.key,
+                _log.warning("binding in doubt expired with the pod still unbound"
+                             if rec.in_doubt else
+                             "assumed pod expired without its binding confirmed", pod=rec.key,
                              node=rec.node)
                 self._apply(rec, -1)
         for rec in stale:

@@ -31,7 +31,7 @@ from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY
 from vgpu.pods import node_name, pod_key
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
-from vgpu_scheduler.host.schedule_one import AttemptRecord
+from vgpu_scheduler.host.attempt_record import AttemptRecord
 from vgpu_scheduler.host.scheduler import Scheduler
 
 MIB = 1024 * 1024
@@ -180,9 +180,11 @@ class Metrics:
         self._attempts = {r: attempts.labels(r) for r in RESULTS}
         self._latency = {r: attempt_latency.labels(r) for r in RESULTS}
         bindings = Counter("vgpu_scheduler_bindings", "Bindings, by result: success, "
-                           "conflict (the pod was bound already or is being deleted), error",
+                           "conflict (the pod was bound already or is being deleted), error, "
+                           "in-doubt (the answer was lost: its room stays held)",
                            ["result"], registry=self.registry)
-        self._bindings = {r: bindings.labels(r) for r in ("success", "conflict", "error")}
+        self._bindings = {r: bindings.labels(r)
+                          for r in ("success", "conflict", "error", "in-doubt")}
         self._permit_waits = Counter(
             "vgpu_scheduler_permit_waits", "GPU pods held at Permit behind a pod in flight on "
             "the same node that the node agent could confuse with them",
@@ -240,6 +242,8 @@ class Metrics:
             self._bindings["conflict"].inc()
         elif decision.outcome == "bind-failed":
             self._bindings["error"].inc()
+        elif decision.outcome == "bind-in-doubt":
+            self._bindings["in-doubt"].inc()
 
     def _bound_now(self, key: str) -> None:
         """First word of the pod's binding (the call's answer, or the watch)."""

@@ -39,6 +39,9 @@ class PodRecord:
     nominated: bool = False
     binding_finished: bool = False
     deadline: float | None = None
+    #: Its Binding's answer was lost: it may still land, so the room stays held until the
+    #: watch shows the pod bound or the deadline proves it will not (issue 36).
+    in_doubt: bool = False
 
     @property
     def cpu(self) -> int:

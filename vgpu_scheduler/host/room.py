@@ -25,9 +25,13 @@ class Refused:
     reason: str
     #: The watch showed the pod bound: there is nothing to retry.
     bound: bool = False
+    #: The pod's last Binding may still land: no retry until that is settled (its binding
+    #: cycle sends the pod back to the queue then).
+    in_doubt: bool = False
 
 
 BOUND = Refused("bound meanwhile by another binder", bound=True)
+IN_DOUBT = Refused("its last Binding may still land", in_doubt=True)
 
 
 def no_room(info: NodeInfo, assignment: Assignment | None) -> str | None:

@@ -7,23 +7,21 @@ in the :mod:`.waiting` room; any other goes to binding, inline or on the pool. A
 at any step undoes the steps before it and sends the pod back to the queue with the
 reason; every outcome is reported to the listeners as an :class:`AttemptRecord`.
 
-Two races are settled here as kube-scheduler settles them, and two more carefully: a pod
-the watch showed bound during its cycle is not assumed (the cycle is dropped, nothing
-forgotten); a failed binding undoes only the assumption it made; a pod whose chosen GPUs
-filled up during its cycle is not assumed either, but tried again at once; and a binding
-that came back 409 or unanswered is checked against the pod as the API server has it
-(:mod:`.bind_check`) before anything is forgotten, so that a pod that is bound is never
-forgotten.
+Two races are settled as kube-scheduler settles them, and two more carefully: a pod the
+watch showed bound during its cycle is not assumed (nothing forgotten); a failed binding
+undoes only the assumption it made; a pod whose chosen GPUs filled up during its cycle is
+not assumed either, but tried again at once; a binding that came back 409 or unanswered is
+checked against the pod as the API server has it (:mod:`.bind_check`) before anything is
+forgotten, and one whose answer was lost keeps its room until it cannot land
+(:mod:`.in_doubt`).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from vgpu import logs
+from vgpu import logs, loops
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ClusterError, NotFoundError
 from vgpu_scheduler.framework.cycle_state import CycleState
@@ -33,9 +31,11 @@ from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.runtime import Framework
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.framework.status import Code, Status
+from vgpu_scheduler.host.attempt_record import AttemptRecord, Outcome, clocks, since
 from vgpu_scheduler.host.bind_check import Verdict, judge
 from vgpu_scheduler.host.binding import BindExecutor
 from vgpu_scheduler.host.cache import Cache
+from vgpu_scheduler.host.in_doubt import InDoubt
 from vgpu_scheduler.host.pod_records import PodRecord
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.queued_pod import POD_SPEC, QueuedPod
@@ -45,33 +45,6 @@ from vgpu_scheduler.host.waiting import DELETED, Waiting, WaitingRoom
 _log = logs.get("vgpu.scheduler")
 
 COMPONENT = "vgpu-scheduler"
-
-Outcome = Literal["scheduled", "waiting", "unschedulable", "error", "bound", "bind-failed",
-                  "bind-conflict"]
-
-
-@dataclass(frozen=True)
-class AttemptRecord:
-    """One scheduling attempt, as listeners (metrics, the simulator) see it."""
-
-    pod: str
-    node: str | None
-    outcome: Outcome
-    message: str = ""
-    #: Wall-clock and CPU time (of the scheduling thread) the attempt took.
-    seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    #: How long the pod waited in the active queue before this attempt (attempts only).
-    queued: float = 0.0
-
-
-def _clocks() -> tuple[float, float]:
-    return time.perf_counter(), time.thread_time()
-
-
-def _since(started: tuple[float, float]) -> tuple[float, float]:
-    return time.perf_counter() - started[0], time.thread_time() - started[1]
-
 
 class Watched(Protocol):
     def still_pending(self, pod: PodInfo) -> bool:
@@ -84,7 +57,8 @@ class ScheduleOne:
     def __init__(self, framework: Framework, snapshot: Snapshot, *, cache: Cache,
                  queue: SchedulingQueue, waiting: WaitingRoom, watched: Watched,
                  cluster: ClusterPort | None, clock: Clock, binder: BindExecutor,
-                 listeners: list[Callable[[AttemptRecord], None]]) -> None:
+                 listeners: list[Callable[[AttemptRecord], None]],
+                 in_doubt_seconds: float = 35.0) -> None:
         self._framework = framework
         self._snapshot = snapshot
         self._cache = cache
@@ -96,12 +70,14 @@ class ScheduleOne:
         #: Where binding cycles run; the threaded loop swaps in a pool.
         self.binder = binder
         self._listeners = listeners
+        self._in_doubt_seconds = in_doubt_seconds
+        self.in_doubt = InDoubt()
 
     # -- reporting -------------------------------------------------------------------------
 
     def _emit(self, pod: str, node: str | None, outcome: Outcome, message: str,
               started: tuple[float, float], *, queued: float = 0.0) -> None:
-        record = AttemptRecord(pod, node, outcome, message, *_since(started), queued=queued)
+        record = AttemptRecord(pod, node, outcome, message, *since(started), queued=queued)
         for listener in self._listeners:
             listener(record)
 
@@ -132,25 +108,29 @@ class ScheduleOne:
         held = self._cache.lend_nomination(qp.key)
         try:
             self._attempt(qp)
+        except Exception as exc:
+            # A bug (or a value nothing checked) must lose no pod and stop no loop: the pod
+            # is tried again after a backoff, and the failure is logged and counted.
+            _log.exception("scheduling attempt failed", pod=qp.key)
+            loops.record("scheduling attempt")
+            self._fail(qp, clocks(), message=f"internal error: {exc}", rejected_by=set(),
+                       unschedulable=False)
         finally:
             if held is not None:
                 self._cache.settle_lent(held)
 
     def _attempt(self, qp: QueuedPod) -> None:
-        started = _clocks()
+        started = clocks()
         info = qp.info
         if info.error is not None:
             self._fail(qp, started, message=f"pod cannot be scheduled: {info.error}",
                        rejected_by={POD_SPEC}, unschedulable=True)
             return
-        self._cache.update_snapshot(self._snapshot)
-        try:
-            result = self._framework.schedule(info, self._snapshot, self._clock())
-        except Exception as exc:
-            _log.exception("scheduling failed", pod=info.key)
-            self._fail(qp, started, message=f"internal error: {exc}", rejected_by=set(),
-                       unschedulable=False)
+        if self._cache.in_doubt(qp.key):
+            self._queue.done(qp.key)  # back in the queue once its Binding is settled
             return
+        self._cache.update_snapshot(self._snapshot)
+        result = self._framework.schedule(info, self._snapshot, self._clock())
         if result.node is None:
             diagnosis = result.diagnosis
             message = summarize(diagnosis) if diagnosis is not None else result.status.message
@@ -175,7 +155,7 @@ class ScheduleOne:
             # another binder (counted where it is; nothing to retry), or a pod on the GPUs
             # it chose (try again at once, on what the cache holds now).
             self._framework.unreserve(state, info, node)
-            if rec.bound:
+            if rec.bound or rec.in_doubt:
                 self._queue.done(qp.key)
             else:
                 self._queue.requeue(qp, unschedulable=False, message=rec.reason)
@@ -209,7 +189,7 @@ class ScheduleOne:
         self.binder.submit(lambda: self.bind(qp, state, node, rec))
 
     def bind(self, qp: QueuedPod, state: CycleState, node: str, rec: PodRecord) -> None:
-        started = _clocks()
+        started = clocks()
         info = qp.info
         status: Status = self._framework.bind(state, info, node)
         if status.ok:
@@ -224,6 +204,9 @@ class ScheduleOne:
             self._bound(info, node, rec, started)
             return
         self._framework.unreserve(state, info, node)
+        if status.code is Code.IN_DOUBT and verdict is not Verdict.ELSEWHERE:
+            self._hold_in_doubt(qp, rec, status, started)
+            return
         if verdict in (Verdict.ELSEWHERE, Verdict.UNKNOWN):
             # Maybe bound: keep counting it here until the watch shows where it is (or
             # the assumption expires).
@@ -244,6 +227,21 @@ class ScheduleOne:
         if self._watched.still_pending(info):
             self._queue.readd_failed(qp, message)
         self._emit(info.key, node, "bind-failed", message, started)
+
+    def _hold_in_doubt(self, qp: QueuedPod, rec: PodRecord, status: Status,
+                       started: tuple[float, float]) -> None:
+        """Not bound yet, but it may still be: hold the room, and the pod out of the queue,
+        until the watch or the deadline settles it (:mod:`.in_doubt`)."""
+        if self._cache.hold_in_doubt(rec, self._clock(), self._in_doubt_seconds):
+            self.in_doubt.hold(rec, qp, self._in_doubt_seconds, status.message)
+        self._emit(qp.info.key, rec.node, "bind-in-doubt", status.message, started)
+
+    def settle_in_doubt(self, expired: list[PodRecord]) -> None:
+        """Requeue the pods whose Binding stayed in doubt past its deadline (``expired``
+        has their assumptions) and that the watch still shows pending."""
+        for qp in self.in_doubt.settle(expired, self._cache.pod):
+            if self._watched.still_pending(qp.info):
+                self._queue.readd_failed(qp, "its binding stayed in doubt")
 
     def _bound(self, info: PodInfo, node: str, rec: PodRecord,
                started: tuple[float, float]) -> None:

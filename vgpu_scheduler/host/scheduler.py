@@ -32,13 +32,14 @@ from vgpu_scheduler.framework import profile
 from vgpu_scheduler.framework.handle import Clock, Host, PluginFactory
 from vgpu_scheduler.framework.runtime import Framework
 from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.host.attempt_record import AttemptRecord
 from vgpu_scheduler.host.binding import BindExecutor, InlineBinder, ThreadBinder
 from vgpu_scheduler.host.cache import Cache
 from vgpu_scheduler.host.handlers import Handlers
 from vgpu_scheduler.host.informers import Informers
 from vgpu_scheduler.host.nominator import Nominator
 from vgpu_scheduler.host.queue import SchedulingQueue
-from vgpu_scheduler.host.schedule_one import AttemptRecord, ScheduleOne
+from vgpu_scheduler.host.schedule_one import ScheduleOne
 from vgpu_scheduler.host.waiting import WaitingRoom
 from vgpu_scheduler.plugins.registry import REGISTRY
 
@@ -80,7 +81,8 @@ class Scheduler:
         self._cycle = ScheduleOne(
             self.framework, self.snapshot, cache=self.cache, queue=self.queue,
             waiting=self.waiting, watched=self._informers, cluster=cluster, clock=clock,
-            binder=binder or InlineBinder(), listeners=self.listeners)
+            binder=binder or InlineBinder(), listeners=self.listeners,
+            in_doubt_seconds=sc.bind_in_doubt_seconds)
 
     @property
     def config(self) -> Config:
@@ -116,7 +118,7 @@ class Scheduler:
         """Timeouts that need no event: backoffs, expired assumptions, Permit gates."""
         now = self._clock()
         self.queue.flush()
-        self.cache.expire(now)
+        self._cycle.settle_in_doubt(self.cache.expire(now))
         self.framework.tick(now)
         self._cycle.settle_waiting()
 

@@ -11,12 +11,13 @@ import datetime as dt
 
 import vgpu.annotations as ann
 from vgpu import codecs
+from vgpu.cluster.fence import FencedError
 from vgpu.codecs import Assignment
-from vgpu.errors import ClusterError, ConflictError
+from vgpu.errors import ClusterError, ConflictError, OutcomeUnknownError
 from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.podinfo import PodInfo
-from vgpu_scheduler.framework.status import SUCCESS, Status, conflict, error
+from vgpu_scheduler.framework.status import SUCCESS, Status, conflict, error, in_doubt
 
 
 def binding_annotations(assignment: Assignment | None, now: float) -> dict[str, str]:
@@ -45,6 +46,11 @@ class VGPUBinder:
             cluster.bind(pod.namespace, pod.name, node, annotations, uid=pod.uid)
         except ConflictError as exc:
             return conflict(f"binding to {node} refused: {exc}")
+        except OutcomeUnknownError as exc:
+            return in_doubt(f"binding to {node} may have gone through: {exc}")
         except ClusterError as exc:
             return error(f"binding to {node} failed: {exc}")
+        except FencedError as exc:
+            # Nothing was sent: this replica may no longer lead, and stops.
+            return error(str(exc))
         return SUCCESS
