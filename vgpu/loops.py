@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from vgpu import logs
+from vgpu.errors import VgpuError
 
 _log = logs.get("vgpu.loops")
 _lock = threading.Lock()
@@ -67,7 +68,7 @@ class LoopThread(threading.Thread):
             record(self.name)
 
 
-class Ended(Exception):
+class Ended(VgpuError):
     """Raised by a loop that gives up: it can no longer do its job."""
 
 

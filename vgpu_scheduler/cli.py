@@ -112,6 +112,9 @@ def _connect(kubeconfig: str | None, qps: float, burst: int, pool: int) -> KubeC
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     election = election_config(args)
+    if election is not None:
+        # What the next leader waits beyond this one's lease: how late its writes may land.
+        election = dataclasses.replace(election, in_doubt=cfg.scheduler.bind_in_doubt_seconds)
     sc = cfg.scheduler
     # One connection each for the scheduler's own requests, its events and its Lease, so
     # that neither a burst of events nor a burst of bindings can delay a renewal.
@@ -122,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
     service = Service(cfg, cluster, events=events, leases=leases,
                       options=Options(metrics_port=sc.metrics_port, address=args.address,
                                       election=election))
+    if service.elector is not None:
+        # Every write of the scheduler's own connection is fenced by its Lease (the Lease's
+        # connection is apart, so that the renewals themselves never are).
+        cluster.fence = service.elector.fence
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

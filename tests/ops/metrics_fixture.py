@@ -92,7 +92,8 @@ EXPORTED: dict[str, frozenset[str]] = {
         # no dashboard may read those.
         "vgpu_scheduler_node_gpu_memory_allocated_bytes",
         "vgpu_scheduler_node_gpu_cores_allocated_percent", "vgpu_scheduler_node_gpu_tasks",
-        "vgpu_scheduler_leader",
+        "vgpu_scheduler_leader", "vgpu_scheduler_node_inventory_invalid",
+        "vgpu_scheduler_loop_errors_total",
         *_counter("vgpu_scheduler_bindings"), *_counter("vgpu_scheduler_events"),
         *_counter("vgpu_scheduler_permit_waits"),
         *_histogram("vgpu_step_duration_seconds"),

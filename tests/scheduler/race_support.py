@@ -134,7 +134,7 @@ class QueuedBinder:
         self.tasks.pop(index % len(self.tasks))()
         return True
 
-    def close(self) -> None:
+    def close(self, cancel: bool = False) -> None:
         self.tasks.clear()
 
 

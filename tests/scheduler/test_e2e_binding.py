@@ -166,7 +166,7 @@ class Later:
     def submit(self, task: Callable[[], None]) -> None:
         self.tasks.append(task)
 
-    def close(self) -> None:
+    def close(self, cancel: bool = False) -> None:
         self.tasks.clear()
 
 

@@ -19,14 +19,17 @@ _log = logs.get("vgpu.scheduler.binding")
 class BindExecutor(Protocol):
     def submit(self, task: Callable[[], None]) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, cancel: bool = False) -> None:
+        """Stop: finish the queued bindings, or with ``cancel`` drop those not started (a
+        replica that lost its Lease: they would be refused by its fence anyway, and the
+        next leader treats what was in flight as in doubt)."""
 
 
 class InlineBinder:
     def submit(self, task: Callable[[], None]) -> None:
         task()
 
-    def close(self) -> None:
+    def close(self, cancel: bool = False) -> None:
         return None
 
 
@@ -43,5 +46,5 @@ class ThreadBinder:
 
         self._pool.submit(guarded)
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
+    def close(self, cancel: bool = False) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=cancel)

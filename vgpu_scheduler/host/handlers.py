@@ -11,9 +11,10 @@ room.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
-from vgpu import meta
+from vgpu import logs, meta
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.pods import is_terminated, node_name, pod_id
@@ -32,15 +33,25 @@ def same_for_scheduling(old: Obj, new: Obj) -> bool:
                 and meta.labels_of(old) == meta.labels_of(new))
 
 
+#: Told each node whose inventory does not read (the node, the codec's message), once per
+#: distinct message: a Warning event on the Node.
+BadInventory = Callable[[Obj, str], None]
+
+
+_log = logs.get("vgpu.scheduler")
+
+
 class Handlers:
     def __init__(self, config: Config, clock: Clock, *, cache: Cache, queue: SchedulingQueue,
-                 waiting: WaitingRoom) -> None:
+                 waiting: WaitingRoom, bad_inventory: BadInventory | None = None) -> None:
         self._config = config
         self._clock = clock
         self._cache = cache
         self._queue = queue
         self._waiting = waiting
         self._pod_handlers: list[PodHandler] = []
+        self._bad_inventory = bad_inventory
+        self._reported: dict[str, str] = {}
 
     def on_pod_event(self, handler: PodHandler) -> None:
         """Also call ``handler`` for every pod event, after the host's own handling."""
@@ -114,6 +125,26 @@ class Handlers:
             name = meta.name(old)
             self._cache.remove_node(name)
             self._waiting.reject_node(name, f"node {name} was deleted")
+            self._reported.pop(name, None)
             return
         self._queue.on_event(self._cache.set_node(new, self._clock()))
+        self._check_inventory(new)
+
+    def _check_inventory(self, node: Obj) -> None:
+        """A node whose inventory does not read takes no GPU pod (its NodeInfo says why);
+        its owner hears it once per distinct problem (issue 36: a poisoned inventory
+        quarantines its node, not the cluster)."""
+        name = meta.name(node)
+        info = self._cache.node_info(name)
+        problem = None if info is None else info.static.inventory_error
+        if problem is None:
+            self._reported.pop(name, None)
+            return
+        if self._reported.get(name) == problem:
+            return
+        self._reported[name] = problem
+        _log.warning("node inventory does not read; the node takes no GPU pod", node=name,
+                     error=problem)
+        if self._bad_inventory is not None:
+            self._bad_inventory(node, problem)
 

@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from vgpu import latency, meta
+from vgpu import latency, loops, meta
 from vgpu.cluster.port import Obj
 from vgpu.devices import EMPTY
 from vgpu.pods import node_name, pod_key
@@ -154,10 +154,24 @@ class SchedulerCollector(Collector):
         if self._per_gpu:
             yield from self._gpus()
 
+        invalid = GaugeMetricFamily(
+            "vgpu_scheduler_node_inventory_invalid",
+            "Nodes whose vgpu.io/node-gpus does not read: they take no GPU pod")
+        cache = sched.cache
+        invalid.add_metric([], sum(
+            1 for name in cache.node_names()
+            if (info := cache.node_info(name)) is not None and info.static.inventory_error))
+        yield invalid
+
         leader = GaugeMetricFamily("vgpu_scheduler_leader",
                                    "1 while this replica holds the lease and schedules")
         leader.add_metric([], 1 if self._state.leading() else 0)
         yield leader
+
+
+#: The scheduler's long-running loops, whose failed rounds ``/metrics`` counts.
+LOOPS = ("scheduling attempt", "scheduling loop", "informer (pods)", "informer (nodes)",
+         "informer handler (pods)", "informer handler (nodes)")
 
 
 class Metrics:
@@ -169,6 +183,7 @@ class Metrics:
         self._name = sched.config.scheduler_name
         self.registry = CollectorRegistry()
         self.registry.register(SchedulerCollector(sched, state))
+        self.registry.register(loops.Collector("vgpu_scheduler", LOOPS))
         attempts = Counter("vgpu_scheduler_schedule_attempts",
                            "Scheduling attempts, by result", ["result"],
                            registry=self.registry)

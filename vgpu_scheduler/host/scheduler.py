@@ -19,15 +19,18 @@ each given the others it uses when the scheduler wires them here: :mod:`.informe
 
 from __future__ import annotations
 
+import functools
 import gc
 import threading
 import time
 from collections.abc import Callable, Mapping
 
-from vgpu import logs
+from vgpu import logs, loops, meta
+from vgpu.cluster import informer
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.config import Config
+from vgpu.errors import ClusterError
 from vgpu_scheduler.framework import profile
 from vgpu_scheduler.framework.handle import Clock, Host, PluginFactory
 from vgpu_scheduler.framework.runtime import Framework
@@ -39,7 +42,7 @@ from vgpu_scheduler.host.handlers import Handlers
 from vgpu_scheduler.host.informers import Informers
 from vgpu_scheduler.host.nominator import Nominator
 from vgpu_scheduler.host.queue import SchedulingQueue
-from vgpu_scheduler.host.schedule_one import ScheduleOne
+from vgpu_scheduler.host.schedule_one import COMPONENT, ScheduleOne
 from vgpu_scheduler.host.waiting import WaitingRoom
 from vgpu_scheduler.plugins.registry import REGISTRY
 
@@ -68,7 +71,7 @@ class Scheduler:
                            on_freed=self.queue.on_event)
         self.waiting = WaitingRoom()
         self._handlers = Handlers(config, clock, cache=self.cache, queue=self.queue,
-                                  waiting=self.waiting)
+                                  waiting=self.waiting, bad_inventory=self._bad_inventory)
         self._informers = Informers(cluster, self._handlers)
         self.framework: Framework = profile.build(sc, registry, Host(
             config=config, cluster=cluster, clock=clock, listers=self._informers,
@@ -83,6 +86,16 @@ class Scheduler:
             waiting=self.waiting, watched=self._informers, cluster=cluster, clock=clock,
             binder=binder or InlineBinder(), listeners=self.listeners,
             in_doubt_seconds=sc.bind_in_doubt_seconds)
+
+    def _bad_inventory(self, node: Obj, problem: str) -> None:
+        if self._cluster is None:
+            return
+        try:
+            self._cluster.record_event(node, "Warning", "InvalidInventory",
+                                       f"{problem}: this node takes no GPU pod until its agent "
+                                       f"publishes an inventory vgpu can read", COMPONENT)
+        except ClusterError as exc:
+            _log.warning("could not record event", node=meta.name(node), error=str(exc))
 
     @property
     def config(self) -> Config:
@@ -209,11 +222,23 @@ class Scheduler:
 
         threading.Thread(target=stopper_main, daemon=True, name="vgpu-scheduler-stop").start()
         _log.info("scheduler running", nodes=len(self.cache))
+        step = functools.partial(self.step, go_on)
+        failures = 0
         try:
             while go_on():
-                self.step(go_on)
+                # One bad round (a bug, a value nothing checked) is logged, counted and
+                # survived; a loop that keeps failing ends, and the process with it.
+                if loops.survive("scheduling loop", step):
+                    failures = 0
+                    continue
+                failures += 1
+                if failures >= informer.GIVE_UP:
+                    raise loops.Ended(f"the scheduling loop failed {failures} times in a row")
+                stop.wait(min(0.1 * failures, 2.0))
         finally:
-            self._cycle.binder.close()
+            # Lost the Lease: what is still queued is dropped, not sent; a clean stop
+            # finishes it before the Lease is given up.
+            self._cycle.binder.close(cancel=leading is not None and not leading.is_set())
             if stop.is_set():
                 # A watch notices the stop when its request ends; the threads are daemons,
                 # so a process that exits does not wait for a long watch.

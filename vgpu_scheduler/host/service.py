@@ -123,6 +123,20 @@ class Service:
         return 0
 
     def _started(self) -> None:
+        wait = self.elector.takeover_wait() if self.elector is not None else 0.0
+        if wait <= 0:
+            self._lead()
+            return
+        # The old leader's last writes may still land until then (vgpu.cluster.leader).
+        _log.info("leading once the previous leader's writes can no longer land",
+                  wait_seconds=round(wait, 3))
+        timer = threading.Timer(wait, self._lead)
+        timer.daemon = True
+        timer.start()
+
+    def _lead(self) -> None:
+        if self.elector is not None and not self.elector.is_leader.is_set():
+            return  # lost it meanwhile
         _log.info("leading: scheduling")
         self.leading.set()
 
