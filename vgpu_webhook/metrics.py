@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from vgpu import latency
+from vgpu import latency, loops
 
 #: skipped: not a GPU pod creation; unchanged: GPU pod needing no patch; mutated; denied;
 #: invalid: not an AdmissionReview (HTTP 400); error: a bug, answered as a denial.
@@ -23,6 +23,9 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # The node watch's failed rounds (the GPU inventories the decisions read).
+        self.registry.register(loops.Collector(
+            "vgpu_webhook", ("informer (nodes)", "informer handler (nodes)")))
         requests = Counter("vgpu_webhook_requests", "Admission requests answered, by outcome",
                            ["outcome"], registry=self.registry)
         # Children bound once: a labels() lookup per request is measurable at high rates.

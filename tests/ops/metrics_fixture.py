@@ -66,6 +66,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         *_counter("vgpu_webhook_certificate_reloads"),
         "vgpu_webhook_certificate_expiry_timestamp_seconds",
         "vgpu_webhook_inventory_nodes", "vgpu_webhook_inventory_gpus",
+        "vgpu_webhook_loop_errors_total",
         *_histogram("vgpu_step_duration_seconds"),
     }),
     # vgpu_nodeagent/metrics.py
