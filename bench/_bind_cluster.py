@@ -118,7 +118,8 @@ def kube_scheduler(cp: ControlPlane | None, name: str) -> Iterator[int]:
 
 
 class Scheduler:
-    def __init__(self, kubeconfig: str, workdir: Path, config: dict[str, Any]) -> None:
+    def __init__(self, kubeconfig: str, workdir: Path, config: dict[str, Any],
+                 leader_elect: bool = True) -> None:
         self.port = free_port()
         cfg = workdir / "config.yaml"
         cfg.write_text(yaml.safe_dump(config))
@@ -128,8 +129,11 @@ class Scheduler:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "vgpu.cli", "scheduler", "--kubeconfig", kubeconfig,
                  "--config", str(cfg), "--metrics-port", str(self.port),
-                 "--address", "127.0.0.1"], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                env=env)
+                 "--address", "127.0.0.1",
+                 # As the manifests run it: every write then goes through the Lease's fence.
+                 *(("--leader-elect", "--lease-namespace", "default",
+                    "--lease-name", f"bench-{self.port}") if leader_elect else ())],
+                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
 
     def ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -138,7 +142,8 @@ class Scheduler:
                 raise SystemExit(f"scheduler exited:\n{self.log.read_text()[-3000:]}")
             with contextlib.suppress(OSError), urllib.request.urlopen(
                     f"http://127.0.0.1:{self.port}/readyz", timeout=2) as resp:
-                if resp.status == 200:
+                # Ready, and leading: a follower schedules nothing.
+                if resp.status == 200 and resp.read().strip() != b"follower":
                     return
             time.sleep(0.1)
         raise SystemExit("scheduler not ready in time")

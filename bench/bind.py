@@ -30,7 +30,9 @@ the next GPU pod), the way the agent does after Allocate.
 The validating webhook is registered as the manifests do on this 1.20 control plane
 (``bench/_bind_webhook.py``: every pod creation and update goes through ``/validate``; the
 pods are created as a tenant, the agents' patches come from the one annotation writer),
-under either scheduler; ``--no-webhook`` leaves it out.
+under either scheduler; ``--no-webhook`` leaves it out. vgpu-scheduler runs with leader
+election, as the manifests run it, so every write goes through its Lease's fence
+(docs/faults.md#fencing); ``--no-leader-elect`` runs it without.
 
 Times are client-side: a pod's start is when its create request was sent (the API's
 creationTimestamp has whole seconds), its binding is when this process's watch first
@@ -156,7 +158,7 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
                                                         "permitGate": args.permit_gate}}
                 if args.bind_workers is not None:
                     config["scheduler"]["bindWorkers"] = args.bind_workers
-                sched = Scheduler(kubeconfig, Path(tmp), config)
+                sched = Scheduler(kubeconfig, Path(tmp), config, args.leader_elect)
                 stack.callback(sched.stop)
                 sched.ready()
                 sched_pid = sched.proc.pid
@@ -220,6 +222,9 @@ def main() -> None:
     parser.add_argument("--permit-gate", default="ambiguous", choices=("ambiguous", "node"),
                         help="scheduler.permitGate")
     parser.add_argument("--bind-workers", type=int, help="scheduler.bindWorkers")
+    parser.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
+                        help="run vgpu-scheduler without leader election (and so without "
+                             "its fence), unlike the manifests")
     parser.add_argument("--create-threads", type=int, default=16)
     parser.add_argument("--agent-threads", type=int, default=16)
     parser.add_argument("--rate", type=float, default=0,
