@@ -73,6 +73,7 @@ from _support import ROOT, cpu_seconds
 sys.path.insert(0, str(ROOT))
 
 # After the line above: it imports the test helpers.
+import _bind_requests as requests
 import _bind_workloads as workloads
 from _bind_cluster import NAMESPACE, Agents, Scheduler, check, cluster, kube_scheduler
 from _bind_report import KUBE, PHASES, VGPU, figures, side_by_side, summarise
@@ -169,6 +170,7 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
             before = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             before["bench"] = self_cpu()
             load = os.getloadavg()[0]
+            asked = requests.counts(kube)
             interval = 1.0 / args.rate if args.rate else 0.0
 
             def create(i: int) -> None:
@@ -194,6 +196,7 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
             after = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             after["bench"] = self_cpu()
             metrics = sched.metrics() if sched is not None else {}
+            wrote = requests.per_pod(asked, requests.counts(kube), len(pods))
         finally:
             stack.close()
             seen, _, errors = agents.finish()
@@ -204,7 +207,7 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
     return figures(pods=len(pods), nodes=args.nodes, start=start, created=created, end=end,
                    latencies=sorted(seen[n] - sent[n] for n in sent),
                    cpu={name: after[name] - before[name] for name in after}, load=load,
-                   metrics=metrics)
+                   metrics=metrics) | wrote
 
 
 def main() -> None:
