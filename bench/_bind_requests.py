@@ -4,6 +4,7 @@ and the creating client wrote for it."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -32,6 +33,21 @@ def counts(kube: Any) -> Counter[str]:
             kind = f"{labels.get('verb', '')} {labels.get('resource', '')}"
             out[kind + (f"/{sub}" if sub else "")] += int(sample.value)
     return out
+
+
+def settled(kube: Any, quiet: float = 1.5, limit: float = 20.0) -> Counter[str]:
+    """:func:`counts` once no write has been added for ``quiet`` seconds (the schedulers'
+    events go out from queues of their own, after the burst's last binding)."""
+    deadline = time.monotonic() + limit
+    last = counts(kube)
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = counts(kube)
+        if {k: v for k, v in now.items() if k.split(" ", 1)[0] in WRITES} == {
+                k: v for k, v in last.items() if k.split(" ", 1)[0] in WRITES}:
+            return now
+        last = now
+    return last
 
 
 def per_pod(before: Mapping[str, int], after: Mapping[str, int], pods: int

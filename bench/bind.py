@@ -196,7 +196,7 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
             after = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             after["bench"] = self_cpu()
             metrics = sched.metrics() if sched is not None else {}
-            wrote = requests.per_pod(asked, requests.counts(kube), len(pods))
+            wrote = requests.per_pod(asked, requests.settled(kube), len(pods))
         finally:
             stack.close()
             seen, _, errors = agents.finish()
