@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from vgpu.errors import ConfigError
 from vgpu.topology import shapes
-from vgpu_simulate import bundled, plot, published
+from vgpu_simulate import bundled, churn_cli, plot, published
 from vgpu_simulate import policies as sim_policies
 from vgpu_simulate.links import check_shape
 from vgpu_simulate.replay import RunResult, peak_rss_mib, replay
@@ -62,10 +62,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="with --topology: the nodes publish no links, so the "
                              "scheduler places without them (the baseline); the share is "
                              "still measured")
+    parser.add_argument("--churn", action="store_true",
+                        help="replay over time: pods arrive at creation_time and leave at "
+                             "deletion_time, pods that fit nowhere wait in the scheduler's "
+                             "queue; reports how long GPU pods wait")
+    parser.add_argument("--capacity", type=float, metavar="FRACTION",
+                        help="with --churn: keep a seeded random FRACTION of the nodes "
+                             "(default 1)")
     parser.add_argument("--json", metavar="OUT", help="write results as JSON ('-': stdout)")
     parser.add_argument("--plot", metavar="OUT",
                         help=f"write the allocation plot (.svg, or .png with matplotlib); "
-                             f"default {DEFAULT_PLOT}")
+                             f"default {DEFAULT_PLOT} ({churn_cli.DEFAULT_PLOT} with --churn)")
     parser.add_argument("--no-plot", action="store_true", help="write no plot")
     parser.add_argument("--list-policies", action="store_true",
                         help="list the policies and exit")
@@ -96,6 +103,11 @@ class _Progress:
         self._stream.write(f"\r{self._label:<34} [{'#' * filled}{'.' * (width - filled)}] "
                            f"{pct:3d}% {done}/{total} pods")
         self._stream.flush()
+
+    def end_line(self) -> None:
+        if self._tty:
+            self._stream.write("\n")
+            self._stream.flush()
 
     def finish(self, result: RunResult) -> None:
         value = result.unallocated_gpu_pct_at_100
@@ -205,6 +217,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.inflate < 0:
         raise ConfigError(f"--inflate {args.inflate}: must be 0 (no tuning) or positive")
     check_shape(args.topology)
+    churn_cli.check(args)
     if args.hide_links and args.topology is None:
         raise ConfigError("--hide-links: give the nodes a --topology first")
 
@@ -215,10 +228,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"{p.name:<20} {p.description}")
         return 0
     _check(args)
-    names = args.policy or [sim_policies.DEFAULT, sim_policies.BEST]
+    names = args.policy or (churn_cli.DEFAULT_POLICIES if args.churn
+                            else [sim_policies.DEFAULT, sim_policies.BEST])
     chosen = [sim_policies.get(n) for n in dict.fromkeys(names)]
     seeds = list(dict.fromkeys(args.seed or [DEFAULT_SEED]))
     nodes, pods, workload = _load(args)
+    if args.churn:
+        return churn_cli.run(args, nodes, pods, workload, chosen=chosen, seeds=seeds,
+                             progress=_Progress(sys.stderr))
     # The paper's numbers are for its nodes, its pod lists and 1.3x inflation only.
     paper = (published.load().get(workload) if not args.nodes and not args.pods
              and args.inflate == PAPER_INFLATE else None)

@@ -86,6 +86,18 @@ POLICIES: dict[str, SimPolicy] = {p.name: p for p in (
               fragmentation_aware.FragmentationAware.gpu_policy,
               plugin=fragmentation_aware.FragmentationAware.name,
               build=lambda h, w, r: fragmentation_aware.FragmentationAware(h, workload=w)),
+    SimPolicy("fragmentation-aware-online",
+              "fragmentation-aware, the workload learned from the pods seen so far (the "
+              "deployment's mode; no trace given)",
+              fragmentation_aware.FragmentationAware.gpu_policy,
+              plugin=fragmentation_aware.FragmentationAware.name,
+              build=lambda h, w, r: fragmentation_aware.FragmentationAware(h)),
+    SimPolicy("waiting-aware",
+              "fragmentation-aware-online that also weighs the shapes of the pods that "
+              "waited, by their GPU-seconds pending (for --churn)",
+              fragmentation_aware.FragmentationAware.gpu_policy,
+              plugin=fragmentation_aware.FragmentationAware.name,
+              build=lambda h, w, r: fragmentation_aware.FragmentationAware(h, waiting=True)),
 )}
 
 DEFAULT = "lowest-task-count"

@@ -42,6 +42,10 @@ class TracePod:
     num_gpu: int
     gpu_milli: int  # per GPU, 0..1000
     gpu_spec: tuple[str, ...] = ()  # allowed GPU models; empty = any
+    #: Seconds from the trace's start (``--churn`` only); None: the list has no such column
+    #: or the cell is empty (a deletion time missing means the pod ran to the end).
+    creation_time: int | None = None
+    deletion_time: int | None = None
 
     @property
     def total_gpu_milli(self) -> int:
@@ -106,6 +110,12 @@ def _int(row: Mapping[str, str], column: str, where: str, *, lo: int = 0,
     return value
 
 
+def _time(row: Mapping[str, str], column: str, where: str) -> int | None:
+    if not (row.get(column) or "").strip():
+        return None
+    return _int(row, column, where)
+
+
 def _model(text: str) -> str:
     text = text.strip()
     # pandas writes a missing model as "nan"; a CPU-only node has none.
@@ -162,6 +172,8 @@ def load_pods(source: str | Path) -> list[TracePod]:
             name=name, cpu_milli=_int(row, "cpu_milli", where),
             memory_mib=_int(row, "memory_mib", where) if has_memory else None,
             num_gpu=num_gpu, gpu_milli=gpu_milli, gpu_spec=spec,
+            creation_time=_time(row, "creation_time", where),
+            deletion_time=_time(row, "deletion_time", where),
         ))
     if not pods:
         raise TraceError(f"{source}: no pods")

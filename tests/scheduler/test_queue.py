@@ -75,6 +75,18 @@ def test_backoff_doubles_to_the_cap() -> None:
     assert waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
 
 
+def test_a_pod_failing_thousands_of_times_keeps_the_capped_backoff() -> None:
+    # A pod parked for weeks and woken by every deletion (the simulator's churn replay)
+    # reached 1,025 attempts; 2**1024 as a float overflowed and the attempt crashed.
+    q, clock = make()
+    q.add(info("p"))
+    qp = q.pop()
+    assert qp is not None
+    qp.attempts = 5000
+    q.requeue(qp, unschedulable=False, message="error")
+    assert q.next_backoff() == clock.now + 10.0
+
+
 def test_unschedulable_pods_wait_for_an_event_that_could_help() -> None:
     q, clock = make(hint=lambda pod, plugins, ev: "VGPU" in plugins)
     q.add(info("gpu"))

@@ -160,7 +160,11 @@ class SchedulingQueue:
             self._in_flight.pop(key, None)
 
     def _backoff_for(self, attempts: int) -> float:
-        return float(min(self._initial * (2 ** max(attempts - 1, 0)), self._max))
+        # The doubling stops long past any cap: a pod parked for weeks and woken by every
+        # deletion (the simulator's churn replay) reached 1,025 attempts, and the float
+        # product of 2**1024 overflows.
+        doublings = min(max(attempts - 1, 0), 64)
+        return float(min(self._initial * (2 ** doublings), self._max))
 
     def requeue(self, qp: QueuedPod, *, unschedulable: bool, rejected_by: set[str] | None = None,
                 message: str = "") -> None:

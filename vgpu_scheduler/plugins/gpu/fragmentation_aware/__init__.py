@@ -18,6 +18,9 @@ or free memory changed since that shape was last scored.
 
 The workload is given (the simulator passes its trace) or learned from the pods the
 scheduler sees, with the GPU models each accepts (``use-gputype``, ``nouse-gputype``);
+with ``waiting``, the learned workload also weighs the shapes of the pods that waited, by
+the GPU-seconds they spent pending (:mod:`vgpu_scheduler.placement.waiting`), reweighed
+every few minutes while pods wait, so that placements keep room for them;
 the cluster's nodes (how many of each GPU model and count, CPU and memory) come from the
 snapshot, and the model is rebuilt when they change, since how scarce a GPU is for the
 tasks that need it depends on both.
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from vgpu.cluster.port import Obj
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
 from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.handle import Handle
@@ -41,9 +45,12 @@ from vgpu_scheduler.framework.status import SUCCESS, Status
 from vgpu_scheduler.placement import shares, stranding, stranding_tables
 from vgpu_scheduler.placement.demand import NodeKind
 from vgpu_scheduler.placement.shapes import MILLI, Shape, milli_of_percent
+from vgpu_scheduler.placement.waiting import WaitingShapes
 
 #: Pod shapes whose node scores are kept between cycles (each holds four arrays per node).
 CACHED_SHAPES = 256
+#: With ``waiting``: how often, while pods wait, the workload is reweighed (seconds).
+REWEIGH_SECONDS = 300.0
 
 
 @dataclass
@@ -60,17 +67,52 @@ class FragmentationAware:
     name = "FragmentationAware"
     gpu_policy = "fragmentation-aware"
 
-    def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
+    def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None, *,
+                 waiting: bool = False) -> None:
         self._states = shares.NodeStates(self.name.lower())
         self._kinds = shares.NodeKinds(self.name.lower())
         self._cluster: dict[NodeKind, int] = {}
         self._cache: dict[Shape, _Scored] = {}
         self._shape: Shape | None = None
+        self._handle = handle
+        self._waiting: WaitingShapes | None = None
+        self._seen: list[Shape] = []
+        self._extra: list[Shape] | None = None
+        self._reweighed = handle.now()
         self._set_workload(workload or ())
         if workload is None:
-            learned = shares.LearnedShapes(handle.config, self._learned_shape_of,
-                                           self._set_workload)
-            handle.on_pod_event(learned.on_pod)
+            rebuild = self._relearn if waiting else self._set_workload
+            self._learned = shares.LearnedShapes(handle.config, self._learned_shape_of,
+                                                 rebuild)
+            handle.on_pod_event(self._learned.on_pod)
+            if waiting:
+                self._waiting = WaitingShapes(handle.config, self._learned_shape_of)
+                handle.on_pod_event(self._on_pod)
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        assert self._waiting is not None
+        if self._waiting.on_pod(old, new, self._handle.now()):
+            self._reweigh()
+
+    def _relearn(self, shapes: Iterable[Shape]) -> None:
+        """New pods seen: rebuild with them and the waits as they stand."""
+        self._seen = list(shapes)
+        self._extra = None
+        self._reweigh()
+
+    def _reweigh(self) -> None:
+        assert self._waiting is not None
+        now = self._handle.now()
+        self._reweighed = now
+        extra = self._waiting.extra(len(self._seen), now)
+        if extra != self._extra:
+            self._extra = extra
+            self._set_workload([*self._seen, *extra])
+
+    def tick(self, now: float) -> None:
+        if (self._waiting is not None and self._waiting.pending
+                and now - self._reweighed >= REWEIGH_SECONDS):
+            self._reweigh()
 
     def _set_workload(self, shapes: Iterable[Shape]) -> None:
         self._shapes = tuple(shapes)

@@ -1,0 +1,193 @@
+"""What a churn replay measures, kept beside the scheduler rather than read from it.
+
+The ledger follows the cluster as the trace and the scheduler change it (a pod placed, a
+pod gone) and integrates, between two changes, the allocated and the pending GPU and the
+**fragmented idle GPU**: the idle GPU of every node on which some pending GPU pod would
+fit if that node's idle GPU were not split over its GPUs (consolidated into whole GPUs and
+one remainder), CPU, memory and GPU model allowing, but does not fit as it is split. That
+is the GPU a better placement could have given to a pod that waited.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from vgpu.codecs import Assignment
+from vgpu_simulate import mapping
+from vgpu_simulate.trace import MILLI, TraceNode, TracePod
+
+
+@dataclass
+class _Node:
+    model: str
+    cpu: int
+    memory: int
+    free: list[int]  # per GPU, milli
+
+
+@dataclass(frozen=True)
+class Need:
+    """A pending pod as a node must hold it."""
+
+    gpus: int
+    share: int  # per GPU, milli, as granted
+    cpu: int
+    memory: int
+    models: tuple[str, ...]
+
+    @classmethod
+    def of(cls, pod: TracePod) -> Need:
+        share = mapping.allocated_milli(pod) // max(pod.num_gpu, 1)
+        return cls(pod.num_gpu, share, pod.cpu_milli, pod.memory_mib or 0, pod.gpu_spec)
+
+
+def fits_empty(node: TraceNode, need: Need) -> bool:
+    """Whether ``node`` could hold the pod with nothing else on it."""
+    return (node.gpus >= need.gpus and node.cpu_milli >= need.cpu
+            and node.memory_mib >= need.memory
+            and (not need.models or any(m.lower() in node.model.lower() for m in need.models)))
+
+
+def _holds(free: Iterable[int], need: Need) -> bool:
+    return sum(1 for f in free if f >= need.share) >= need.gpus
+
+
+def consolidated(free: Sequence[int]) -> list[int]:
+    """The node's idle GPU as whole GPUs and one remainder."""
+    idle = sum(free)
+    whole, rest = divmod(idle, MILLI)
+    return [MILLI] * min(whole, len(free)) + ([rest] if rest and whole < len(free) else [])
+
+
+def fragmented_on(free: Sequence[int], cpu: int, memory: int, model: str,
+                  needs: Iterable[Need]) -> bool:
+    """Whether a pending pod is kept off this node only by how its idle GPU is split."""
+    merged: list[int] | None = None
+    for need in needs:
+        if need.cpu > cpu or need.memory > memory:
+            continue
+        if need.models and not any(m.lower() in model.lower() for m in need.models):
+            continue
+        if _holds(free, need):
+            continue
+        if merged is None:
+            merged = consolidated(free)
+        if _holds(merged, need):
+            return True
+    return False
+
+
+@dataclass
+class Ledger:
+    """The cluster's GPU as the replay left it, and the GPU-seconds integrated so far."""
+
+    nodes: Sequence[TraceNode]
+    start: float
+    capacity_milli: int = 0
+    allocated_milli: int = 0
+    pending: dict[str, Need] = field(default_factory=dict)
+    allocated_gpu_seconds: float = 0.0
+    pending_gpu_seconds: float = 0.0
+    fragmented_gpu_seconds: float = 0.0
+    timeline: list[tuple[float, float, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._nodes = {n.name: _Node(n.model, n.cpu_milli, n.memory_mib, [MILLI] * n.gpus)
+                       for n in self.nodes}
+        self._uuid = {f"GPU-{n.name}-{i}": (n.name, i) for n in self.nodes for i in range(n.gpus)}
+        self.capacity_milli = sum(n.gpus for n in self.nodes) * MILLI
+        self._held: dict[str, tuple[str, list[tuple[int, int]], int, int]] = {}
+        self._since = self.start
+        self._fragmented = 0
+        self._dirty = False
+
+    @property
+    def pending_milli(self) -> int:
+        return sum(n.gpus * n.share for n in self.pending.values())
+
+    def advance(self, now: float) -> None:
+        """Integrate the state since the last change up to ``now``."""
+        if self._dirty:
+            self._fragmented = self._fragmented_now()
+            self._dirty = False
+            self.timeline.append((self._since - self.start, self.allocated_milli / MILLI,
+                                  self.pending_milli / MILLI))
+        span = now - self._since
+        if span > 0:
+            self.allocated_gpu_seconds += span * self.allocated_milli / MILLI
+            self.pending_gpu_seconds += span * self.pending_milli / MILLI
+            self.fragmented_gpu_seconds += span * self._fragmented / MILLI
+        self._since = max(self._since, now)
+
+    def arrive(self, pod: TracePod) -> None:
+        if pod.num_gpu:
+            self.pending[pod.name] = Need.of(pod)
+            self._dirty = True
+
+    def place(self, pod: TracePod, assignment: Assignment | None) -> None:
+        self.pending.pop(pod.name, None)
+        node_name = assignment.node if assignment is not None else ""
+        node = self._nodes.get(node_name)
+        slices: list[tuple[int, int]] = []
+        if assignment is not None and node is not None:
+            for granted in assignment.containers.values():
+                for g in granted:
+                    _, index = self._uuid[g.uuid]
+                    milli = g.cores * MILLI // 100
+                    node.free[index] -= milli
+                    slices.append((index, milli))
+        if node is not None:
+            node.cpu -= pod.cpu_milli
+            node.memory -= pod.memory_mib or 0
+        held = sum(m for _, m in slices)
+        self.allocated_milli += held
+        self._held[pod.name] = (node_name, slices, pod.cpu_milli, pod.memory_mib or 0)
+        self._dirty = True
+
+    def place_on(self, pod: TracePod, node_name: str) -> None:
+        """A pod bound with no GPU (CPU only)."""
+        node = self._nodes.get(node_name)
+        if node is not None:
+            node.cpu -= pod.cpu_milli
+            node.memory -= pod.memory_mib or 0
+        self._held[pod.name] = (node_name, [], pod.cpu_milli, pod.memory_mib or 0)
+        self._dirty = True
+
+    def leave(self, name: str) -> None:
+        self._dirty = True
+        if self.pending.pop(name, None) is not None:
+            return
+        held = self._held.pop(name, None)
+        if held is None:
+            return
+        node_name, slices, cpu, memory = held
+        node = self._nodes.get(node_name)
+        for index, milli in slices:
+            self.allocated_milli -= milli
+            if node is not None:
+                node.free[index] += milli
+        if node is not None:
+            node.cpu += cpu
+            node.memory += memory
+
+    def _fragmented_now(self) -> int:
+        if not self.pending:
+            return 0
+        needs = set(self.pending.values())
+        out = 0
+        for node in self._nodes.values():
+            idle = sum(node.free)
+            if idle and fragmented_on(node.free, node.cpu, node.memory, node.model, needs):
+                out += idle
+        return out
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile; 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
