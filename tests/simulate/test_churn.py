@@ -32,7 +32,8 @@ HAND = [pod("a", 1000, 0, 100), pod("b", 500, 10, 200), pod("c", 500, 20, 150),
         pod("d", 1000, 120, 130), pod("e", 1000, 140, 400), pod("f", 1000, 5, 50, gpus=2)]
 
 
-@pytest.mark.parametrize("name", ["fgd", "fragmentation-aware-online", "lowest-task-count"])
+@pytest.mark.parametrize("name", ["fgd", "fragmentation-aware-online", "waiting-aware",
+                                  "lowest-task-count"])
 def test_waits_known_by_hand(name: str) -> None:
     result = churn(ONE_GPU, HAND, policies.get(name), seed=1)
     waits = {w.pod: (w.arrived, w.placed, w.left) for w in result.waits}
@@ -68,7 +69,7 @@ def test_pods_still_running_leave_when_the_trace_ends() -> None:
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([250, 500, 1000]), st.integers(1, 2),
                           st.integers(0, 40), st.integers(0, 30)), min_size=1, max_size=10),
-       st.sampled_from(["fgd", "fragmentation-aware-online", "spread"]))
+       st.sampled_from(["fgd", "waiting-aware", "spread"]))
 def test_no_pod_is_placed_before_it_arrives_or_after_it_leaves(
         shapes: list[tuple[int, int, int, int]], name: str) -> None:
     nodes = [TraceNode("n0", 8000, 65536, 2, "T4"), TraceNode("n1", 4000, 65536, 1, "T4")]

@@ -20,7 +20,8 @@ The workload is given (the simulator passes its trace) or learned from the pods 
 scheduler sees, with the GPU models each accepts (``use-gputype``, ``nouse-gputype``);
 with ``waiting``, the learned workload also weighs the shapes of the pods that waited, by
 the GPU-seconds they spent pending (:mod:`vgpu_scheduler.placement.waiting`), reweighed
-every few minutes while pods wait, so that placements keep room for them;
+every few minutes while pods wait, so that placements keep room for them, and nodes that
+tie go fullest first;
 the cluster's nodes (how many of each GPU model and count, CPU and memory) come from the
 snapshot, and the model is rebuilt when they change, since how scarce a GPU is for the
 tasks that need it depends on both.
@@ -51,6 +52,8 @@ from vgpu_scheduler.placement.waiting import WaitingShapes
 CACHED_SHAPES = 256
 #: With ``waiting``: how often, while pods wait, the workload is reweighed (seconds).
 REWEIGH_SECONDS = 300.0
+#: With ``waiting``: below one score point, so it only orders nodes that tie.
+TIE_WEIGHT = 0.5
 
 
 @dataclass
@@ -170,7 +173,13 @@ class FragmentationAware:
             if len(present):
                 scored.scores[present] = self._scores(ids[present], cpu[present],
                                                       memory[present], shape)
-        return PreFilterResult(order_key=scored.scores.copy(), ranks_for=self.name), SUCCESS
+        order = scored.scores.copy()
+        if self._waiting is not None:
+            # Among nodes of the same score, the one with the least idle GPU: the emptier
+            # nodes drain, and whole nodes come free for the large pods that wait.
+            idle = self._states.idle(ids).astype(np.float64)
+            order += TIE_WEIGHT * (1.0 - idle / (idle.max() + 1.0))
+        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
 
     def _scores(self, ids: npt.NDArray[np.int64], cpu: npt.NDArray[np.int64],
                 memory: npt.NDArray[np.int64], shape: Shape) -> npt.NDArray[np.float64]:
