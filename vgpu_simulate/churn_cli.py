@@ -13,9 +13,9 @@ from vgpu_simulate.churn import ChurnResult, churn
 from vgpu_simulate.policies import SimPolicy
 from vgpu_simulate.trace import TraceNode, TracePod
 
-#: Policies compared when none is named: vgpu's default, the paper's FGD and vgpu's
-#: fragmentation-aware policy learning its workload as a deployment does.
-DEFAULT_POLICIES = ("lowest-task-count", "fgd", "fragmentation-aware-online")
+#: Policies compared when none is named: vgpu's default, the paper's FGD, the paper's
+#: BestFit and vgpu's policy for waiting pods (it learns its workload as it goes).
+DEFAULT_POLICIES = ("lowest-task-count", "fgd", "bestfit", "waiting-aware")
 DEFAULT_PLOT = "vgpu-simulate-churn.svg"
 
 #: Columns of the table, and the figures the summary averages over seeds.
