@@ -20,11 +20,13 @@ from vgpu.config import Config, ResourceNames
 from vgpu.errors import QuantityError, RequestError
 from vgpu.pods import ContainerRef, containers
 from vgpu.quantity import parse_whole
+from vgpu.shape_memo import Memo, resources_key
 
 #: The in-container limiter understands these two: 0 is high priority, 1 is low.
 PRIORITIES = (0, 1)
 #: A container's five vgpu resources when it names them all null.
 _UNSET = (None,) * 5
+_MEMO: Memo[tuple[bool, ContainerRequest | None]] = Memo()
 
 
 @dataclass(frozen=True)
@@ -137,9 +139,7 @@ def _check(where: str, rn: ResourceNames, *, count: int, memory: int | None,
     if cores is not None and not 0 <= cores <= 100:
         raise RequestError(f"{where}: {rn.gpucores} is {cores}; it must be between 0 and 100")
     if priority is not None and priority not in PRIORITIES:
-        raise RequestError(
-            f"{where}: {rn.priority} is {priority}; use 0 (high) or 1 (low)"
-        )
+        raise RequestError(f"{where}: {rn.priority} is {priority}; use 0 (high) or 1 (low)")
 
 
 def parse_container(container: Mapping[str, Any], config: Config, *, init: bool = False,
@@ -151,7 +151,17 @@ def parse_container(container: Mapping[str, Any], config: Config, *, init: bool 
 def _parse_container(container: Mapping[str, Any], config: Config, *, init: bool,
                      where: str | None) -> tuple[bool, ContainerRequest | None]:
     """Whether the container names a vgpu resource at all, and its request (None also
-    when every resource it names is null)."""
+    when every resource it names is null); remembered by what it reads."""
+    key, name = resources_key(container), container.get("name")
+    if key is None or type(name) is not str or not name:
+        return _read_container(container, config, init=init, where=where)
+    return _MEMO.through((name, init, key, config.resource_names, config.default_mem,
+                          config.default_cores),
+                         lambda: _read_container(container, config, init=init, where=where))
+
+
+def _read_container(container: Mapping[str, Any], config: Config, *, init: bool,
+                    where: str | None) -> tuple[bool, ContainerRequest | None]:
     name = container.get("name")
     if not isinstance(name, str) or not name:
         raise RequestError(f"{where or 'container'}: every container needs a name")

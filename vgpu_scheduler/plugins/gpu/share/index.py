@@ -115,9 +115,12 @@ class GpuIndex:
 
     def columns(self) -> Sequence[Column]:
         return (
-            Column(GPU_CORES, np.int32, lambda n: self._per_gpu(n)[0], -1, WIDTH),
-            Column(GPU_MEMORY, np.int64, lambda n: self._per_gpu(n)[1], -1, WIDTH),
-            Column(GPU_PERCENT, np.int32, lambda n: self._per_gpu(n)[2], -1, WIDTH),
+            # The narrowest types that hold vgpu.limits' bounds (percentages, and MiB
+            # scaled at most 100 times): PreFilter compares every slot of every node, and
+            # at 15,000 nodes the 64-bit memory column alone took 50 µs a decision.
+            Column(GPU_CORES, np.int8, lambda n: self._per_gpu(n)[0], -1, WIDTH),
+            Column(GPU_MEMORY, np.int32, lambda n: self._per_gpu(n)[1], -1, WIDTH),
+            Column(GPU_PERCENT, np.int8, lambda n: self._per_gpu(n)[2], -1, WIDTH),
             Column(HEARTBEAT, np.float64, self._heartbeat, -math.inf),
             Column(policies.MEMORY_USED, np.float64, lambda n: float(n.gpu_memory_used), 0.0),
             Column(policies.MEMORY_TOTAL, np.float64, lambda n: _totals(n)[0], math.inf),
