@@ -50,6 +50,14 @@ def bound(name: str, containers: dict[str, tuple[str, ...]], *, phase: str = "Ru
     return obj
 
 
+def with_init(obj: Obj, *names: str) -> Obj:
+    """``obj`` with the named containers as its init containers."""
+    spec = obj["spec"]
+    spec["initContainers"] = [c for c in spec["containers"] if c["name"] in names]
+    spec["containers"] = [c for c in spec["containers"] if c["name"] not in names]
+    return obj
+
+
 def kubelet(pod_name: str, **containers: tuple[str, ...]) -> list[KubeletDevices]:
     return [KubeletDevices("default", pod_name, c, ids) for c, ids in containers.items()]
 
@@ -82,6 +90,23 @@ def kubelet(pod_name: str, **containers: tuple[str, ...]) -> list[KubeletDevices
                  [], id="listed-before-allocate"),
     pytest.param([bound("a", {"main": (GPU0,)}, deleting=True)], kubelet("a", main=()),
                  [], id="devices-freed-while-deleting"),
+    # Init containers: 1.20's List has none, and the kubelet hands their device IDs on
+    # to the first app container (the device manager's reuse).
+    pytest.param([with_init(bound("a", {"init": (GPU1,), "main": (GPU0,)}), "init")],
+                 kubelet("a", main=(f"{GPU0}-2",)), [], id="init-container-not-listed"),
+    pytest.param([with_init(bound("a", {"init": (GPU1,), "main": (GPU0,)}), "init")],
+                 kubelet("a", main=(f"{GPU1}-4",)), [], id="app-reuses-the-init-ids"),
+    pytest.param([with_init(bound("a", {"init": (GPU1,), "main": (GPU0, GPU2)}), "init")],
+                 kubelet("a", main=(f"{GPU1}-4", f"{GPU2}-0")), [],
+                 id="app-reuses-some-init-ids"),
+    pytest.param([with_init(bound("a", {"init": (GPU1,), "main": (GPU0,)}), "init")],
+                 kubelet("a", main=(f"{GPU2}-4",)),
+                 [Mismatch("default", "a", "main", (GPU2,), (GPU0,))],
+                 id="a-gpu-neither-assigned-nor-reused"),
+    pytest.param([with_init(bound("a", {"init": (GPU1,), "main": (GPU0,)}), "init")],
+                 kubelet("a", init=(f"{GPU2}-0",), main=(f"{GPU0}-4",)),
+                 [Mismatch("default", "a", "init", (GPU2,), (GPU1,))],
+                 id="a-listed-init-container-is-checked"),
 ])
 def test_mismatches(pods: list[Obj], view: list[KubeletDevices],
                     expected: list[Mismatch]) -> None:

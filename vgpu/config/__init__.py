@@ -16,6 +16,7 @@ from files and the environment, and :mod:`~vgpu.config.cli` is ``vgpu config`` a
 
 from __future__ import annotations
 
+from vgpu.config.component_sections import NodeAgentConfig, QuotaConfig, WebhookConfig
 from vgpu.config.loading import camel, describe, from_mapping, load, parse_text, to_mapping
 from vgpu.config.plugin_args import (
     SYSTEM_DEFAULT_CONSTRAINTS,
@@ -28,11 +29,8 @@ from vgpu.config.sections import (
     DEFAULT_SCHEDULER_PLUGINS,
     DEFAULT_SCORE_WEIGHTS,
     Config,
-    NodeAgentConfig,
-    QuotaConfig,
     ResourceNames,
     SchedulerConfig,
-    WebhookConfig,
 )
 
 __all__ = [

@@ -140,13 +140,24 @@ def mismatches(view: Sequence[KubeletDevices], pods: Sequence[Obj],
         assigned = assignment.containers
         containers = set(assigned) | {c for (ns, p, c), d in by_container.items()
                                       if (ns, p) == (namespace, name) and d.device_ids}
+        lent = frozenset(s.uuid for n in assignment.before_apps for s in assigned[n])
         for container in sorted(containers):
             entry = by_container.get((namespace, name, container))
+            if entry is None and container in assignment.before_apps:
+                continue  # an init container: 1.20's List has none, newer ones once ended
             kubelet = entry.gpus(known) if entry is not None else ()
             wanted = tuple(sorted(s.uuid for s in assigned.get(container, ())))
-            if kubelet != wanted:
+            if kubelet != wanted and not _reused(kubelet, wanted, lent):
                 out.append(Mismatch(namespace, name, container, kubelet, wanted))
     return tuple(out)
+
+
+def _reused(kubelet: tuple[str, ...], wanted: tuple[str, ...], lent: frozenset[str]) -> bool:
+    """Whether the kubelet's GPUs for an app container are its assigned ones but for IDs
+    it reused from the pod's init containers: the device manager hands an init
+    container's devices to the first app container that asks, so their GPUs show there
+    (the assignment, not the IDs, decides what the container gets)."""
+    return bool(lent) and len(kubelet) == len(wanted) and set(kubelet) <= set(wanted) | lent
 
 
 def intruders(view: Sequence[KubeletDevices], pods: Sequence[Obj], known: Collection[str],
