@@ -19,6 +19,7 @@ warning. Pure: the webhook and the scheduler read a pod the same way.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vgpu.errors import RequestError
@@ -27,6 +28,8 @@ GPU_POLICY_HAMI = "hami.io/gpu-scheduler-policy"
 NODE_POLICY_HAMI = "hami.io/node-scheduler-policy"
 SCORING_WEIGHTS = "hami.io/device-scoring-weights"
 VGPU_MODE = "nvidia.com/vgpu-mode"
+#: On a Node: GPU UUIDs that take no new slices (HAMi's live per-GPU cordon).
+DEVICE_CORDON = "hami.io/device-cordon"
 
 BINPACK = "binpack"
 SPREAD = "spread"
@@ -149,3 +152,12 @@ def mode_allows(value: str, mode: str) -> bool:
     """Whether a GPU running isolation ``mode`` qualifies for a pod whose
     ``nvidia.com/vgpu-mode`` is ``value``: HAMi's test, the value contains the mode."""
     return mode in value
+
+
+def cordoned(annotations: Mapping[str, object]) -> frozenset[str]:
+    """The GPU UUIDs a node's ``hami.io/device-cordon`` names (comma list, trimmed, empty
+    entries skipped, as HAMi reads it); a GPU there keeps its pods and takes no new one."""
+    raw = annotations.get(DEVICE_CORDON)
+    if not isinstance(raw, str):
+        return frozenset()
+    return frozenset(u.strip() for u in raw.split(",") if u.strip())

@@ -22,7 +22,7 @@ from typing import Any
 
 from vgpu import limits, logs, loops, meta
 from vgpu.cluster.informer import Informer
-from vgpu.cluster.port import ClusterPort, Obj, Selector
+from vgpu.cluster.port import ClusterPort, Selector
 from vgpu.errors import ClusterError, ConflictError, NotFoundError
 
 log = logs.get("vgpu.webhook.remembered")

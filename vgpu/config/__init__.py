@@ -26,6 +26,9 @@ from vgpu.config.plugin_args import (
     PodTopologySpreadArgs,
 )
 from vgpu.config.sections import (
+    CORE_POLICY_DEFAULT,
+    CORE_POLICY_DISABLE,
+    CORE_POLICY_FORCE,
     DEFAULT_SCHEDULER_PLUGINS,
     DEFAULT_SCORE_WEIGHTS,
     Config,
@@ -34,6 +37,9 @@ from vgpu.config.sections import (
 )
 
 __all__ = [
+    "CORE_POLICY_DEFAULT",
+    "CORE_POLICY_DISABLE",
+    "CORE_POLICY_FORCE",
     "DEFAULT_SCHEDULER_PLUGINS",
     "DEFAULT_SCORE_WEIGHTS",
     "SYSTEM_DEFAULT_CONSTRAINTS",
