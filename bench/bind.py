@@ -52,19 +52,13 @@ object: medians over the runs.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,55 +67,14 @@ from _support import ROOT, cpu_seconds
 sys.path.insert(0, str(ROOT))
 
 # After the line above: it imports the test helpers.
+import _bind_requests as requests
 import _bind_workloads as workloads
 from _bind_cluster import NAMESPACE, Agents, Scheduler, check, cluster, kube_scheduler
+from _bind_process import parallel, profiling, rss_mb, self_cpu, trace
 from _bind_report import KUBE, PHASES, VGPU, figures, side_by_side, summarise
 from _bind_webhook import tenant, validating_webhook
 
 from vgpu.kube.adapter import connect
-
-
-def self_cpu() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-@contextlib.contextmanager
-def profiling(pid: int, out: Path) -> Iterator[None]:
-    """py-spy (a dev dependency) sampling ``pid`` until the block ends."""
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "200", "--gil", "--format",
-                             "raw", "--output", str(out)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    time.sleep(1.0)  # attached before the burst starts
-    try:
-        yield
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(30)
-
-
-def parallel(threads: int, fn: Any, items: list[Any]) -> None:
-    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        for _ in pool.map(fn, items):
-            pass
-
-
-def trace(sched: Scheduler, sent: dict[str, float], done: Any) -> None:
-    """Queue lengths and counts every second, on stderr (--trace). Reads the scrape as
-    text: parsing every per-GPU series each time would cost more than the scheduler."""
-    t0 = time.time()
-    wanted = ("vgpu_scheduler_pending_pods{", 'vgpu_scheduler_schedule_attempts_total{result="s',
-              'vgpu_scheduler_bindings_total{result="su')
-    while not done.wait(1.0):
-        with contextlib.suppress(OSError), urllib.request.urlopen(
-                f"http://127.0.0.1:{sched.port}/metrics", timeout=10) as resp:
-            lines = [line.split(" ") for line in resp.read().decode().splitlines()
-                     if line.startswith(wanted)]
-            figures = " ".join(f"{name.split('_', 2)[2]}={float(v):g}" for name, v in lines)
-            print(f"{time.time() - t0:6.2f}s sent={len(sent)} {figures}", file=sys.stderr,
-                  flush=True)
 
 
 def one_run(args: argparse.Namespace, kind: str = "mixed",
@@ -136,6 +89,16 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
         nodes = workloads.nodes(prefix, args.nodes, args.gpus, time.time())
         parallel(args.create_threads, lambda n: kube.create("nodes", n), nodes)
         name = f"{'kube' if scheduler == KUBE else 'vgpu'}-{namespace}"
+        if args.placed:
+            # Before the scheduler starts: its informers list them, as after a restart.
+            kube.request_json("POST", "/api/v1/namespaces", "create namespace", body={
+                "metadata": {"name": workloads.PLACED_NAMESPACE}})
+            # No controller-manager makes it: pod admission needs the namespace's account.
+            kube.request_json(
+                "POST", f"/api/v1/namespaces/{workloads.PLACED_NAMESPACE}/serviceaccounts",
+                "create service account", body={"metadata": {"name": "default"}})
+            parallel(args.create_threads, lambda p: kube.create("pods", p),
+                     workloads.placed(args.placed, nodes, args.gpus, name))
         webhook_pid, creator = None, kube
         if args.webhook:
             webhook_pid = stack.enter_context(validating_webhook(kube, kubeconfig, Path(tmp),
@@ -149,6 +112,7 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
         agents = Agents(kubeconfig, namespace, len(pods), args.agent_threads)
         sched: Scheduler | None = None
         try:
+            started = time.monotonic()
             if scheduler == KUBE:
                 sched_pid = stack.enter_context(kube_scheduler(cp, name))
             else:
@@ -162,6 +126,8 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
                 stack.callback(sched.stop)
                 sched.ready()
                 sched_pid = sched.proc.pid
+            # From the process's start to its first scheduling: informers listed and synced.
+            startup = time.monotonic() - started
             pids = {"kube-apiserver": cp_pids[1], "etcd": cp_pids[0]} if cp_pids else {}
             pids.update(scheduler=sched_pid, agents=agents.pid)
             if webhook_pid is not None:
@@ -169,6 +135,7 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
             before = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             before["bench"] = self_cpu()
             load = os.getloadavg()[0]
+            asked = requests.counts(kube)
             interval = 1.0 / args.rate if args.rate else 0.0
 
             def create(i: int) -> None:
@@ -193,7 +160,9 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
                 raise SystemExit(f"not every pod bound in {args.timeout:g} s\n{tail}")
             after = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             after["bench"] = self_cpu()
+            rss = rss_mb(sched_pid)
             metrics = sched.metrics() if sched is not None else {}
+            wrote = requests.per_pod(asked, requests.settled(kube), len(pods))
         finally:
             stack.close()
             seen, _, errors = agents.finish()
@@ -204,7 +173,9 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
     return figures(pods=len(pods), nodes=args.nodes, start=start, created=created, end=end,
                    latencies=sorted(seen[n] - sent[n] for n in sent),
                    cpu={name: after[name] - before[name] for name in after}, load=load,
-                   metrics=metrics)
+                   metrics=metrics) | wrote | {"scheduler_startup_s": round(startup, 2),
+                                               "scheduler_rss_mb": rss,
+                                               "placed": args.placed}
 
 
 def main() -> None:
@@ -225,6 +196,9 @@ def main() -> None:
     parser.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
                         help="run vgpu-scheduler without leader election (and so without "
                              "its fence), unlike the manifests")
+    parser.add_argument("--placed", type=int, default=0,
+                        help="pods already bound before each scheduler starts (whole GPUs "
+                             "spread over the nodes, in a namespace of their own)")
     parser.add_argument("--create-threads", type=int, default=16)
     parser.add_argument("--agent-threads", type=int, default=16)
     parser.add_argument("--rate", type=float, default=0,

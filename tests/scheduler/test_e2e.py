@@ -44,7 +44,9 @@ def test_pods_are_placed_with_decodable_assignments() -> None:
     assert b.containers["x"][0].memory_mib == 8192  # 50 % of a 16 GiB GPU
     a = codecs.decode_assignment(annotations(cluster, "a")[ann.ASSIGNMENT])
     assert {g.cores for g in a.containers["main"]} == {30}
-    assert [e.reason for e in cluster.events(name="a")] == ["Scheduled"]
+    # The Binding carries where and when (spec.nodeName, vgpu.io/bind-time): no Scheduled
+    # event, one API write less a pod (scheduler.scheduledEvents turns it on).
+    assert [e.reason for e in cluster.events(name="a")] == []
 
 
 def test_deletion_wakes_a_pending_pod_at_once() -> None:
@@ -186,3 +188,13 @@ def test_a_node_whose_device_plugin_is_gone_takes_no_gpu_pod_until_it_is_back() 
     clock.advance(5)  # past its backoff; the node's change woke it
     sched.run_until_idle()
     assert node_of(cluster, "p") == "n1"
+
+
+def test_scheduled_events_as_kube_scheduler_writes_them_when_asked() -> None:
+    config = Config(scheduler=SchedulerConfig(scheduled_events=True))
+    sched, cluster, _ = setup([gpu_node("n1", 1)], config)
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)]))
+    sched.run_until_idle()
+    (event,) = cluster.events(name="a")
+    assert (event.reason, event.type) == ("Scheduled", "Normal")
+    assert event.message == "Successfully assigned default/a to n1"

@@ -53,7 +53,7 @@ def test_wait_for_first_consumer_claim_is_provisioned_where_the_pod_goes() -> No
     claim = claim_of(cluster, "data")
     assert claim["metadata"]["annotations"][SELECTED_NODE] == "n-b"
     assert claim["spec"]["volumeName"] == provisioner.provisioned["data"]
-    assert messages(cluster, "p", "Scheduled")
+    assert not messages(cluster, "p", "FailedScheduling")
 
 
 def test_the_threaded_scheduler_binds_after_the_provisioner_on_its_bind_workers() -> None:

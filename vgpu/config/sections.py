@@ -180,12 +180,12 @@ class SchedulerConfig:
         return out
     metrics_port: int = _knob(9396, "plain-HTTP port of /healthz, /readyz and /metrics",
                               lo=1, hi=65535)
-    per_gpu_metrics: bool = _knob(
-        False, "also serve what the scheduler allocated on each GPU (vgpu_scheduler_gpu_*, "
-        "labelled node, uuid, index, model): three series a GPU, about 16 MB and 0.9 s of "
-        "CPU a scrape at 40,000 GPUs; off, the per-node sums (vgpu_scheduler_node_gpu_*) "
-        "are served",
-    )
+    per_gpu_metrics: bool = _knob(False, "also serve what the scheduler allocated on each "
+                                  "GPU (vgpu_scheduler_gpu_*): about 16 MB a scrape at 40,000 "
+                                  "GPUs; off, the per-node sums (vgpu_scheduler_node_gpu_*)")
+    scheduled_events: bool = _knob(False, "also write kube-scheduler's Normal Scheduled Event "
+                                   "per bound pod: one API write a pod for what the Binding "
+                                   "carries (spec.nodeName, vgpu.io/bind-time)")
 
 
 @dataclass(frozen=True)

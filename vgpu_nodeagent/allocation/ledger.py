@@ -14,24 +14,28 @@ gone or has ended; the ledger learns them from three places, so that it survives
 the agent's own grants (this run, and the containers its progress file says a previous run
 served), and, from the pod watch, the assignment a pod's ``vgpu.io/Allocated`` condition
 records (:mod:`vgpu.served`) or, for a pod an agent without that record served, its
-``bind-phase: success``.
+``bind-phase: success``. That last one is annotations, which a pod's owner can write where
+admission is not in the way: it counts only when the pod's containers ask for the GPUs it
+names (:func:`vgpu.usage.mismatch`), so a pod that asks for none cannot block a GPU.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from vgpu import served
+from vgpu import served, usage
 from vgpu.annotations import PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, GrantedDevice, assignment_of
+from vgpu.config import Config
 from vgpu.devices import EMPTY, Device, FitReason, Usage, fit_held, memory_capacity
-from vgpu.errors import CodecError
+from vgpu.errors import CodecError, RequestError
 from vgpu.init_reuse import footprint
 from vgpu.pods import bind_phase, is_terminated, scheduler_name
+from vgpu.requests import parse_pod
 from vgpu_nodeagent.allocation.inflight_pod import InFlightPod, uid_of
 
 #: Per container name, the slices served to it.
@@ -63,12 +67,12 @@ class Overcommit:
 
 
 class Ledger:
-    """Served slices per pod; thread-safe. ``schedulers`` are the scheduler names whose
-    pods vgpu places; ``scaling`` the configured memory scaling."""
+    """Served slices per pod; thread-safe. The config names the schedulers whose pods vgpu
+    places, the memory scaling and the resource names a pod asks with."""
 
-    def __init__(self, schedulers: Collection[str], scaling: float) -> None:
-        self._schedulers = frozenset(schedulers)
-        self._scaling = scaling
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._scaling = config.device_memory_scaling
         self._lock = threading.Lock()
         self._pods: dict[str, dict[str, tuple[GrantedDevice, ...]]] = {}
         #: Per pod, its init containers that end before its app containers: what they
@@ -89,7 +93,7 @@ class Ledger:
             if is_terminated(new):
                 self._forget(uid)
                 return
-            recorded = _recorded(new, self._schedulers)
+            recorded = _recorded(new, self._config)
             if recorded is not None:
                 self._pods[uid] = {**self._pods.get(uid, {}), **recorded.containers}
                 self._before[uid] = recorded.before_apps
@@ -121,8 +125,8 @@ class Ledger:
         out: dict[str, Usage] = {}
         for uid, grants in self._pods.items():
             if which(uid):
-                for gpu, usage in footprint(grants, self._before.get(uid, _NONE)).items():
-                    out[gpu] = out.get(gpu, EMPTY).plus(usage)
+                for gpu, held in footprint(grants, self._before.get(uid, _NONE)).items():
+                    out[gpu] = out.get(gpu, EMPTY).plus(held)
         return out
 
     # -- the check -------------------------------------------------------------------------
@@ -155,15 +159,21 @@ class Ledger:
             return None
 
 
-def _recorded(pod: Obj, schedulers: Collection[str]) -> Assignment | None:
+def _recorded(pod: Obj, config: Config) -> Assignment | None:
     """The slices a pod holds by the agent's own record: its served condition, else (a
-    pod an older agent served) its assignment once ``bind-phase: success``."""
-    if scheduler_name(pod) not in schedulers:
+    pod an older agent served) its assignment once ``bind-phase: success``, where its
+    containers ask for what it names."""
+    if scheduler_name(pod) not in config.vgpu_schedulers:
         return None
     try:
         recorded = served.served(pod)
-        if recorded is None and bind_phase(pod) == PHASE_SUCCESS:
-            recorded = assignment_of(pod)
-    except CodecError:
+        if recorded is not None:
+            return recorded
+        if bind_phase(pod) != PHASE_SUCCESS:
+            return None
+        annotated = assignment_of(pod)
+        if annotated is None or usage.mismatch(annotated, parse_pod(pod, config)):
+            return None
+        return annotated
+    except (CodecError, RequestError):
         return None
-    return recorded

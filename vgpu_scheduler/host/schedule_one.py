@@ -58,7 +58,7 @@ class ScheduleOne:
                  queue: SchedulingQueue, waiting: WaitingRoom, watched: Watched,
                  cluster: ClusterPort | None, clock: Clock, binder: BindExecutor,
                  listeners: list[Callable[[AttemptRecord], None]],
-                 in_doubt_seconds: float = 35.0) -> None:
+                 in_doubt_seconds: float = 35.0, scheduled_events: bool = True) -> None:
         self._framework = framework
         self._snapshot = snapshot
         self._cache = cache
@@ -71,6 +71,8 @@ class ScheduleOne:
         self.binder = binder
         self._listeners = listeners
         self._in_doubt_seconds = in_doubt_seconds
+        # The Binding carries what a Scheduled event says: one write a pod, off by default.
+        self._scheduled_events = scheduled_events
         self.in_doubt = InDoubt()
 
     # -- reporting -------------------------------------------------------------------------
@@ -246,7 +248,9 @@ class ScheduleOne:
     def _bound(self, info: PodInfo, node: str, rec: PodRecord,
                started: tuple[float, float]) -> None:
         self._cache.finish_binding(rec, self._clock())
-        self._event(info, "Normal", "Scheduled", f"Successfully assigned {info.key} to {node}")
+        if self._scheduled_events:
+            self._event(info, "Normal", "Scheduled",
+                        f"Successfully assigned {info.key} to {node}")
         self._emit(info.key, node, "bound", "", started)
 
     def _verdict(self, info: PodInfo, node: str, state: CycleState) -> Verdict:

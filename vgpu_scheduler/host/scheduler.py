@@ -85,7 +85,8 @@ class Scheduler:
             self.framework, self.snapshot, cache=self.cache, queue=self.queue,
             waiting=self.waiting, watched=self._informers, cluster=cluster, clock=clock,
             binder=binder or InlineBinder(), listeners=self.listeners,
-            in_doubt_seconds=sc.bind_in_doubt_seconds)
+            in_doubt_seconds=sc.bind_in_doubt_seconds,
+            scheduled_events=sc.scheduled_events)
 
     def _bad_inventory(self, node: Obj, problem: str) -> None:
         if self._cluster is None:

@@ -142,9 +142,11 @@ class VGPU:
         order = None
         if npol.order is not None:
             capacity = snapshot.column(policies.CAPACITY)
-            added = np.zeros(len(capacity), dtype=np.int64)
+            # A number while every container gives MiB (the common case), an array per
+            # node only for percentages: a column of one value is N additions for nothing.
+            added: npt.NDArray[np.int64] | int = 0
             for c in request.containers:
-                added += c.count * slice_mib(c, capacity)
+                added = added + c.count * slice_mib(c, capacity)
             order = npol.order(snapshot, added, sum(c.count * c.cores
                                                     for c in request.containers))
         return PreFilterResult(mask=self._mask(request, snapshot, state.now), order_key=order,

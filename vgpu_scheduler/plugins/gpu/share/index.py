@@ -82,6 +82,14 @@ def heartbeat_reason(beat: float | None, now: float, expiry: float) -> str | Non
     return None
 
 
+def _totals(node: NodeInfo) -> tuple[float, float]:
+    """The node's GPU memory and compute totals for the utilization columns; both infinite
+    when either is none, so that the node's share reads 0 with no special case."""
+    if node.gpu_memory_total <= 0 or node.gpu_cores_total <= 0:
+        return math.inf, math.inf
+    return float(node.gpu_memory_total), float(node.gpu_cores_total)
+
+
 def plugin_gone(static: NodeStatic, resource: str) -> bool:
     """Whether the node's kubelet advertises 0 devices of ``resource``: its device plugin
     (the node agent) is gone, whatever its heartbeat says; the kubelet would refuse every
@@ -111,10 +119,10 @@ class GpuIndex:
             Column(GPU_MEMORY, np.int64, lambda n: self._per_gpu(n)[1], -1, WIDTH),
             Column(GPU_PERCENT, np.int32, lambda n: self._per_gpu(n)[2], -1, WIDTH),
             Column(HEARTBEAT, np.float64, self._heartbeat, -math.inf),
-            Column(policies.MEMORY_USED, np.int64, lambda n: n.gpu_memory_used, 0),
-            Column(policies.MEMORY_TOTAL, np.int64, lambda n: n.gpu_memory_total, 0),
-            Column(policies.CORES_USED, np.int64, lambda n: n.gpu_cores_used, 0),
-            Column(policies.CORES_TOTAL, np.int64, lambda n: n.gpu_cores_total, 0),
+            Column(policies.MEMORY_USED, np.float64, lambda n: float(n.gpu_memory_used), 0.0),
+            Column(policies.MEMORY_TOTAL, np.float64, lambda n: _totals(n)[0], math.inf),
+            Column(policies.CORES_USED, np.float64, lambda n: float(n.gpu_cores_used), 0.0),
+            Column(policies.CORES_TOTAL, np.float64, lambda n: _totals(n)[1], math.inf),
             Column(policies.CAPACITY, np.int64, self.capacity, 0),
             Column(MODELS, np.int64, self._models, 0),
             Column(RAW, np.int64, self._raw, 0, (len(RAW_FIELDS), WIDTH)),
