@@ -241,23 +241,31 @@ def _patch(parsed: ParsedPod, config: Config, mibs: Mapping[str, int],
 
     if not ops:
         return ops
+    return [*ops, *_record_ops(parsed, ops, _records(before, moved, resolved))]
+
+
+def _records(before: Mapping[str, Mapping[str, str]], moved: Mapping[str, Mapping[str, str]],
+             resolved: Mapping[str, int]) -> dict[str, str]:
+    """vgpu's own pod annotations the patch writes beside the admission record."""
     records = {}
     if moved and moved != before:
         records[init_resources.INIT_RESOURCES] = init_resources.encode(moved)
     if resolved:
         records[GPUMEM_PERCENTAGE] = json.dumps(resolved, separators=(",", ":"),
                                                 sort_keys=True)
+    return records
+
+
+def _record_ops(parsed: ParsedPod, ops: list[Op], records: dict[str, str]) -> list[Op]:
     # What this patch changes, for `vgpu why`: part of the same patch, so it costs nothing.
     records[ADMISSION] = encode_admission(describe(ops, parsed.spec))
     metadata = parsed.pod.get("metadata")
     if not isinstance(metadata, Mapping):
-        ops.append(add("/metadata", {"annotations": records}))
-    else:
-        annotations = metadata.get("annotations")
-        desired = dict(annotations) if isinstance(annotations, Mapping) else {}
-        desired.update(records)
-        ops.extend(update_mapping("/metadata/annotations", annotations, desired))
-    return ops
+        return [add("/metadata", {"annotations": records})]
+    annotations = metadata.get("annotations")
+    desired = dict(annotations) if isinstance(annotations, Mapping) else {}
+    desired.update(records)
+    return list(update_mapping("/metadata/annotations", annotations, desired))
 
 
 def _resolved(container: Mapping[str, Any], request: ContainerRequest | None,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from tests.webhook.mutate_support import GPU, MEM, PCT, PLAIN, Case, Edit, edits, res, sched
 from tests.webhook.pods import ctr, pod
 from tests.webhook.test_mutate import CASES as MUTATE_CASES
-from tests.webhook.test_mutate import GPU, MEM, PCT, PLAIN, Case, Edit, edits, res, sched
 from tests.webhook.test_mutate import test_decision as check
 from vgpu.config import Config
 from vgpu_webhook.route_around import grant_variable

@@ -1,11 +1,10 @@
 """The vGPU plugin's per-node index: snapshot columns of GPU facts, and the bulk
 explanation of why nodes do not fit.
 
-PreFilter compares a pod's request with these columns (usable GPUs, largest free compute,
-largest free memory and memory percentage per GPU slot, heartbeat, GPU models) to keep
-only nodes that could fit: necessary conditions only, so the exact Filter never misses a
-node that can. When no node fits, :meth:`GpuIndex.explain` gives Filter's answer for many
-nodes at once from the raw per-GPU columns (:mod:`vgpu_scheduler.placement.vectorfit`).
+PreFilter compares a pod's request with these columns (usable GPUs, largest free compute and
+memory and memory percentage per GPU slot, heartbeat, models) to keep only nodes that could fit:
+necessary conditions only, so the exact Filter never misses one. When none fits, ``explain``
+gives Filter's answer for many nodes at once (:mod:`vgpu_scheduler.placement.vectorfit`).
 """
 
 from __future__ import annotations
