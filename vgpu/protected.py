@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vgpu.annotations import GPU_POLICY, GPUMEM_PERCENTAGE, NODE_POLICY
+from vgpu.init_resources import INIT_RESOURCES
 from vgpu.isolation_modes import REQUIRE_ANNOTATION
 from vgpu.pod_history import ADMISSION
 
@@ -34,10 +35,11 @@ USER_KEYS = frozenset({GPU_POLICY, NODE_POLICY, REQUIRE_ANNOTATION})
 #: nothing under ``hami.io/``. A key written in HAMi's name later belongs here.
 HAMI_WRITTEN: frozenset[str] = frozenset()
 
-#: What the webhook's own patch adds to a GPU pod at creation (its admission record and
-#: the percentages it resolved): the only protected keys a pod may be created with by a
-#: user who is not a writer, and only a GPU pod (the one kind the webhook patches).
-WEBHOOK_RECORDS = frozenset({ADMISSION, GPUMEM_PERCENTAGE})
+#: What the webhook's own patch adds to a GPU pod at creation (its admission record, the
+#: percentages it resolved, the resources it moved off init containers): the only
+#: protected keys a pod may be created with by a user who is not a writer, and only a GPU
+#: pod (the one kind the webhook patches).
+WEBHOOK_RECORDS = frozenset({ADMISSION, GPUMEM_PERCENTAGE, INIT_RESOURCES})
 
 
 def protected(key: str) -> bool:

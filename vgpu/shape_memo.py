@@ -1,10 +1,15 @@
 """The parse of a container's resources, remembered by what it reads: the pods of one
 Deployment, Job or StatefulSet ask alike, and a scheduler starting on a cluster of 150,000
 bound pods parsed the same few dozen resource stanzas 150,000 times (13 % of its cold
-start at 15,000 nodes; issue 40)."""
+start at 15,000 nodes; issue 40).
+
+One memo per config object, found by identity (hashing a config by value would cost
+more than the parse) and checked through a weak reference, so that a config created
+where a freed one lived never reads the other's entries."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -58,3 +63,16 @@ class Memo(Generic[V]):
                 self._entries.clear()
             self._entries[key] = found
         return found
+
+
+_MEMOS: dict[int, tuple[weakref.ref[Any], Memo[Any]]] = {}
+
+
+def memo_for(owner: Any) -> Memo[Any]:
+    """The memo of ``owner`` (a config: every answer depends on it)."""
+    entry = _MEMOS.get(id(owner))
+    if entry is None or entry[0]() is not owner:
+        if len(_MEMOS) >= 64:
+            _MEMOS.clear()
+        entry = _MEMOS[id(owner)] = (weakref.ref(owner), Memo())
+    return entry[1]

@@ -9,7 +9,7 @@ import pytest
 
 from vgpu.config import Config
 from vgpu.errors import RequestError
-from vgpu.requests import parse_container
+from vgpu.requests import parse_container, parse_gpu_pod
 from vgpu.shape_memo import Memo, resources_key
 
 
@@ -59,8 +59,17 @@ def test_each_config_gets_its_own_defaults() -> None:
     assert parse_container(GPU, Config(), init=True) != parse_container(GPU, Config())
 
 
+def test_the_notes_come_back_with_a_remembered_answer() -> None:
+    config = Config()
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "main", "resources": {
+        "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "150"}}}]}}
+    first, second = parse_gpu_pod(pod, config), parse_gpu_pod(pod, config)
+    assert first is not None and second is not None
+    assert first.request.notes and first.request.notes == second.request.notes
+
+
 def test_a_bad_value_is_refused_every_time() -> None:
-    bad = {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "0"}}}
+    bad = {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "-1"}}}
     for _ in range(2):
-        with pytest.raises(RequestError, match="at least 1 GPU"):
+        with pytest.raises(RequestError, match="must not be negative"):
             parse_container(bad, Config())

@@ -198,7 +198,8 @@ class Allocator:
         assert claim.pod.assignment is not None  # a claimed pod has one
         self.ledger.restore(inflight.current())
         grants = {name: claim.pod.assignment.containers[name] for name in claim.containers}
-        over = self.ledger.admit(claim.pod.uid, grants, self._devices())
+        over = self.ledger.admit(claim.pod.uid, grants, self._devices(),
+                                 claim.pod.assignment.before_apps)
         if over is None:
             return
         inflight.finish(claim.pod)

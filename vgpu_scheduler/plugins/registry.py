@@ -18,6 +18,7 @@ from vgpu_scheduler.plugins.gpu import (
     allocation_gate,
     binder,
     fragmentation_aware,
+    hami_quota,
     isolation_required,
     share,
 )
@@ -56,6 +57,7 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "InterPodAffinity": interpod_affinity.InterPodAffinity,
     "IsolationRequired": isolation_required.IsolationRequired,
     "VGPU": share.VGPU,
+    "HamiQuota": hami_quota.HamiQuota,
     "DefaultPreemption": default_preemption.DefaultPreemption,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
