@@ -42,8 +42,7 @@ def insufficient(resource: str) -> str:
 GPU_CORES = "vgpu.gpu_free_cores"
 GPU_MEMORY = "vgpu.gpu_free_memory"
 GPU_PERCENT = "vgpu.gpu_fit_percent"
-#: GPUs per node kept one by one in the index; a node with more is indexed by its best
-#: GPU in every slot, which keeps the mask a superset.
+#: GPUs per node kept one by one; a node with more has its best GPU in every slot (a superset).
 WIDTH = 8
 # Raw per-GPU state, for explaining failures without a Python loop over every GPU.
 RAW = "vgpu.gpu_raw"
@@ -55,7 +54,6 @@ HEARTBEAT = "vgpu.heartbeat"
 MODELS = "vgpu.models"
 
 Codes = npt.NDArray[np.int64]
-
 
 # Multiplying eight 0/1 bytes by this sums them into the top byte (no carries: at most 8).
 _BYTE_SUM = np.uint64(0x0101010101010101)
@@ -114,9 +112,8 @@ class GpuIndex:
 
     def columns(self) -> Sequence[Column]:
         return (
-            # The narrowest types that hold vgpu.limits' bounds (percentages, and MiB
-            # scaled at most 100 times): PreFilter compares every slot of every node, and
-            # at 15,000 nodes the 64-bit memory column alone took 50 µs a decision.
+            # The narrowest types for vgpu.limits' bounds: PreFilter reads every slot of
+            # every node (at 15,000 nodes, 50 µs a decision for a 64-bit column alone).
             Column(GPU_CORES, np.int8, lambda n: self._per_gpu(n)[0], -1, WIDTH),
             Column(GPU_MEMORY, np.int32, lambda n: self._per_gpu(n)[1], -1, WIDTH),
             Column(GPU_PERCENT, np.int8, lambda n: self._per_gpu(n)[2], -1, WIDTH),
