@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from vgpu import quota_charge
+from vgpu import fault_domains, meta, quota_charge
 from vgpu.annotations import GPUMEM_PERCENTAGE
 from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
@@ -57,6 +57,12 @@ def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Adm
         return deny(str(exc))
     if parsed is None:
         return allow("skipped", "not a GPU pod")
+    try:
+        # Whom the pod shares a fault domain with: checked here so that a typo is told at
+        # once instead of keeping the pod pending (the scheduler refuses it the same way).
+        fault_domains.stated(meta.annotations_of(request.get("object") or {}))
+    except RequestError as exc:
+        return deny(str(exc))
     # One rule, whatever scheduler the pod names: a GPU pod is placed by vgpu, or refused.
     around = route_around(parsed, config)
     if around is not None:
