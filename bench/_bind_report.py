@@ -59,13 +59,31 @@ def summarise(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     summary["cpu_bound_ceiling_pods_per_s"] = statistics.median(
         r["cpu_bound_ceiling_pods_per_s"] for r in runs)
     summary["loadavg_1m_before"] = [r["loadavg_1m_before"] for r in runs]
+    for key in ("scheduler_startup_s", "scheduler_rss_mb"):
+        if all(key in r for r in runs):
+            summary[key] = statistics.median(r[key] for r in runs)
+    if all("writes_per_pod" in r for r in runs):
+        kinds = sorted({k for r in runs for k in r["writes_per_pod"]})
+        summary["writes_per_pod"] = {k: statistics.median(r["writes_per_pod"].get(k, 0.0)
+                                                          for r in runs) for k in kinds}
+        summary["writes_per_pod_total"] = statistics.median(
+            r["writes_per_pod_total"] for r in runs)
     return summary
 
 
 def _brief(run: Mapping[str, Any]) -> dict[str, float]:
-    return {"pods_per_s": run["pods_per_s"], "p50_ms": run["create_to_bound_p50_ms"],
-            "p99_ms": run["create_to_bound_p99_ms"],
-            "scheduler_cpu_ms_per_pod": run["cpu_ms_per_pod"]["scheduler"]}
+    brief = {"pods_per_s": run["pods_per_s"], "p50_ms": run["create_to_bound_p50_ms"],
+             "p99_ms": run["create_to_bound_p99_ms"],
+             "scheduler_cpu_ms_per_pod": run["cpu_ms_per_pod"]["scheduler"]}
+    for key in ("scheduler_startup_s", "scheduler_rss_mb"):
+        if key in run:
+            brief[key] = run[key]
+    if "writes_per_pod_total" in run:
+        # Everything written for a pod but the create: the scheduler's Binding and Events,
+        # the agents' patches, the Lease's share.
+        brief["writes_per_pod"] = round(run["writes_per_pod_total"]
+                                        - run["writes_per_pod"].get("POST pods", 0.0), 3)
+    return brief
 
 
 def _ratios(phases: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from vgpu import builders
+import vgpu.annotations as ann
+from vgpu import builders, codecs
 from vgpu.cluster.port import Obj
 
 #: The workloads by name: (count, namespace, scheduler name) -> pods.
@@ -66,4 +67,29 @@ def nodes(prefix: str, count: int, gpus: int, heartbeat: float) -> list[Obj]:
         for part in ("allocatable", "capacity"):
             node["status"][part]["nvidia.com/gpu"] = str(gpus)
         out.append(node)
+    return out
+
+
+#: The namespace of the pods already bound before a burst (``--placed``).
+PLACED_NAMESPACE = "placed"
+
+
+def placed(count: int, nodes: list[Obj], gpus: int, scheduler: str) -> list[Obj]:
+    """Pods already running when the scheduler starts, as either scheduler would have left
+    them: whole GPUs (``nvidia.com/gpu: 1``, which kube-scheduler counts on allocatable),
+    bound (``nodeName``), with vgpu's assignment and ``bind-phase: success`` (which vgpu
+    counts), spread over the nodes and every GPU of each but its last, so that the burst
+    still has a free GPU on every node."""
+    out = []
+    per_node = max(1, gpus - 1)
+    for k in range(count):
+        node = nodes[k % len(nodes)]["metadata"]["name"]
+        gpu = (k // len(nodes)) % per_node
+        assignment = codecs.Assignment(node=node, containers={
+            "main": (codecs.GrantedDevice(f"GPU-{node}-{gpu}", 40960, 100),)})
+        pod = _pod(k, builders.container(gpus=1), PLACED_NAMESPACE, scheduler)
+        pod["metadata"]["annotations"] = {ann.ASSIGNMENT: codecs.encode_assignment(assignment),
+                                          ann.BIND_PHASE: ann.PHASE_SUCCESS}
+        pod["spec"]["nodeName"] = node
+        out.append(pod)
     return out

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: The repository.
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,3 +37,13 @@ def cpu_seconds(pid: int, *, children: bool = False) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     used = fields[11:15] if children else fields[11:13]
     return sum(int(f) for f in used) / os.sysconf("SC_CLK_TCK")
+
+
+def sampled(nodes: Sequence[T], fraction: float) -> list[T]:
+    """Every ``1/fraction``-th node (all of them at 1.0): a smaller cluster of the same mix,
+    for a bench's smoke run in CI. A replay sizes its arrivals by the nodes' capacity, so
+    the pods shrink with it."""
+    if not 0 < fraction <= 1:
+        raise SystemExit(f"--sample {fraction}: a fraction above 0, at most 1")
+    step = max(1, round(1 / fraction))
+    return list(nodes[::step])

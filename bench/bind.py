@@ -82,6 +82,13 @@ from _bind_webhook import tenant, validating_webhook
 from vgpu.kube.adapter import connect
 
 
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
 def self_cpu() -> float:
     t = os.times()
     return t.user + t.system
@@ -137,6 +144,16 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
         nodes = workloads.nodes(prefix, args.nodes, args.gpus, time.time())
         parallel(args.create_threads, lambda n: kube.create("nodes", n), nodes)
         name = f"{'kube' if scheduler == KUBE else 'vgpu'}-{namespace}"
+        if args.placed:
+            # Before the scheduler starts: its informers list them, as after a restart.
+            kube.request_json("POST", "/api/v1/namespaces", "create namespace", body={
+                "metadata": {"name": workloads.PLACED_NAMESPACE}})
+            # No controller-manager makes it: pod admission needs the namespace's account.
+            kube.request_json(
+                "POST", f"/api/v1/namespaces/{workloads.PLACED_NAMESPACE}/serviceaccounts",
+                "create service account", body={"metadata": {"name": "default"}})
+            parallel(args.create_threads, lambda p: kube.create("pods", p),
+                     workloads.placed(args.placed, nodes, args.gpus, name))
         webhook_pid, creator = None, kube
         if args.webhook:
             webhook_pid = stack.enter_context(validating_webhook(kube, kubeconfig, Path(tmp),
@@ -150,6 +167,7 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
         agents = Agents(kubeconfig, namespace, len(pods), args.agent_threads)
         sched: Scheduler | None = None
         try:
+            started = time.monotonic()
             if scheduler == KUBE:
                 sched_pid = stack.enter_context(kube_scheduler(cp, name))
             else:
@@ -163,6 +181,8 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
                 stack.callback(sched.stop)
                 sched.ready()
                 sched_pid = sched.proc.pid
+            # From the process's start to its first scheduling: informers listed and synced.
+            startup = time.monotonic() - started
             pids = {"kube-apiserver": cp_pids[1], "etcd": cp_pids[0]} if cp_pids else {}
             pids.update(scheduler=sched_pid, agents=agents.pid)
             if webhook_pid is not None:
@@ -195,6 +215,7 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
                 raise SystemExit(f"not every pod bound in {args.timeout:g} s\n{tail}")
             after = {name: cpu_seconds(pid, children=True) for name, pid in pids.items()}
             after["bench"] = self_cpu()
+            rss = rss_mb(sched_pid)
             metrics = sched.metrics() if sched is not None else {}
             wrote = requests.per_pod(asked, requests.settled(kube), len(pods))
         finally:
@@ -207,7 +228,9 @@ def one_run(args: argparse.Namespace, kind: str = "mixed",
     return figures(pods=len(pods), nodes=args.nodes, start=start, created=created, end=end,
                    latencies=sorted(seen[n] - sent[n] for n in sent),
                    cpu={name: after[name] - before[name] for name in after}, load=load,
-                   metrics=metrics) | wrote
+                   metrics=metrics) | wrote | {"scheduler_startup_s": round(startup, 2),
+                                               "scheduler_rss_mb": rss,
+                                               "placed": args.placed}
 
 
 def main() -> None:
@@ -228,6 +251,9 @@ def main() -> None:
     parser.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
                         help="run vgpu-scheduler without leader election (and so without "
                              "its fence), unlike the manifests")
+    parser.add_argument("--placed", type=int, default=0,
+                        help="pods already bound before each scheduler starts (whole GPUs "
+                             "spread over the nodes, in a namespace of their own)")
     parser.add_argument("--create-threads", type=int, default=16)
     parser.add_argument("--agent-threads", type=int, default=16)
     parser.add_argument("--rate", type=float, default=0,

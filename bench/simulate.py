@@ -6,20 +6,24 @@ the mean unallocated share, plus the ratios to the targets (60 s for the default
 180 s for ours, 500 MB).
 
     python bench/simulate.py [--variant default] [--seeds 42] [--policy NAME ...]
+                             [--sample FRACTION]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 CHILD = """
 import json, sys
+from _support import sampled
 from vgpu_simulate import bundled, policies, replay
-nodes, pods = bundled.nodes(), bundled.pods(sys.argv[1])
+nodes, pods = sampled(bundled.nodes(), float(sys.argv[4])), bundled.pods(sys.argv[1])
 out = []
 for seed in json.loads(sys.argv[3]):
     r = replay.replay(nodes, pods, policies.get(sys.argv[2]), seed=seed)
@@ -31,18 +35,28 @@ TARGET_SECONDS = {"lowest-task-count": 60.0, "fragmentation-aware": 180.0}
 TARGET_RSS_MIB = 500 * 1000 * 1000 / (1024 * 1024)
 
 
+def _env() -> dict[str, str]:
+    """The children import the repository's packages and bench/_support.py."""
+    here = Path(__file__).resolve().parent
+    paths = [str(here), str(here.parent), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", default="default")
     parser.add_argument("--seeds", default="42")
     parser.add_argument("--policy", action="append")
+    parser.add_argument("--sample", type=float, default=1.0,
+                        help="replay on this share of the nodes (a smoke run: 0.05)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     names = args.policy or ["lowest-task-count", "fgd", "fragmentation-aware"]
     result: dict[str, object] = {"variant": args.variant, "seeds": seeds}
     for name in names:
         done = subprocess.run([sys.executable, "-c", CHILD, args.variant, name,
-                               json.dumps(seeds)], capture_output=True, text=True, check=True)
+                               json.dumps(seeds), str(args.sample)], capture_output=True,
+                              text=True, check=True, env=_env())
         child = json.loads(done.stdout.strip().splitlines()[-1])
         secs = [r[0] for r in child["runs"]]
         unalloc = [r[1] for r in child["runs"] if r[1] is not None]

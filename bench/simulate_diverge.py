@@ -21,8 +21,11 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from _support import sampled
+
 # bench/ holds a scheduler.py of its own; the package must win.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # bench/_support.py
 
 from vgpu.cluster.memory import MemoryCluster  # noqa: E402
 from vgpu_scheduler.host.attempt_record import AttemptRecord  # noqa: E402
@@ -123,9 +126,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--policy", action="append")
     parser.add_argument("--show", type=int, default=5)
+    parser.add_argument("--sample", type=float, default=1.0,
+                        help="replay on this share of the nodes (a smoke run: 0.05)")
     args = parser.parse_args()
     a_name, b_name = args.policy or ["fragmentation-aware", "fgd"]
-    nodes = bundled.nodes()
+    nodes = sampled(bundled.nodes(), args.sample)
     pods = load_pods(args.pods) if args.pods else bundled.pods(args.variant)
     capacity = gpu_capacity_milli(nodes)
     workload = [trace_shape(p) for p in pods]

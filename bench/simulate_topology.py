@@ -19,8 +19,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _support import sampled
+
 # bench/ holds a scheduler.py of its own; the package must win.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # bench/_support.py
 
 from vgpu_simulate import bundled, families  # noqa: E402
 from vgpu_simulate import policies as sim_policies  # noqa: E402
@@ -35,8 +38,10 @@ def main() -> int:
     parser.add_argument("--shapes", nargs="+", default=["mixed", "nvlink-pairs", "pcie"])
     parser.add_argument("--policies", nargs="+", default=list(POLICIES))
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--sample", type=float, default=1.0,
+                        help="replay on this share of the nodes (a smoke run: 0.05)")
     args = parser.parse_args()
-    nodes, base = bundled.nodes(), bundled.pods()
+    nodes, base = sampled(bundled.nodes(), args.sample), bundled.pods()
     report: dict[str, Any] = {"seed": args.seed}
     for variant in args.variants:
         pods = families.derive(variant, base, nodes, seed=families.SEED)
