@@ -126,3 +126,31 @@ def held(recorded: str | None, namespace: str, defaults: Defaults) -> str:
     then, in the assignment), else the operator's default for its namespace. Never the
     annotation as it reads now: a pod's owner can edit that after the placement."""
     return recorded if recorded is not None else defaults.scope_of(namespace)
+
+
+def gpu_shares_faults(reported: str, configured: str) -> bool:
+    """Whether a GPU is one fault domain: by the mode its agent reports now, or the mode
+    its node is configured for. A node configured for MPS whose daemon is down reports
+    ``hami-core`` for now, and its next pods are MPS clients again once the daemon is back,
+    beside the ones placed meanwhile."""
+    return shared(reported) or shared(configured)
+
+
+def blocker(me: Tenant, occupants: Iterable[Tenant]) -> Tenant | None:
+    """The first pod among ``occupants`` that ``me`` may not share a fault domain with."""
+    for other in occupants:
+        if not compatible(me, other):
+            return other
+    return None
+
+
+def guard(occupants: Iterable[Tenant]) -> str:
+    """Who else a GPU's fault domain still takes, as ``vgpu inspect`` shows it: ``any`` (every
+    pod there trusts anyone), ``<namespace> only``, or nothing when it holds no pod."""
+    tenants = list(occupants)
+    if not tenants:
+        return ""
+    closed = sorted({t.namespace for t in tenants if t.scope != ANY})
+    if not closed:
+        return ANY
+    return f"{', '.join(closed)} only"

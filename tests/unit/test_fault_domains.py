@@ -115,3 +115,27 @@ def test_the_assignment_carries_the_recorded_scope_only_when_there_is_one() -> N
     assert '"fault_domain":"namespace"' in text
     assert decode_assignment(text) == stamped
     assert decode_assignment(encode_assignment(plain)) == plain
+
+
+@pytest.mark.parametrize(("reported", "configured", "shared"), [
+    ("mps", "mps", True),
+    ("hami-core", "mps", True),        # MPS configured, its daemon down for now
+    ("hami-core", "hami-core", False),
+    ("none", "hami-core", True),       # hami-core without its library: nothing holds
+    ("unknown", "hami-core", True),
+])
+def test_a_gpu_shares_faults_by_what_it_reports_or_is_configured_for(
+        reported: str, configured: str, shared: bool) -> None:
+    assert fd.gpu_shares_faults(reported, configured) is shared
+
+
+@pytest.mark.parametrize(("occupants", "blocked_by", "shown"), [
+    ((), None, ""),
+    ((A_ANY, A_NS2), None, "a only"),
+    ((B_ANY,), B_ANY, "any"),
+    ((A_ANY, B_NS), B_NS, "b only"),
+])
+def test_blocker_and_guard(occupants: tuple[fd.Tenant, ...], blocked_by: fd.Tenant | None,
+                           shown: str) -> None:
+    assert fd.blocker(A_NS, occupants) == blocked_by
+    assert fd.guard(occupants) == shown

@@ -78,7 +78,7 @@ DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
     "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
     "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity",
-    "IsolationRequired", "VGPU",
+    "IsolationRequired", "FaultDomain", "VGPU",
     "DefaultPreemption", "AllocationGate", "VGPUBinder",
 )
 

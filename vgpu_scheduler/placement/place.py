@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from vgpu.annotations import GpuSelector
 from vgpu.codecs import Assignment, GrantedDevice
@@ -40,6 +41,10 @@ NUMA_SPLIT = "not enough fitting GPUs on one NUMA node"
 
 GpuRanker = Callable[[Sequence[GpuCandidate]], list[GpuCandidate]]
 """A GPU policy bound to the node being placed on: the fitting GPUs, best first."""
+
+#: GPUs a plugin keeps the pod off (by position, with the reason), none by default
+#: (``CycleState.barred``: the fault domains).
+NONE_BARRED: Mapping[int, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,23 +73,27 @@ def _fits(device: Device, usage: Usage, request: ContainerRequest, selector: Gpu
 
 
 def fits(devices: Sequence[Device], usages: Sequence[Usage], request: ContainerRequest,
-         selector: GpuSelector, scaling: float) -> tuple[str, ...]:
+         selector: GpuSelector, scaling: float, *,
+         barred: Mapping[int, str] = NONE_BARRED) -> tuple[str, ...]:
     """Whether one container alone fits (no policy needed): () when it does, else the
-    distinct reasons of the GPUs that do not. Stops at the first ``count`` fitting GPUs."""
+    distinct reasons of the GPUs that do not. Stops at the first ``count`` fitting GPUs.
+    ``barred`` GPUs do not fit, for the reason given."""
     need = request.count
     if need > len(devices):
         return (TOO_FEW_GPUS,)
-    reasons: set[FitReason] = set()
+    reasons: set[str] = set()
     found = 0
-    for device, usage in zip(devices, usages, strict=True):
+    for pos, (device, usage) in enumerate(zip(devices, usages, strict=True)):
         reason = _fits(device, usage, request, selector, scaling)
-        if reason is None:
+        if reason is None and pos in barred:
+            reasons.add(barred[pos])
+        elif reason is None:
             found += 1
             if found >= need:
                 return ()
         else:
-            reasons.add(reason)
-    return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
+            reasons.add(reason.value)
+    return tuple(sorted(reasons)) or (TOO_FEW_GPUS,)
 
 
 def _choose(ranked: list[GpuCandidate], count: int, numa_bind: bool) -> list[GpuCandidate] | None:
@@ -124,10 +133,10 @@ def _pick(ranked: list[GpuCandidate], container: ContainerRequest, request: PodR
 
 
 def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodRequest,
-          scaling: float, rank: GpuRanker, *,
-          links: LinkMatrix | None = None) -> Placement | tuple[str, ...]:
+          scaling: float, rank: GpuRanker, *, links: LinkMatrix | None = None,
+          barred: Mapping[int, str] = NONE_BARRED) -> Placement | tuple[str, ...]:
     """Choose GPUs for every container, or say why the node cannot take the pod;
-    ``links`` are the node's (None: unknown)."""
+    ``links`` are the node's (None: unknown); ``barred`` GPUs are not the pod's to take."""
     selector = request.choices.selector
     work = list(usages)
     chosen: list[tuple[str, tuple[tuple[int, int, int], ...]]] = []
@@ -136,17 +145,19 @@ def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodReques
         if container.count > len(devices):
             return (TOO_FEW_GPUS,)
         cands: list[GpuCandidate] = []
-        reasons: set[FitReason] = set()
+        reasons: set[str] = set()
         for pos, (device, usage) in enumerate(zip(devices, work, strict=True)):
             reason = _fits(device, usage, container, selector, scaling)
-            if reason is None:
+            if reason is None and pos in barred:
+                reasons.add(barred[pos])
+            elif reason is None:
                 cands.append(GpuCandidate(pos, device, usage,
                                        resolve_memory(container, device, scaling),
                                        container.cores, memory_capacity(device, scaling)))
             else:
-                reasons.add(reason)
+                reasons.add(reason.value)
         if len(cands) < container.count:
-            return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
+            return tuple(sorted(reasons)) or (TOO_FEW_GPUS,)
         picked = _pick(rank(cands), container, request, devices=devices, work=work,
                        scaling=scaling, links=links)
         if isinstance(picked, str):
