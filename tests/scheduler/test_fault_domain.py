@@ -5,6 +5,7 @@ defaults and the GPUs' modes; what the assignment records; the FailedScheduling 
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from tests.scheduler.helpers import FakeClock
 from tests.support.pods import bind_assigned
 from vgpu import annotations as ann
-from vgpu import builders
+from vgpu import builders, fault_domains
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import Assignment, GrantedDevice, assignment_of, encode_assignment
 from vgpu.config import Config, from_mapping
@@ -184,3 +185,53 @@ def test_preemption_can_free_a_gpu_a_lower_priority_pod_keeps_to_its_namespace()
     assert left & {"placed-0", "placed-1"} != {"placed-0", "placed-1"}, "no victim evicted"
     pod = cluster.get("pods", "urgent", "b")
     assert pod["status"].get("nominatedNodeName") == "n" or pod["spec"].get("nodeName") == "n"
+
+
+def test_no_gpu_ever_holds_two_pods_that_do_not_trust_each_other() -> None:
+    """Many pods of three namespaces, each scope at random, arriving and leaving on nodes
+    of every mode: on every GPU that shares faults, every two pods trust each other."""
+    rng = random.Random(7)
+    clock = FakeClock()
+    cluster = MemoryCluster()
+    modes = {}
+    for i, mode in enumerate(["mps", "mps", "none", "hami-core", "mps-hami-core", "mps"]):
+        gpus = tuple(dataclasses.replace(d, isolation=mode)
+                     for d in builders.devices(f"n{i}", 2, memory_mib=16384))
+        cluster.create("nodes", builders.node(f"n{i}", gpus, heartbeat=clock.now))
+        modes.update({d.uuid: mode for d in gpus})
+    sched = Scheduler(Config(), cluster, clock=clock)
+    live: list[tuple[str, str]] = []
+    for i in range(160):
+        if live and rng.random() < 0.3:
+            name, namespace = live.pop(rng.randrange(len(live)))
+            cluster.delete("pods", name, namespace)
+        namespace = rng.choice(["a", "b", "c"])
+        notes = {"vgpu.io/fault-domain": rng.choice(["any", "namespace"])} \
+            if rng.random() < 0.7 else {}
+        cluster.create("pods", builders.pod(f"p{i}", [builders.container(
+            gpus=rng.choice([1, 1, 2]), gpumem=1000, cores=rng.choice([10, 20, 30]))],
+            namespace=namespace, annotations=notes))
+        sched.run_until_idle()
+        pod = cluster.get("pods", f"p{i}", namespace)
+        if pod["spec"].get("nodeName"):
+            cluster.patch_annotations("pods", f"p{i}", {ann.BIND_PHASE: ann.PHASE_SUCCESS},
+                                      namespace)
+            live.append((f"p{i}", namespace))
+    on_gpu: dict[str, list[fault_domains.Tenant]] = {}
+    for name, namespace in live:
+        pod = cluster.get("pods", name, namespace)
+        assignment = assignment_of(pod)
+        assert assignment is not None
+        # What each pod said (nobody edited an annotation here), not what was recorded.
+        scope, _ = fault_domains.effective(pod["metadata"].get("annotations"), namespace,
+                                           fault_domains.Defaults())
+        tenant = fault_domains.Tenant(namespace, scope, name)
+        for uuid in assignment.gpu_ids:
+            on_gpu.setdefault(uuid, []).append(tenant)
+    shared = [uuid for uuid, tenants in on_gpu.items() if len(tenants) > 1
+              and fault_domains.shared(modes[uuid])]
+    assert len(shared) > 5, "the run should put several pods together"
+    for uuid in shared:
+        tenants = on_gpu[uuid]
+        for a in tenants:
+            assert fault_domains.blocker(a, tenants) is None, (uuid, tenants)
