@@ -66,7 +66,9 @@ def collect(cluster: ClusterPort, cfg: config.Config, now: dt.datetime,
                          heartbeat_expiry_seconds=cfg.node_heartbeat_expiry_seconds,
                          scheduler_name=cfg.scheduler_name,
                          extra_schedulers=cfg.extra_scheduler_names,
-                         memory_scaling=cfg.device_memory_scaling)
+                         memory_scaling=cfg.device_memory_scaling,
+                         fault_defaults=cfg.isolation.fault_domains.defaults,
+                         isolation_mode=cfg.isolation.mode)
 
 
 def collect_quotas(cluster: ClusterPort, pods: list[Obj] | None = None
