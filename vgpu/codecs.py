@@ -8,6 +8,7 @@ half-understood assignment would hand a container the wrong GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import json
@@ -27,6 +28,7 @@ from vgpu.annotations import ASSIGNMENT, BIND_TIME, NODE_GPUS
 from vgpu.devices import Device
 from vgpu.errors import CodecError
 from vgpu.isolation_modes import UNKNOWN
+from vgpu.pods import before_apps
 from vgpu.topology.codec import decode_links, encode_links
 from vgpu.topology.links import GpuLink
 
@@ -71,6 +73,10 @@ class Assignment:
     version: int = VERSION
     priorities: Mapping[str, int] = field(default_factory=dict)
     fault_domain: str | None = None
+    #: The containers that end before the app containers start (plain init containers):
+    #: their slices count by the largest, not added (:func:`vgpu.init_reuse.footprint`).
+    #: Not written: every reader takes it from the pod's spec, which cannot change.
+    before_apps: frozenset[str] = frozenset()
 
     @functools.cached_property
     def gpu_ids(self) -> frozenset[str]:
@@ -245,4 +251,13 @@ def assignment_of(obj: Mapping[str, Any]) -> Assignment | None:
     """The pod's ``vgpu.io/assignment``, decoded; None when it has none. Raises
     :class:`CodecError` when it cannot be read: each caller reports that its own way."""
     raw = meta.annotations_of(obj).get(ASSIGNMENT)
-    return None if raw is None else decode_assignment(raw)
+    return None if raw is None else of_pod(decode_assignment(raw), obj)
+
+
+def of_pod(assignment: Assignment, pod: Mapping[str, Any]) -> Assignment:
+    """``assignment`` with the pod's init containers that end before its app containers
+    (from the spec, which cannot change)."""
+    names = before_apps(pod)
+    if names:
+        names = names.intersection(assignment.containers)
+    return dataclasses.replace(assignment, before_apps=names) if names else assignment

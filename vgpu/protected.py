@@ -22,6 +22,7 @@ from typing import Any
 
 from vgpu.annotations import GPU_POLICY, GPUMEM_PERCENTAGE, NODE_POLICY
 from vgpu.fault_domains import ANNOTATION as FAULT_DOMAIN
+from vgpu.init_resources import INIT_RESOURCES
 from vgpu.isolation_modes import REQUIRE_ANNOTATION
 from vgpu.pod_history import ADMISSION
 
@@ -37,10 +38,11 @@ USER_KEYS = frozenset({GPU_POLICY, NODE_POLICY, REQUIRE_ANNOTATION, FAULT_DOMAIN
 #: nothing under ``hami.io/``. A key written in HAMi's name later belongs here.
 HAMI_WRITTEN: frozenset[str] = frozenset()
 
-#: What the webhook's own patch adds to a GPU pod at creation (its admission record and
-#: the percentages it resolved): the only protected keys a pod may be created with by a
-#: user who is not a writer, and only a GPU pod (the one kind the webhook patches).
-WEBHOOK_RECORDS = frozenset({ADMISSION, GPUMEM_PERCENTAGE})
+#: What the webhook's own patch adds to a GPU pod at creation (its admission record, the
+#: percentages it resolved, the resources it moved off init containers): the only
+#: protected keys a pod may be created with by a user who is not a writer, and only a GPU
+#: pod (the one kind the webhook patches).
+WEBHOOK_RECORDS = frozenset({ADMISSION, GPUMEM_PERCENTAGE, INIT_RESOURCES})
 
 
 def protected(key: str) -> bool:

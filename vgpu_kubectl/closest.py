@@ -69,19 +69,27 @@ def container_fit(request: ContainerRequest, devices: Sequence[Device],
     if shut:
         head += (f"; {', '.join(_gpu(d) for d in shut)} share(s) a fault domain with pods "
                  f"it may not join (vgpu.io/fault-domain)")
-    excluded = (FitReason.TYPE_EXCLUDED, FitReason.UUID_EXCLUDED)
-    allowed = [v for v in verdicts if v[2] is not None and v[2] not in excluded]
+    allowed = [v for v in verdicts if v[2] is not None and v[2] not in _EXCLUDED]
     if not allowed:
-        if not devices and not shut:
-            return f"{head}; the node has no GPUs"
-        if any(v[2] in excluded for v in verdicts):
-            return (f"{head}; every {'other ' if have else ''}GPU's model or UUID is "
-                    f"excluded by the pod's annotations")
-        return f"{head}; the node has no other GPU{' it may join' if shut else ''}"
+        return _none_closer(head, [v[2] for v in verdicts], have=have, shut=bool(shut))
     device, usage, reason = max(allowed, key=lambda v: (
         v[0].healthy, memory_capacity(v[0], scaling) - v[1].memory_mib))
     assert reason is not None
     return f"{head}; closest {_why_not(device, usage, request, reason, scaling)}"
+
+
+_EXCLUDED = (FitReason.TYPE_EXCLUDED, FitReason.UUID_EXCLUDED)
+
+
+def _none_closer(head: str, reasons: Sequence[FitReason | None], *, have: int,
+                 shut: bool) -> str:
+    """What is short when no GPU the pod may use comes closer than the ones that fit."""
+    if not reasons and not shut:
+        return f"{head}; the node has no GPUs"
+    if any(r in _EXCLUDED for r in reasons):
+        return (f"{head}; every {'other ' if have else ''}GPU's model or UUID is excluded "
+                f"by the pod's annotations")
+    return f"{head}; the node has no other GPU{' it may join' if shut else ''}"
 
 
 #: What else keeps a container that fits by count off a node (the links it requires):

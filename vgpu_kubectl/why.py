@@ -163,25 +163,40 @@ def _bound_state(pod: Obj, phase: str | None) -> tuple[str, str]:
     return "allocated", f"allocated on {node}; pod phase {phase or 'unknown'}"
 
 
-def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
-             pods: Sequence[Obj], *, config: Config, now: dt.datetime) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _queue_state(pod: Obj, events: list[EventLine]) -> dict[str, Any]:
+    """Where a pod no node holds stands: gated, unschedulable or queued."""
     gates = tuple(str(g.get("name", "")) for g in
                   (pod.get("spec") or {}).get("schedulingGates") or [])
     failed = [e for e in events if e.reason == "FailedScheduling"]
     if gates:
-        out.update(state="gated", gates=gates,
-                   summary=f"held by scheduling gates {', '.join(gates)}: no scheduler "
-                           f"tries it until they are removed")
-    elif failed:
-        out.update(state="unschedulable", last_attempt=failed[-1],
-                   summary=f"no node fits; the scheduler retries it when a node or pod "
+        return {"state": "gated", "gates": gates,
+                "summary": f"held by scheduling gates {', '.join(gates)}: no scheduler "
+                           f"tries it until they are removed"}
+    if failed:
+        return {"state": "unschedulable", "last_attempt": failed[-1],
+                "summary": f"no node fits; the scheduler retries it when a node or pod "
                            f"changes in a way that could help (last attempt "
-                           f"{failed[-1].time})")
-    else:
-        out.update(state="queued", summary="waiting for the scheduler: no attempt has "
-                   "failed yet (queued, or held until its node's previous GPU pod is "
-                   "allocated)")
+                           f"{failed[-1].time})"}
+    return {"state": "queued", "summary": "waiting for the scheduler: no attempt has failed "
+            "yet (queued, or held until its node's previous GPU pod is allocated)"}
+
+
+def _placed_others(pod: Obj, pods: Sequence[Obj], config: Config) -> list[tuple[Obj, Any]]:
+    """The other pods that hold GPU slices, with their assignments."""
+    placed = []
+    for p in pods:
+        try:
+            a = claimed(p, config.vgpu_schedulers)
+        except CodecError:
+            continue
+        if a is not None and pod_key(p) != pod_key(pod):
+            placed.append((p, a))
+    return placed
+
+
+def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
+             pods: Sequence[Obj], *, config: Config, now: dt.datetime) -> dict[str, Any]:
+    out = _queue_state(pod, events)
     try:
         request = parse_pod(pod, config)
     except RequestError as exc:
@@ -201,14 +216,7 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
             beat = None
         if not heartbeat.fresh(beat, now.timestamp(), expiry):
             stale[name] = f"node agent not reporting (heartbeat older than {expiry:g}s)"
-    placed = []
-    for p in pods:
-        try:
-            a = claimed(p, config.vgpu_schedulers)
-        except CodecError:
-            continue
-        if a is not None and pod_key(p) != pod_key(pod):
-            placed.append((p, a))
+    placed = _placed_others(pod, pods, config)
     usages = tally(a for _, a in placed)
     try:
         out["fault_domain"], barred = fault_view.for_pending(

@@ -58,7 +58,8 @@ def test_pods_are_bound_with_correct_assignments(kube: adapter.KubeCluster, name
                 c("y", gpus=1, gpumem=2000), c("log", gpus=None, cpu="100m")),
     ]
     with FakeAgents(kube, namespace):
-        sched = launch(config={"scheduler": {"perGpuMetrics": True}})
+        # Scheduled events as kube-scheduler writes them (off by default: one write less).
+        sched = launch(config={"scheduler": {"perGpuMetrics": True, "scheduledEvents": True}})
         assert sched.wait_ready() == "leader"
         for p in pods:
             kube.create("pods", p)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.kubelet import KubeletStandIn, device_plugin_dir
+from tests.support.kubelet import KubeletStandIn, device_plugin_dir, short_tempdir
+from tests.support.podresources import PodResourcesStandIn
 from vgpu.annotations import BIND_PHASE, BIND_REASON
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
@@ -129,3 +131,12 @@ def wait_phase(env: Env, name: str, expected: str) -> str | None:
 
 def envs(response: api_pb2.ContainerAllocateResponse) -> dict[str, str]:
     return dict(response.envs)
+
+
+@pytest.fixture
+def stand_in() -> Iterator[PodResourcesStandIn]:
+    folder = short_tempdir("pr")
+    server = PodResourcesStandIn(os.path.join(folder, "kubelet.sock")).start()
+    yield server
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)

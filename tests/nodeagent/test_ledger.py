@@ -11,6 +11,7 @@ import pytest
 from vgpu import served
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_SUCCESS
 from vgpu.codecs import Assignment, GrantedDevice, encode_assignment
+from vgpu.config import Config
 from vgpu.devices import Device, FitReason, Usage
 from vgpu_nodeagent.allocation.inflight_pod import decode
 from vgpu_nodeagent.allocation.ledger import Ledger
@@ -27,18 +28,22 @@ def g(mib: int, cores: int = 0, uuid: str = "GPU-0") -> tuple[GrantedDevice, ...
 
 def obj(name: str, assignment: Assignment, *, phase: str = PHASE_ALLOCATING,
         record: bool = False, pod_phase: str = "Running",
-        scheduler: str = "vgpu-scheduler") -> dict[str, Any]:
+        scheduler: str = "vgpu-scheduler", asks: bool = True) -> dict[str, Any]:
+    """A pod bound to n1 whose containers ask (``asks``) for the GPUs it was granted."""
     conditions = [served.condition(assignment, T)] if record else []
     return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
                          "annotations": {ASSIGNMENT: encode_assignment(assignment),
                                          BIND_PHASE: phase}},
             "spec": {"nodeName": "n1", "schedulerName": scheduler,
-                     "containers": [{"name": n} for n in assignment.containers]},
+                     "containers": [
+                         {"name": n, "resources": {"limits": {"nvidia.com/gpu": str(len(gs))}}}
+                         if asks else {"name": n}
+                         for n, gs in assignment.containers.items()]},
             "status": {"phase": pod_phase, "conditions": conditions}}
 
 
 def ledger() -> Ledger:
-    return Ledger({"vgpu-scheduler"}, 1.0)
+    return Ledger(Config())
 
 
 @pytest.mark.parametrize(("held", "asked", "reason"), [
@@ -67,8 +72,21 @@ def test_admit(held: list[tuple[GrantedDevice, ...]], asked: tuple[GrantedDevice
 def test_two_containers_of_one_pod_on_one_gpu_are_counted_together() -> None:
     book = ledger()
     over = book.admit("p", {"a": g(9000), "b": g(9000)}, DEVICES)
-    assert over is not None and over.used == Usage(9000, 0, 1)
+    # What the other pods were served: nothing; the pod's own two slices do not fit.
+    assert over is not None and over.used == Usage() and over.reason is FitReason.MEMORY
     assert book.served() == {}
+
+
+def test_an_init_containers_slice_is_counted_by_the_largest_not_added() -> None:
+    # The kubelet hands an init container's devices on to the app containers, and it has
+    # ended when they run: the GPU holds the larger of the two slices (vgpu.init_reuse).
+    book = ledger()
+    assert book.admit("p", {"init": g(9000)}, DEVICES, frozenset({"init"})) is None
+    assert book.admit("p", {"main": g(9000)}, DEVICES, frozenset({"init"})) is None
+    assert book.served() == {"GPU-0": Usage(9000, 0, 1)}
+    # Another pod sees the larger slice held, not the sum.
+    assert book.admit("q", {"main": g(7000)}, DEVICES) is None
+    assert book.admit("r", {"main": g(1000)}, DEVICES) is not None
 
 
 def test_a_pods_next_container_is_checked_against_its_first() -> None:
@@ -95,6 +113,24 @@ def test_the_watch_tells_what_was_served_and_what_is_gone() -> None:
     book.on_pod(obj("b", a), None)
     assert book.served() == {}
     assert book.admit("e", {"main": g(4000)}, DEVICES) is None
+
+
+def test_bind_phase_success_counts_only_for_the_gpus_a_pod_asks_for() -> None:
+    """Annotations are the owner's: a pod that asks for no GPU, or for fewer than its
+    assignment names, holds nothing without the agent's served record."""
+    book = ledger()
+    whole = Assignment("n1", {"main": g(16000)})
+    book.on_pod(None, obj("forged", whole, phase=PHASE_SUCCESS, asks=False))
+    two = Assignment("n1", {"main": g(8000) + g(8000)})
+    pod = obj("more", two, phase=PHASE_SUCCESS)
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    book.on_pod(None, pod)
+    broken = obj("broken", whole, phase=PHASE_SUCCESS)
+    broken["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "x"
+    book.on_pod(None, broken)
+    assert book.served() == {}
+    book.on_pod(None, obj("served", whole, phase=PHASE_SUCCESS, record=True, asks=False))
+    assert book.served() == {"GPU-0": Usage(16000, 0, 1)}
 
 
 def test_an_edited_annotation_does_not_change_what_was_served() -> None:

@@ -43,6 +43,8 @@ from vgpu.errors import ClusterError, NotFoundError
 from vgpu.kube.adapter import KubeCluster
 
 MERGE_PATCH = "application/merge-patch+json"
+#: Pod status merges conditions by type: the kubelet keeps those it does not own.
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 TERMINAL = ("Succeeded", "Failed")
 
 
@@ -268,7 +270,7 @@ class NodeKubelet:
                 f"{quote(str(meta.get('name')))}/status")
         with contextlib.suppress(NotFoundError):
             self.cluster.request_json("PATCH", path, f"patch pod {key_of(pod)} status",
-                                      body={"status": status}, content_type=MERGE_PATCH)
+                                      body={"status": status}, content_type=STRATEGIC_PATCH)
 
     def _release(self, pod: Obj) -> None:
         uid = str((pod.get("metadata") or {}).get("uid"))

@@ -69,7 +69,7 @@ class Allocator:
         # The node's GPUs as it publishes them, what the ledger measures grants against.
         self._devices = devices
         self._on_overcommit = on_overcommit  # told each pod failed for lack of room
-        self.ledger = Ledger(config.vgpu_schedulers, config.device_memory_scaling)
+        self.ledger = Ledger(config)
         self.backend = backend if backend is not None else Backend(config)
         # MiB of each GPU, so that a whole-GPU grant gets no MPS memory pin.
         self._totals = totals
@@ -198,7 +198,8 @@ class Allocator:
         assert claim.pod.assignment is not None  # a claimed pod has one
         self.ledger.restore(inflight.current())
         grants = {name: claim.pod.assignment.containers[name] for name in claim.containers}
-        over = self.ledger.admit(claim.pod.uid, grants, self._devices())
+        over = self.ledger.admit(claim.pod.uid, grants, self._devices(),
+                                 claim.pod.assignment.before_apps)
         if over is None:
             return
         inflight.finish(claim.pod)

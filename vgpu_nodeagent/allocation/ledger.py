@@ -14,27 +14,33 @@ gone or has ended; the ledger learns them from three places, so that it survives
 the agent's own grants (this run, and the containers its progress file says a previous run
 served), and, from the pod watch, the assignment a pod's ``vgpu.io/Allocated`` condition
 records (:mod:`vgpu.served`) or, for a pod an agent without that record served, its
-``bind-phase: success``.
+``bind-phase: success``. That last one is annotations, which a pod's owner can write where
+admission is not in the way: it counts only when the pod's containers ask for the GPUs it
+names (:func:`vgpu.usage.mismatch`), so a pod that asks for none cannot block a GPU.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from vgpu import served
+from vgpu import served, usage
 from vgpu.annotations import PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, GrantedDevice, assignment_of
-from vgpu.devices import EMPTY, Device, FitReason, Usage, fit, memory_capacity
-from vgpu.errors import CodecError
+from vgpu.config import Config
+from vgpu.devices import EMPTY, Device, FitReason, Usage, fit_held, memory_capacity
+from vgpu.errors import CodecError, RequestError
+from vgpu.init_reuse import footprint
 from vgpu.pods import bind_phase, is_terminated, scheduler_name
+from vgpu.requests import parse_pod
 from vgpu_nodeagent.allocation.inflight_pod import InFlightPod, uid_of
 
 #: Per container name, the slices served to it.
 Grants = Mapping[str, tuple[GrantedDevice, ...]]
+_NONE: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -61,14 +67,17 @@ class Overcommit:
 
 
 class Ledger:
-    """Served slices per pod; thread-safe. ``schedulers`` are the scheduler names whose
-    pods vgpu places; ``scaling`` the configured memory scaling."""
+    """Served slices per pod; thread-safe. The config names the schedulers whose pods vgpu
+    places, the memory scaling and the resource names a pod asks with."""
 
-    def __init__(self, schedulers: Collection[str], scaling: float) -> None:
-        self._schedulers = frozenset(schedulers)
-        self._scaling = scaling
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._scaling = config.device_memory_scaling
         self._lock = threading.Lock()
         self._pods: dict[str, dict[str, tuple[GrantedDevice, ...]]] = {}
+        #: Per pod, its init containers that end before its app containers: what they
+        #: were served counts by the largest on each GPU, not added (vgpu.init_reuse).
+        self._before: dict[str, frozenset[str]] = {}
 
     # -- what was served -------------------------------------------------------------------
 
@@ -77,16 +86,21 @@ class Ledger:
         record (or, from an agent before that record, ``bind-phase: success``) holds them."""
         with self._lock:
             if old is not None and (new is None or uid_of(old) != uid_of(new)):
-                self._pods.pop(uid_of(old), None)
+                self._forget(uid_of(old))
             if new is None:
                 return
             uid = uid_of(new)
             if is_terminated(new):
-                self._pods.pop(uid, None)
+                self._forget(uid)
                 return
-            recorded = _recorded(new, self._schedulers)
+            recorded = _recorded(new, self._config)
             if recorded is not None:
                 self._pods[uid] = {**self._pods.get(uid, {}), **recorded.containers}
+                self._before[uid] = recorded.before_apps
+
+    def _forget(self, uid: str) -> None:
+        self._pods.pop(uid, None)
+        self._before.pop(uid, None)
 
     def restore(self, pods: Iterable[InFlightPod]) -> None:
         """The containers the in-flight index says were served (a previous run's progress
@@ -96,6 +110,7 @@ class Ledger:
                 if pod.assignment is None or not pod.done:
                     continue
                 held = self._pods.setdefault(pod.uid, {})
+                self._before[pod.uid] = pod.assignment.before_apps
                 for name in pod.done:
                     if name in pod.assignment.containers:
                         held[name] = pod.assignment.containers[name]
@@ -103,61 +118,62 @@ class Ledger:
     def served(self) -> dict[str, Usage]:
         """What is served on each GPU, by uuid."""
         with self._lock:
-            return _tally(g for grants in self._pods.values() for gs in grants.values()
-                          for g in gs)
+            return self._held(lambda uid: True)
+
+    def _held(self, which: Callable[[str], bool]) -> dict[str, Usage]:
+        """What the pods ``which`` picks hold on each GPU."""
+        out: dict[str, Usage] = {}
+        for uid, grants in self._pods.items():
+            if which(uid):
+                for gpu, held in footprint(grants, self._before.get(uid, _NONE)).items():
+                    out[gpu] = out.get(gpu, EMPTY).plus(held)
+        return out
 
     # -- the check -------------------------------------------------------------------------
 
     def admit(self, uid: str, grants: Grants, devices: Mapping[str, Device],
-              ) -> Overcommit | None:
+              before_apps: frozenset[str] = frozenset()) -> Overcommit | None:
         """Record ``grants`` for the pod ``uid`` if every GPU can take them on top of what
         the ledger holds (its own earlier grants aside); else record nothing and say which
-        GPU cannot."""
+        GPU cannot. ``before_apps``: the pod's init containers that end before its app
+        containers (their grants count by the largest on a GPU)."""
         with self._lock:
-            mine = self._pods.get(uid, {})
-            others = _tally(g for other, held in self._pods.items() if other != uid
-                            for gs in held.values() for g in gs)
-            used = _tally(g for name, gs in mine.items() if name not in grants for g in gs)
-            for uuid, usage in others.items():
-                used[uuid] = _add(used.get(uuid, EMPTY), usage)
+            mine = {**self._pods.get(uid, {}), **grants}
+            others = self._held(lambda other: other != uid)
+            held = footprint(mine, before_apps)
             for gs in grants.values():
                 for g in gs:
                     device = devices.get(g.uuid)
                     if device is None:
                         continue  # not this node's GPU: the request was refused before
                     # Capacity only: health is what the kubelet's device list says.
-                    whole = dataclasses.replace(device, healthy=True)
-                    before = used.get(g.uuid, EMPTY)
-                    reason = fit(whole, before, g.memory_mib, g.cores, self._scaling)
+                    whole = dataclasses.replace(device, healthy=True, cordoned=False)
+                    before = others.get(g.uuid, EMPTY)
+                    reason = fit_held(whole, before, held[g.uuid], self._scaling)
                     if reason is not None:
                         return Overcommit(g.uuid, reason,
                                           memory_capacity(device, self._scaling),
                                           device.cores, device.split, before, g)
-                    used[g.uuid] = before.add(g.memory_mib, g.cores)
-            self._pods[uid] = {**mine, **grants}
+            self._pods[uid] = mine
+            self._before[uid] = before_apps
             return None
 
 
-def _recorded(pod: Obj, schedulers: Collection[str]) -> Assignment | None:
+def _recorded(pod: Obj, config: Config) -> Assignment | None:
     """The slices a pod holds by the agent's own record: its served condition, else (a
-    pod an older agent served) its assignment once ``bind-phase: success``."""
-    if scheduler_name(pod) not in schedulers:
+    pod an older agent served) its assignment once ``bind-phase: success``, where its
+    containers ask for what it names."""
+    if scheduler_name(pod) not in config.vgpu_schedulers:
         return None
     try:
         recorded = served.served(pod)
-        if recorded is None and bind_phase(pod) == PHASE_SUCCESS:
-            recorded = assignment_of(pod)
-    except CodecError:
+        if recorded is not None:
+            return recorded
+        if bind_phase(pod) != PHASE_SUCCESS:
+            return None
+        annotated = assignment_of(pod)
+        if annotated is None or usage.mismatch(annotated, parse_pod(pod, config)):
+            return None
+        return annotated
+    except (CodecError, RequestError):
         return None
-    return recorded
-
-
-def _tally(grants: Iterable[GrantedDevice]) -> dict[str, Usage]:
-    out: dict[str, Usage] = {}
-    for g in grants:
-        out[g.uuid] = out.get(g.uuid, EMPTY).add(g.memory_mib, g.cores)
-    return out
-
-
-def _add(a: Usage, b: Usage) -> Usage:
-    return Usage(a.memory_mib + b.memory_mib, a.cores + b.cores, a.tasks + b.tasks)

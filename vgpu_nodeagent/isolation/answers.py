@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from vgpu import isolation_modes
 from vgpu.codecs import GrantedDevice
-from vgpu.config import Config
+from vgpu.config import CORE_POLICY_DISABLE, Config
 from vgpu.devices import FULL_CORES
 from vgpu_nodeagent.isolation import grants
 from vgpu_nodeagent.isolation.grants import ContainerGrant, MountSpec
@@ -58,7 +58,7 @@ def mps_memory_limits(devices: Sequence[GrantedDevice], totals: Mapping[str, int
 def mps_thread_percentage(devices: Sequence[GrantedDevice], config: Config) -> int | None:
     """One percentage per client (MPS applies it to each of its GPUs), as HAMi-core's one
     limiter per container: the container's share. 0 (no share asked) and 100 limit nothing."""
-    if config.disable_core_limit:
+    if config.core_policy == CORE_POLICY_DISABLE:
         return None
     cores = max((d.cores for d in devices), default=0)
     return cores if 0 < cores < FULL_CORES else None

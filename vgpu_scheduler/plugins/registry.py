@@ -19,6 +19,7 @@ from vgpu_scheduler.plugins.gpu import (
     binder,
     fault_domain,
     fragmentation_aware,
+    hami_quota,
     isolation_required,
     share,
 )
@@ -58,6 +59,7 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "IsolationRequired": isolation_required.IsolationRequired,
     "FaultDomain": fault_domain.FaultDomain,
     "VGPU": share.VGPU,
+    "HamiQuota": hami_quota.HamiQuota,
     "DefaultPreemption": default_preemption.DefaultPreemption,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
