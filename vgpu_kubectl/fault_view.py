@@ -24,10 +24,16 @@ Obj = Mapping[str, Any]
 Occupants = Mapping[tuple[str, str], Sequence[Tenant]]
 
 
+def configured_mode(node: Obj, default: str) -> str:
+    """The mode a node is configured for: its label when that names a mode, else
+    ``default``."""
+    return isolation_modes.resolve_mode(
+        default, meta.labels_of(node).get(isolation_modes.NODE_LABEL)).mode
+
+
 def configured_modes(nodes: Iterable[Obj], default: str) -> dict[str, str]:
     """Per node name, the mode it is configured for."""
-    return {meta.name(n): isolation_modes.resolve_mode(
-        default, meta.labels_of(n).get(isolation_modes.NODE_LABEL)).mode for n in nodes}
+    return {meta.name(n): configured_mode(n, default) for n in nodes}
 
 
 def tenant(pod: Obj, assignment: Assignment, defaults: Defaults) -> Tenant:

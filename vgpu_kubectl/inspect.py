@@ -157,7 +157,7 @@ def _node_row(obj: Mapping[str, Any], pods: _Pods, *, now: dt.datetime, expiry: 
             warnings.append(ReportWarning(f"node {name}", str(exc)))
     stale = not heartbeat.fresh(beat.timestamp() if beat else None, now.timestamp(), expiry)
     usages = tally(pods.by_node.get(name, ()))
-    configured = fault_view.configured_modes([obj], mode)[name]
+    configured = fault_view.configured_mode(obj, mode)
     gpus = []
     for device in sorted(inventory.devices, key=lambda d: (d.index, d.uuid)):
         on_gpu = sorted(pods.slices.get((name, device.uuid), ()),
