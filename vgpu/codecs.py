@@ -63,12 +63,16 @@ class GrantedDevice:
 class Assignment:
     """Where the scheduler put a pod: per container name, the GPU slices it got, and the
     task priority of the containers that asked for one (``nvidia.com/priority``), so the
-    node agent can answer Allocate from the assignment alone."""
+    node agent can answer Allocate from the assignment alone; and, when the pod stated one
+    (``vgpu.io/fault-domain``), whom it may share a fault domain with as it read at the
+    placement, which later placements beside it honour whatever the annotation says by
+    then (:mod:`vgpu.fault_domains`)."""
 
     node: str
     containers: Mapping[str, tuple[GrantedDevice, ...]] = field(default_factory=dict)
     version: int = VERSION
     priorities: Mapping[str, int] = field(default_factory=dict)
+    fault_domain: str | None = None
     #: The containers that end before the app containers start (plain init containers):
     #: their slices count by the largest, not added (:func:`vgpu.init_reuse.footprint`).
     #: Not written: every reader takes it from the pod's spec, which cannot change.
@@ -182,6 +186,8 @@ def encode_assignment(assignment: Assignment) -> str:
     # Optional, so that assignments without priorities read the same by older agents.
     if assignment.priorities:
         out["priorities"] = dict(assignment.priorities)
+    if assignment.fault_domain is not None:  # likewise
+        out["fault_domain"] = assignment.fault_domain
     return _dump(out)
 
 
@@ -234,8 +240,11 @@ def decode_assignment(text: Any) -> Assignment:
         if len(set(uuids)) != len(uuids):
             raise CodecError(f"{where}: a container's vGPUs must be on distinct GPUs")
         containers[name] = tuple(granted)
+    # An open set, as a mode in the inventory: a scope this vgpu does not know trusts no
+    # other pod (vgpu.fault_domains.trusts).
+    scope = None if root.get("fault_domain") is None else _str(root, "fault_domain", key)
     return Assignment(node=node, containers=containers,
-                      priorities=_priorities(root, containers, key))
+                      priorities=_priorities(root, containers, key), fault_domain=scope)
 
 
 def assignment_of(obj: Mapping[str, Any]) -> Assignment | None:

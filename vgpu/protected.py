@@ -21,14 +21,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from vgpu.annotations import GPU_POLICY, GPUMEM_PERCENTAGE, NODE_POLICY
+from vgpu.fault_domains import ANNOTATION as FAULT_DOMAIN
 from vgpu.init_resources import INIT_RESOURCES
 from vgpu.isolation_modes import REQUIRE_ANNOTATION
 from vgpu.pod_history import ADMISSION
 
 PREFIX = "vgpu.io/"
 
-#: ``vgpu.io/`` keys a pod's owner writes: placement policies and the isolation requirement.
-USER_KEYS = frozenset({GPU_POLICY, NODE_POLICY, REQUIRE_ANNOTATION})
+#: ``vgpu.io/`` keys a pod's owner writes: placement policies, the isolation requirement and
+#: whom the pod shares a fault domain with (an edit after its placement changes nothing:
+#: the scheduler recorded the value it placed by in the assignment).
+USER_KEYS = frozenset({GPU_POLICY, NODE_POLICY, REQUIRE_ANNOTATION, FAULT_DOMAIN})
 
 #: HAMi-compatible keys the components write on pods. None today: the components read
 #: HAMi's spellings of the two policies (``hami.io/...``), which users write, and write

@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from vgpu import init_resources, meta, quota_charge
+from vgpu import fault_domains, init_resources, meta, quota_charge
 from vgpu.annotations import GPUMEM_PERCENTAGE, GpuSelector
 from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
@@ -60,6 +60,12 @@ def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Adm
         return deny(str(exc))
     if parsed is None:
         return allow("skipped", "not a GPU pod")
+    try:
+        # Whom the pod shares a fault domain with: checked here so that a typo is told at
+        # once instead of keeping the pod pending (the scheduler refuses it the same way).
+        fault_domains.stated(meta.annotations_of(request.get("object") or {}))
+    except RequestError as exc:
+        return deny(str(exc))
     # One rule, whatever scheduler the pod names: a GPU pod is placed by vgpu, or refused.
     around = route_around(parsed, config)
     if around is not None:

@@ -87,7 +87,8 @@ def make_env() -> Iterator[Callable[..., Env]]:
 
     def build(config: Config | None = None, *, gpus: Sequence[Mapping[str, Any]] = DEFAULT_GPUS,
               cluster: MemoryCluster | None = None, start_kubelet: bool = True,
-              split: int | None = None, discovery: Discovery | None = None) -> Env:
+              split: int | None = None, discovery: Discovery | None = None,
+              proc_root: str = "/proc") -> Env:
         ctx = device_plugin_dir()
         folder = ctx.__enter__()
         cfg = config or small_config()
@@ -105,7 +106,8 @@ def make_env() -> Iterator[Callable[..., Env]]:
             kubelet.start()
         agent = NodeAgent(cfg, discovery or FakeDiscovery(devices_file), memory,
                           Options(node_name=NODE, metrics_port=0, metrics_host="127.0.0.1",
-                                  poll_seconds=0.05, watch_timeout=0.2))
+                                  poll_seconds=0.05, watch_timeout=0.2,
+                                  proc_root=proc_root))
         stack.append((ctx, kubelet, agent))
         agent.start()
         return Env(folder, devices_file, memory, kubelet, agent, cfg)

@@ -49,6 +49,8 @@ CASES = [
     Case("deployment pod: generateName, no name",
          pod(ctr("c", {GPU: "1", MEM: "3000"}), name=None, generate_name="trainer-5d4f8-"),
          expect=sched),
+    Case("a fault domain stated is kept as it is", pod(ctr("c", {GPU: "1", MEM: "3000"}),
+         annotations={"vgpu.io/fault-domain": " Namespace "}), expect=sched),
     Case("default-scheduler is replaced",
          pod(ctr("c", {GPU: "2"}), scheduler="default-scheduler"), expect=edits(sched, whole())),
     Case("limits-only memory gets a count",
@@ -236,6 +238,9 @@ CASES = [
     Case("unknown GPU policy",
          pod(ctr("c", {GPU: "1"}), annotations={"vgpu.io/gpu-scheduler-policy": "fastest"}),
          denied="unknown policy 'fastest'"),
+    Case("fault domain that is not one", pod(ctr("c", {GPU: "1"}), annotations={
+         "vgpu.io/fault-domain": "tenant"}), denied="vgpu.io/fault-domain: 'tenant' is not "
+         "a fault domain; use one of any, namespace"),
     Case("GPU container without a name", pod({"resources": {"limits": {GPU: "1"}}}),
          denied="needs a name"),
     Case("GPU container named like another container",

@@ -182,7 +182,7 @@ class Allocator:
                       for name, ids in zip(claim.containers, requests, strict=True)]
             served = inflight.served(claim)
         if (self._prepare_host_dirs and self._config.nodeagent.hami_core_path
-                and live.backend == isolation_modes.HAMI_CORE):
+                and live.backend in (isolation_modes.HAMI_CORE, isolation_modes.MPS_HAMI_CORE)):
             for item in result:
                 self._make_cache_dir(served.uid, item.container)
         complete = served.complete

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from vgpu import init_reuse
 from vgpu.annotations import GpuSelector
@@ -41,6 +42,10 @@ NUMA_SPLIT = "not enough fitting GPUs on one NUMA node"
 
 GpuRanker = Callable[[Sequence[GpuCandidate]], list[GpuCandidate]]
 """A GPU policy bound to the node being placed on: the fitting GPUs, best first."""
+
+#: GPUs a plugin keeps the pod off (by position, with the reason), none by default
+#: (``CycleState.barred``: the fault domains).
+NONE_BARRED: Mapping[int, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,23 +75,27 @@ def _fits(device: Device, usage: Usage, request: ContainerRequest, selector: Gpu
 
 
 def fits(devices: Sequence[Device], usages: Sequence[Usage], request: ContainerRequest,
-         selector: GpuSelector, scaling: float) -> tuple[str, ...]:
+         selector: GpuSelector, scaling: float, *,
+         barred: Mapping[int, str] = NONE_BARRED) -> tuple[str, ...]:
     """Whether one container alone fits (no policy needed): () when it does, else the
-    distinct reasons of the GPUs that do not. Stops at the first ``count`` fitting GPUs."""
+    distinct reasons of the GPUs that do not. Stops at the first ``count`` fitting GPUs.
+    ``barred`` GPUs do not fit, for the reason given."""
     need = request.count
     if need > len(devices):
         return (TOO_FEW_GPUS,)
-    reasons: set[FitReason] = set()
+    reasons: set[str] = set()
     found = 0
-    for device, usage in zip(devices, usages, strict=True):
+    for pos, (device, usage) in enumerate(zip(devices, usages, strict=True)):
         reason = _fits(device, usage, request, selector, scaling)
-        if reason is None:
+        if reason is None and pos in barred:
+            reasons.add(barred[pos])
+        elif reason is None:
             found += 1
             if found >= need:
                 return ()
         else:
-            reasons.add(reason)
-    return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
+            reasons.add(reason.value)
+    return tuple(sorted(reasons)) or (TOO_FEW_GPUS,)
 
 
 def _choose(ranked: list[GpuCandidate], count: int, numa_bind: bool) -> list[GpuCandidate] | None:
@@ -134,6 +143,7 @@ class _Node:
     scaling: float
     rank: GpuRanker
     links: LinkMatrix | None
+    barred: Mapping[int, str]
 
 
 def _candidates(node: _Node, work: Sequence[Usage], container: ContainerRequest,
@@ -142,19 +152,21 @@ def _candidates(node: _Node, work: Sequence[Usage], container: ContainerRequest,
     too few do."""
     selector, scaling = node.request.choices.selector, node.scaling
     cands: list[GpuCandidate] = []
-    reasons: set[FitReason] = set()
+    reasons: set[str] = set()
     for pos, (device, usage) in enumerate(zip(node.devices, work, strict=True)):
         if within is not None and pos not in within:
             continue
         reason = _fits(device, usage, container, selector, scaling)
-        if reason is None:
+        if reason is None and pos in node.barred:
+            reasons.add(node.barred[pos])
+        elif reason is None:
             cands.append(GpuCandidate(pos, device, usage,
                                       resolve_memory(container, device, scaling),
                                       container.cores, memory_capacity(device, scaling)))
         else:
-            reasons.add(reason)
+            reasons.add(reason.value)
     if len(cands) < container.count:
-        return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
+        return tuple(sorted(reasons)) or (TOO_FEW_GPUS,)
     return cands
 
 
@@ -166,17 +178,18 @@ def _reuse_first(ranked: list[GpuCandidate], held: Collection[int]) -> list[GpuC
 
 
 def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodRequest,
-          scaling: float, rank: GpuRanker, *,
-          links: LinkMatrix | None = None) -> Placement | tuple[str, ...]:
+          scaling: float, rank: GpuRanker, *, links: LinkMatrix | None = None,
+          barred: Mapping[int, str] = NONE_BARRED) -> Placement | tuple[str, ...]:
     """Choose GPUs for every container, or say why the node cannot take the pod;
-    ``links`` are the node's (None: unknown).
+    ``links`` are the node's (None: unknown); ``barred`` GPUs are not the pod's to take
+    (the fault domains), for the reason given.
 
     The app containers and sidecars are placed first, each seeing the slices the earlier
     ones took. Each init container that ends before them runs alone beside the sidecars,
     so it is placed against the other pods' usage and the sidecars' only: on the first
     GPU app container's GPUs when its slice fits inside that container's
     (:func:`vgpu.init_reuse.nests`), else preferring GPUs the app containers hold."""
-    node = _Node(devices, request, scaling, rank, links)
+    node = _Node(devices, request, scaling, rank, links, barred)
     work = list(usages)
     beside_inits = list(usages)
     chosen: dict[str, tuple[tuple[int, int, int], ...]] = {}

@@ -7,7 +7,10 @@ and never misses one that can. Score places the pod on each scored node with the
 GPU policy and rates the result with its node policy; Reserve keeps the chosen node's
 placement as the pod's assignment in the cycle state (``CycleState.assignment``), where the
 host, the Permit gate and the binder read it. PreFilter's state answers for the pod on any
-node (``CycleState.claim_on``): the claim preemption holds on its nominated node.
+node (``CycleState.claim_on``): the claim preemption holds on its nominated node. GPUs
+another plugin keeps the pod off (``CycleState.barred``: the fault domains) are not
+candidates, and what such a plugin relied on is recorded in the assignment
+(``CycleState.stamp``).
 
 GPU policies are the built-in ones (:mod:`vgpu_scheduler.placement.policies`) and those the
 profile's plugins provide, handed over by the framework (:meth:`VGPU.use_gpu_policies`).
@@ -58,6 +61,9 @@ class _Pre:
     simple: bool
     #: The plugin that wrote it, for :meth:`claim_on`.
     owner: VGPU
+    #: The cycle's state, whose barriers (written by PreFilters that may run after this
+    #: one) are read when a node is placed on.
+    state: CycleState
     #: Per node name, the NodeInfo a placement was computed on and the placement: a
     #: preemption simulation asks about the same node with other pods on it.
     placements: dict[str, tuple[NodeInfo, pl.Placement | tuple[str, ...]]] = field(
@@ -138,7 +144,7 @@ class VGPU:
         # One container whose GPUs any fitting ones do: Filter counts them, no placement.
         simple = len(request.containers) == 1 and not choices.selector.numa_bind and not (
             choices.topology_required and request.max_count > 1)
-        state.write(_KEY, _Pre(request, policy, npol, simple, self))
+        state.write(_KEY, _Pre(request, policy, npol, simple, self, state))
         order = None
         if npol.order is not None:
             capacity = snapshot.column(policies.CAPACITY)
@@ -185,7 +191,8 @@ class VGPU:
             return unresolvable(reason)
         if pre.simple:
             reasons = pl.fits(static.devices, node.usages, pre.request.containers[0],
-                              pre.request.choices.selector, self._scaling)
+                              pre.request.choices.selector, self._scaling,
+                              barred=state.barred(node))
         else:
             result = self.placement(pre, node)
             reasons = result if isinstance(result, tuple) else ()
@@ -204,7 +211,8 @@ class VGPU:
             return hit[1]
         policy = pre.policy
         result = pl.place(node.devices, node.usages, pre.request, self._scaling,
-                          lambda cands: policy(node, cands), links=node.static.links)
+                          lambda cands: policy(node, cands), links=node.static.links,
+                          barred=pre.state.barred(node))
         pre.placements[node.name] = (node, result)
         return result
 
@@ -213,9 +221,10 @@ class VGPU:
                                                            list[Status]] | None:
         """What :meth:`filter` says about the nodes at ``positions``, all at once; None
         when the request is not one this can explain (several containers, NUMA binding,
-        UUID selectors, HAMi's mutex policy or vgpu-mode)."""
+        UUID selectors, HAMi's mutex policy or vgpu-mode, GPUs another plugin keeps it
+        off)."""
         pre: _Pre | None = state.read(_KEY)
-        if pre is None or not pre.simple:
+        if pre is None or not pre.simple or any(b.active for b in state.barriers):
             return None
         selector = pre.request.choices.selector
         if selector.use_uuids or selector.nouse_uuids or selector.idle_only or (
@@ -256,8 +265,8 @@ class VGPU:
         result = self.placement(pre, info)
         if isinstance(result, tuple):
             return unschedulable(*result)
-        state.assignment = result.assignment(node, info.devices, pre.request.priorities(),
-                                             pre.request.before_apps)
+        state.assignment = state.stamp(result.assignment(
+            node, info.devices, pre.request.priorities(), pre.request.before_apps))
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
