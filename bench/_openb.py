@@ -5,10 +5,11 @@ API objects, a synthetic node set, and the Deployment-style constraints of
 from __future__ import annotations
 
 import csv
+import gzip
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from _support import ROOT
 
@@ -16,9 +17,17 @@ from vgpu import builders
 from vgpu.devices import Device
 from vgpu.topology.links import GpuLink
 
-TRACES = Path(os.environ.get("VGPUDEV_TRACES", ROOT.parent / "shared" / "traces" / "openb"))
-NODES_CSV = TRACES / "openb_node_list_gpu_node.csv"
-PODS_CSV = TRACES / "openb_pod_list_default.csv"
+#: The trace as the repository bundles it (vgpu_simulate/data); VGPUDEV_TRACES names a
+#: folder of the plain CSV files instead.
+TRACES = os.environ.get("VGPUDEV_TRACES")
+NODES_CSV = "openb_node_list_gpu_node.csv"
+PODS_CSV = "openb_pod_list_default.csv"
+
+
+def _open(name: str) -> IO[str]:
+    if TRACES:
+        return (Path(TRACES) / name).open()
+    return gzip.open(ROOT / "vgpu_simulate" / "data" / f"{name}.gz", "rt")
 
 # The trace gives models only; memory sizes are the public ones (G1-G3 are undisclosed
 # internal models, given 32 GiB). Requests are shares, so sizes only matter for rounding.
@@ -41,7 +50,7 @@ def _gpus(name: str, count: int, topology: str | None, **kind: Any
 
 def openb_nodes(topology: str | None = None) -> list[dict[str, Any]]:
     out = []
-    with NODES_CSV.open() as f:
+    with _open(NODES_CSV) as f:
         for row in csv.DictReader(f):
             name, model, count = row["sn"], row["model"], int(row["gpu"])
             gpus, links = _gpus(name, count, topology, model=model,
@@ -66,7 +75,7 @@ def synthetic_nodes(count: int = 1000, gpus: int = 8,
 
 def trace_pods(limit: int | None = None, suffix: str = "") -> list[dict[str, Any]]:
     out = []
-    with PODS_CSV.open() as f:
+    with _open(PODS_CSV) as f:
         for row in csv.DictReader(f):
             gpus, milli = int(row["num_gpu"]), int(row["gpu_milli"])
             res = {"cpu": f"{row['cpu_milli']}m", "memory": f"{row['memory_mib']}Mi"}

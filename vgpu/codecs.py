@@ -8,6 +8,7 @@ half-understood assignment would hand a container the wrong GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import json
@@ -27,6 +28,7 @@ from vgpu.annotations import ASSIGNMENT, BIND_TIME, NODE_GPUS
 from vgpu.devices import Device
 from vgpu.errors import CodecError
 from vgpu.isolation_modes import UNKNOWN
+from vgpu.pods import before_apps
 from vgpu.topology.codec import decode_links, encode_links
 from vgpu.topology.links import GpuLink
 
@@ -61,12 +63,20 @@ class GrantedDevice:
 class Assignment:
     """Where the scheduler put a pod: per container name, the GPU slices it got, and the
     task priority of the containers that asked for one (``nvidia.com/priority``), so the
-    node agent can answer Allocate from the assignment alone."""
+    node agent can answer Allocate from the assignment alone; and, when the pod stated one
+    (``vgpu.io/fault-domain``), whom it may share a fault domain with as it read at the
+    placement, which later placements beside it honour whatever the annotation says by
+    then (:mod:`vgpu.fault_domains`)."""
 
     node: str
     containers: Mapping[str, tuple[GrantedDevice, ...]] = field(default_factory=dict)
     version: int = VERSION
     priorities: Mapping[str, int] = field(default_factory=dict)
+    fault_domain: str | None = None
+    #: The containers that end before the app containers start (plain init containers):
+    #: their slices count by the largest, not added (:func:`vgpu.init_reuse.footprint`).
+    #: Not written: every reader takes it from the pod's spec, which cannot change.
+    before_apps: frozenset[str] = frozenset()
 
     @functools.cached_property
     def gpu_ids(self) -> frozenset[str]:
@@ -176,6 +186,8 @@ def encode_assignment(assignment: Assignment) -> str:
     # Optional, so that assignments without priorities read the same by older agents.
     if assignment.priorities:
         out["priorities"] = dict(assignment.priorities)
+    if assignment.fault_domain is not None:  # likewise
+        out["fault_domain"] = assignment.fault_domain
     return _dump(out)
 
 
@@ -228,12 +240,24 @@ def decode_assignment(text: Any) -> Assignment:
         if len(set(uuids)) != len(uuids):
             raise CodecError(f"{where}: a container's vGPUs must be on distinct GPUs")
         containers[name] = tuple(granted)
+    # An open set, as a mode in the inventory: a scope this vgpu does not know trusts no
+    # other pod (vgpu.fault_domains.trusts).
+    scope = None if root.get("fault_domain") is None else _str(root, "fault_domain", key)
     return Assignment(node=node, containers=containers,
-                      priorities=_priorities(root, containers, key))
+                      priorities=_priorities(root, containers, key), fault_domain=scope)
 
 
 def assignment_of(obj: Mapping[str, Any]) -> Assignment | None:
     """The pod's ``vgpu.io/assignment``, decoded; None when it has none. Raises
     :class:`CodecError` when it cannot be read: each caller reports that its own way."""
     raw = meta.annotations_of(obj).get(ASSIGNMENT)
-    return None if raw is None else decode_assignment(raw)
+    return None if raw is None else of_pod(decode_assignment(raw), obj)
+
+
+def of_pod(assignment: Assignment, pod: Mapping[str, Any]) -> Assignment:
+    """``assignment`` with the pod's init containers that end before its app containers
+    (from the spec, which cannot change)."""
+    names = before_apps(pod)
+    if names:
+        names = names.intersection(assignment.containers)
+    return dataclasses.replace(assignment, before_apps=names) if names else assignment

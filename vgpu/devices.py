@@ -44,6 +44,8 @@ class Device:
     healthy: bool = True
     #: The isolation mode the GPU runs in now (:mod:`vgpu.isolation_modes`), as its agent reports.
     isolation: str = UNKNOWN
+    #: Taking no new slices (the node's ``hami.io/device-cordon``); its pods keep theirs.
+    cordoned: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,14 @@ class Usage:
             max(0, self.memory_mib - memory_mib), max(0, self.cores - cores), max(0, self.tasks - 1)
         )
 
+    def plus(self, other: Usage) -> Usage:
+        return Usage(self.memory_mib + other.memory_mib, self.cores + other.cores,
+                     self.tasks + other.tasks)
+
+    def minus(self, other: Usage) -> Usage:
+        return Usage(max(0, self.memory_mib - other.memory_mib),
+                     max(0, self.cores - other.cores), max(0, self.tasks - other.tasks))
+
 
 EMPTY = Usage()
 
@@ -77,6 +87,9 @@ class FitReason(enum.Enum):
     CORES = "insufficient GPU cores"
     EXCLUSIVE = "GPU busy, exclusive use requested"
     FULLY_CLAIMED = "GPU compute fully claimed"
+    MODE_EXCLUDED = "GPU isolation mode excluded"
+    BUSY = "GPU in use, only idle GPUs requested"
+    CORDONED = "GPU cordoned"
 
 
 @functools.lru_cache(maxsize=64)
@@ -128,9 +141,9 @@ def largest_percent(free_mib: int, capacity_mib: int) -> int | None:
 
 
 def takes_tasks(device: Device, usage: Usage) -> bool:
-    """Whether the GPU can take another task at all: healthy, a free split slot, and compute
-    not fully claimed (the usage-only part of :func:`fit`)."""
-    return device.healthy and usage.tasks < device.split and not (
+    """Whether the GPU can take another task at all: healthy, not cordoned, a free split
+    slot, and compute not fully claimed (the usage-only part of :func:`fit`)."""
+    return device.healthy and not device.cordoned and usage.tasks < device.split and not (
         usage.tasks > 0 and usage.cores >= device.cores)
 
 
@@ -140,6 +153,8 @@ def selectable(device: Device, selector: GpuSelector) -> FitReason | None:
         return FitReason.TYPE_EXCLUDED
     if not selector.uuid_allowed(device.uuid):
         return FitReason.UUID_EXCLUDED
+    if not selector.mode_allowed(device.isolation):
+        return FitReason.MODE_EXCLUDED
     return None
 
 
@@ -148,6 +163,8 @@ def fit(device: Device, usage: Usage, memory_mib: int, cores: int,
     """Whether a slice of ``memory_mib`` and ``cores`` fits on ``device``; None when it does."""
     if not device.healthy:
         return FitReason.UNHEALTHY
+    if device.cordoned:
+        return FitReason.CORDONED
     if usage.tasks >= device.split:
         return FitReason.NO_SLOTS
     if usage.memory_mib + memory_mib > memory_capacity(device, scaling):
@@ -163,12 +180,34 @@ def fit(device: Device, usage: Usage, memory_mib: int, cores: int,
     return None
 
 
+def fit_held(device: Device, usage: Usage, held: Usage, scaling: float) -> FitReason | None:
+    """:func:`fit` for what one pod holds on the GPU (its :func:`vgpu.init_reuse.footprint`,
+    maybe several tasks): whether it fits beside ``usage``."""
+    if held.tasks <= 1:
+        return fit(device, usage, held.memory_mib, held.cores, scaling)
+    if not device.healthy:
+        return FitReason.UNHEALTHY
+    if device.cordoned:
+        return FitReason.CORDONED
+    if usage.tasks + held.tasks > device.split:
+        return FitReason.NO_SLOTS
+    if usage.memory_mib + held.memory_mib > memory_capacity(device, scaling):
+        return FitReason.MEMORY
+    if usage.tasks > 0 and usage.cores >= device.cores:
+        return FitReason.FULLY_CLAIMED
+    if usage.cores + held.cores > device.cores:
+        return FitReason.CORES
+    return None
+
+
 def fit_request(device: Device, usage: Usage, request: ContainerRequest, selector: GpuSelector,
                 scaling: float) -> FitReason | None:
     """:func:`fit` for one vGPU of a parsed container request, annotations included."""
     reason = selectable(device, selector)
     if reason is not None:
         return reason
+    if selector.idle_only and usage.tasks > 0 and device.healthy and not device.cordoned:
+        return FitReason.BUSY
     return fit(device, usage, resolve_memory(request, device, scaling), request.cores, scaling)
 
 

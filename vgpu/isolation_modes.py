@@ -5,7 +5,11 @@ A node runs one backend (docs/isolation.md#backends): ``none`` (the slice is boo
 or ``mps`` (NVIDIA MPS per-client limits through the agent's control daemon). The cluster
 config names the default; the node label ``vgpu.io/isolation`` overrides it per node. The
 node agent reports the mode each GPU *actually* runs in (its inventory), which may fall
-back from the configured one, e.g. while the MPS daemon is down.
+back from the configured one, e.g. while the MPS daemon is down. ``mps-hami-core`` is MPS
+with HAMi-core's memory hooks preloaded beside it: MPS holds memory and compute, and CUDA
+reports the container's grant as the GPU's total memory, which frameworks size their pools
+from (under MPS alone CUDA reports the whole GPU). Its name has no ``+``: a label value
+cannot carry one.
 
 Pure: parsing and decisions only. The scheduler's ``IsolationRequired`` plugin and the
 node agent both use :func:`resolve_mode` and :func:`enforcing`, so they agree.
@@ -21,7 +25,10 @@ from vgpu.errors import RequestError
 NONE = "none"
 HAMI_CORE = "hami-core"
 MPS = "mps"
-MODES = (NONE, HAMI_CORE, MPS)
+MPS_HAMI_CORE = "mps-hami-core"
+MODES = (NONE, HAMI_CORE, MPS, MPS_HAMI_CORE)
+#: The modes whose containers are clients of the node's MPS control daemon.
+MPS_MODES = frozenset({MPS, MPS_HAMI_CORE})
 #: What a GPU of an inventory written before modes were reported (version 1) runs.
 UNKNOWN = "unknown"
 
@@ -58,6 +65,11 @@ def resolve_mode(default: str, label: str | None) -> ModeChoice:
     return ModeChoice(default, f"node label {NODE_LABEL}={label!r} is not an isolation mode "
                                f"(use one of {', '.join(MODES)}); running the cluster default "
                                f"{default!r}")
+
+
+def uses_mps(mode: str) -> bool:
+    """Whether containers of a GPU in ``mode`` are clients of the MPS control daemon."""
+    return mode in MPS_MODES
 
 
 def enforcing(mode: str, modes: Collection[str]) -> bool:

@@ -104,3 +104,13 @@ def containers(pod: Mapping[str, Any]) -> Iterator[ContainerRef]:
 def container_names(pod: Mapping[str, Any]) -> tuple[str, ...]:
     """Names of the pod's containers in start order."""
     return tuple(ref.name for ref in containers(pod) if ref.name is not None)
+
+
+def before_apps(pod: Mapping[str, Any]) -> frozenset[str]:
+    """The names of the init containers that end before the app containers start (not
+    sidecars): the kubelet hands their devices on to the app containers."""
+    items = _spec(pod).get("initContainers")
+    if not isinstance(items, list) or not items:
+        return frozenset()
+    return frozenset(ref.name for ref in containers(pod)
+                     if ref.init and not ref.sidecar and ref.name is not None)

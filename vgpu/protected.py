@@ -21,23 +21,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from vgpu.annotations import GPU_POLICY, GPUMEM_PERCENTAGE, NODE_POLICY
+from vgpu.fault_domains import ANNOTATION as FAULT_DOMAIN
+from vgpu.init_resources import INIT_RESOURCES
 from vgpu.isolation_modes import REQUIRE_ANNOTATION
 from vgpu.pod_history import ADMISSION
 
 PREFIX = "vgpu.io/"
 
-#: ``vgpu.io/`` keys a pod's owner writes: placement policies and the isolation requirement.
-USER_KEYS = frozenset({GPU_POLICY, NODE_POLICY, REQUIRE_ANNOTATION})
+#: ``vgpu.io/`` keys a pod's owner writes: placement policies, the isolation requirement and
+#: whom the pod shares a fault domain with (an edit after its placement changes nothing:
+#: the scheduler recorded the value it placed by in the assignment).
+USER_KEYS = frozenset({GPU_POLICY, NODE_POLICY, REQUIRE_ANNOTATION, FAULT_DOMAIN})
 
 #: HAMi-compatible keys the components write on pods. None today: the components read
 #: HAMi's spellings of the two policies (``hami.io/...``), which users write, and write
 #: nothing under ``hami.io/``. A key written in HAMi's name later belongs here.
 HAMI_WRITTEN: frozenset[str] = frozenset()
 
-#: What the webhook's own patch adds to a GPU pod at creation (its admission record and
-#: the percentages it resolved): the only protected keys a pod may be created with by a
-#: user who is not a writer, and only a GPU pod (the one kind the webhook patches).
-WEBHOOK_RECORDS = frozenset({ADMISSION, GPUMEM_PERCENTAGE})
+#: What the webhook's own patch adds to a GPU pod at creation (its admission record, the
+#: percentages it resolved, the resources it moved off init containers): the only
+#: protected keys a pod may be created with by a user who is not a writer, and only a GPU
+#: pod (the one kind the webhook patches).
+WEBHOOK_RECORDS = frozenset({ADMISSION, GPUMEM_PERCENTAGE, INIT_RESOURCES})
 
 
 def protected(key: str) -> bool:

@@ -15,40 +15,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu import init_resources, shape_memo
 from vgpu.annotations import PodChoices, parse_pod_choices
-from vgpu.config import Config, ResourceNames
-from vgpu.errors import QuantityError, RequestError
+from vgpu.config import Config
+from vgpu.container_request import ContainerRequest, parse_values, resources
+from vgpu.errors import RequestError
 from vgpu.pods import ContainerRef, containers
-from vgpu.quantity import parse_whole
 
-#: The in-container limiter understands these two: 0 is high priority, 1 is low.
-PRIORITIES = (0, 1)
-#: A container's five vgpu resources when it names them all null.
-_UNSET = (None,) * 5
+__all__ = ["ContainerRequest", "ParsedPod", "PodRequest", "SpecContainer",
+           "names_gpu_resource", "parse_container", "parse_gpu_pod", "parse_pod"]
 
-
-@dataclass(frozen=True)
-class ContainerRequest:
-    """What one container asked for, per vGPU, after defaulting.
-
-    Exactly one of ``memory_mib`` and ``memory_percent`` is set: an absolute size, or a
-    share of whichever GPU the scheduler picks (100 = the whole GPU).
-    """
-
-    name: str
-    count: int
-    memory_mib: int | None
-    memory_percent: int | None
-    cores: int
-    priority: int | None = None
-    init: bool = False
-    #: True when the container itself named no count and the default of 1 was applied.
-    count_defaulted: bool = False
-
-    @property
-    def exclusive(self) -> bool:
-        """100 cores means the whole GPU: it needs an idle one and takes it alone."""
-        return self.cores >= 100
+#: An init container's resources the webhook moved off it: none.
+_NOTHING_MOVED: Mapping[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -57,6 +35,9 @@ class PodRequest:
 
     containers: tuple[ContainerRequest, ...]
     choices: PodChoices
+    #: Where vgpu reads the pod otherwise than HAMi, or HAMi ignores a value: the
+    #: admission warnings (the choices' notes included).
+    notes: tuple[str, ...] = ()
 
     def by_name(self) -> dict[str, ContainerRequest]:
         return {c.name: c for c in self.containers}
@@ -69,34 +50,15 @@ class PodRequest:
     def max_count(self) -> int:
         return max((c.count for c in self.containers), default=0)
 
+    @property
+    def before_apps(self) -> frozenset[str]:
+        """The GPU init containers that end before the app containers start
+        (:mod:`vgpu.init_reuse`)."""
+        return frozenset(c.name for c in self.containers if c.runs_before_apps)
+
     def priorities(self) -> dict[str, int]:
         """The task priority of each container that gave one, by name."""
         return {c.name: c.priority for c in self.containers if c.priority is not None}
-
-
-def _resources(container: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any],
-                                                                  Mapping[str, Any]]:
-    resources = container.get("resources") or {}
-    if not isinstance(resources, Mapping):
-        raise RequestError(f"{where}: resources must be a mapping")
-    limits = resources.get("limits") or {}
-    requests = resources.get("requests") or {}
-    if not isinstance(limits, Mapping) or not isinstance(requests, Mapping):
-        raise RequestError(f"{where}: resources.limits and resources.requests must be mappings")
-    return limits, requests
-
-
-def _value(limits: Mapping[str, Any], requests: Mapping[str, Any], name: str,
-           where: str) -> int | None:
-    # Limits win: for extended resources Kubernetes requires requests == limits anyway,
-    # and a pod that gives only limits gets requests copied from them.
-    raw = limits.get(name, requests.get(name))
-    if raw is None:
-        return None
-    try:
-        return parse_whole(raw)
-    except QuantityError as exc:
-        raise QuantityError(f"{where}: {name}: {exc}") from None
 
 
 def names_gpu_resource(pod: Any, config: Config) -> bool:
@@ -119,72 +81,55 @@ def names_gpu_resource(pod: Any, config: Config) -> bool:
     return False
 
 
-def _check(where: str, rn: ResourceNames, *, count: int, memory: int | None,
-           percent: int | None, cores: int | None, priority: int | None) -> None:
-    """Refuse values outside what the resources mean, naming the container and resource."""
-    if count < 1:
-        raise RequestError(f"{where}: {rn.gpu} is {count}; ask for at least 1 GPU")
-    if memory is not None and percent is not None:
-        raise RequestError(
-            f"{where}: gives both {rn.gpumem} and {rn.gpumem_percentage}; keep only one"
-        )
-    if memory is not None and memory < 1:
-        raise RequestError(f"{where}: {rn.gpumem} is {memory}; give at least 1 MiB")
-    if percent is not None and not 1 <= percent <= 100:
-        raise RequestError(
-            f"{where}: {rn.gpumem_percentage} is {percent}; it must be between 1 and 100"
-        )
-    if cores is not None and not 0 <= cores <= 100:
-        raise RequestError(f"{where}: {rn.gpucores} is {cores}; it must be between 0 and 100")
-    if priority is not None and priority not in PRIORITIES:
-        raise RequestError(
-            f"{where}: {rn.priority} is {priority}; use 0 (high) or 1 (low)"
-        )
-
-
 def parse_container(container: Mapping[str, Any], config: Config, *, init: bool = False,
                     where: str | None = None) -> ContainerRequest | None:
-    """Parse one container; ``None`` when it names no vgpu resource."""
-    return _parse_container(container, config, init=init, where=where)[1]
+    """Parse one container; ``None`` when it asks for no GPU."""
+    return _parse_container(container, config, init=init, where=where, moved=_NOTHING_MOVED,
+                            notes=[])[1]
 
 
 def _parse_container(container: Mapping[str, Any], config: Config, *, init: bool,
-                     where: str | None) -> tuple[bool, ContainerRequest | None]:
+                     where: str | None, moved: Mapping[str, Any],
+                     notes: list[str]) -> tuple[bool, ContainerRequest | None]:
     """Whether the container names a vgpu resource at all, and its request (None also
-    when every resource it names is null)."""
+    when it asks for no GPU). ``moved``: what the webhook moved off it (init containers).
+    Remembered per config by what it reads, with the notes it made."""
+    key, name = shape_memo.resources_key(container), container.get("name")
+    if key is None or moved or type(name) is not str or not name:
+        return _read_container(container, config, init=init, where=where, moved=moved,
+                               notes=notes)
+    restart = container.get("restartPolicy")
+    if type(restart) is not str:
+        restart = None
+
+    def read() -> tuple[bool, ContainerRequest | None, tuple[str, ...]]:
+        mine: list[str] = []
+        named, request = _read_container(container, config, init=init, where=where,
+                                         moved=moved, notes=mine)
+        return named, request, tuple(mine)
+
+    named, request, said = shape_memo.memo_for(config).through(
+        (name, init, where, restart, key), read)
+    notes.extend(said)
+    return named, request
+
+
+def _read_container(container: Mapping[str, Any], config: Config, *, init: bool,
+                    where: str | None, moved: Mapping[str, Any],
+                    notes: list[str]) -> tuple[bool, ContainerRequest | None]:
     name = container.get("name")
     if not isinstance(name, str) or not name:
         raise RequestError(f"{where or 'container'}: every container needs a name")
     where = where or f"container {name!r}"
-    limits, requests = _resources(container, where)
-    rn = config.resource_names
-    resources = rn.all()
-    for resource in resources:
-        if resource in limits or resource in requests:
+    limits, requests = resources(container, where)
+    for resource in config.resource_names.all():
+        if resource in limits or resource in requests or resource in moved:
             break
     else:
         return False, None  # most containers of most pods: not worth five lookups each
-    count, memory, percent, cores, priority = (
-        _value(limits, requests, resource, where) for resource in resources)
-    if (count, memory, percent, cores, priority) == _UNSET:
-        return True, None
-    _check(where, rn, count=1 if count is None else count, memory=memory, percent=percent,
-           cores=cores, priority=priority)
-    if memory is None and percent is None:
-        if config.default_mem > 0:
-            memory = config.default_mem
-        else:
-            percent = 100
-    return True, ContainerRequest(
-        name=name,
-        count=1 if count is None else count,
-        memory_mib=memory,
-        memory_percent=percent,
-        cores=config.default_cores if cores is None else cores,
-        priority=priority,
-        init=init,
-        count_defaulted=count is None,
-    )
+    sidecar = init and container.get("restartPolicy") == "Always"
+    return True, parse_values(name, (limits, requests, moved), config, init=init,
+                              sidecar=sidecar, where=where, notes=notes)
 
 
 @dataclass(frozen=True)
@@ -234,9 +179,10 @@ def _pod_fields(pod: Any) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
 
 
 def _container(ref: ContainerRef, config: Config, seen: set[str],
-               ) -> tuple[str, bool, ContainerRequest | None]:
+               moved: Mapping[str, Mapping[str, Any]],
+               notes: list[str]) -> tuple[str, bool, ContainerRequest | None]:
     """One container's name, whether it names a vgpu resource, and its request; ``seen``
-    collects the names met so far."""
+    collects the names met so far, ``notes`` what the parse has to say."""
     container = ref.container
     if not isinstance(container, Mapping):
         raise RequestError(f"spec.{ref.key}[{ref.position}] must be a mapping")
@@ -244,13 +190,22 @@ def _container(ref: ContainerRef, config: Config, seen: set[str],
     cname = container.get("name")
     where = f"{label} {cname!r}" if isinstance(cname, str) and cname else (
         f"spec.{ref.key}[{ref.position}]")
-    named, request = _parse_container(container, config, init=ref.init, where=where)
+    off = moved.get(str(cname), _NOTHING_MOVED) if ref.init else _NOTHING_MOVED
+    named, request = _parse_container(container, config, init=ref.init, where=where,
+                                      moved=off, notes=notes)
     # Every name, not only the GPU containers': two containers of one name would be one
     # to the node agent, and the API server rejects duplicates anyway.
     if str(cname) in seen:
         raise RequestError(f"{where}: container names must be unique in a pod")
     seen.add(str(cname))
     return str(cname), named, request
+
+
+def _request(requests: list[ContainerRequest], annotations: Mapping[str, Any],
+             notes: list[str]) -> PodRequest:
+    choices = parse_pod_choices(annotations)
+    return PodRequest(containers=tuple(requests), choices=choices,
+                      notes=(*choices.notes, *notes))
 
 
 def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:
@@ -260,9 +215,11 @@ def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:
     """
     _, annotations = _pod_fields(pod)
     seen: set[str] = set()
+    notes: list[str] = []
+    moved = init_resources.decode(annotations)
     parsed = [request for ref in containers(pod)
-              if (request := _container(ref, config, seen)[2]) is not None]
-    return PodRequest(containers=tuple(parsed), choices=parse_pod_choices(annotations))
+              if (request := _container(ref, config, seen, moved, notes)[2]) is not None]
+    return _request(parsed, annotations, notes)
 
 
 def parse_gpu_pod(pod: Any, config: Config) -> ParsedPod | None:
@@ -273,9 +230,11 @@ def parse_gpu_pod(pod: Any, config: Config) -> ParsedPod | None:
     parse.
     """
     seen: set[str] = set()
+    notes: list[str] = []
     try:
         spec, annotations = _pod_fields(pod)
-        read = [(ref, *_container(ref, config, seen)) for ref in containers(pod)]
+        moved = init_resources.decode(annotations)
+        read = [(ref, *_container(ref, config, seen, moved, notes)) for ref in containers(pod)]
     except RequestError:
         # Only a broken pod is walked twice: to tell whether it is one to refuse.
         if names_gpu_resource(pod, config):
@@ -285,6 +244,5 @@ def parse_gpu_pod(pod: Any, config: Config) -> ParsedPod | None:
         return None
     placed = tuple(SpecContainer(ref.key, ref.position, ref.init, name, ref.container, request)
                    for ref, name, _, request in read)
-    return ParsedPod(pod, spec, placed, PodRequest(
-        containers=tuple(c.request for c in placed if c.request is not None),
-        choices=parse_pod_choices(annotations)))
+    return ParsedPod(pod, spec, placed, _request(
+        [c.request for c in placed if c.request is not None], annotations, notes))

@@ -19,7 +19,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from vgpu import times
-from vgpu.codecs import Assignment, assignment_of, decode_assignment, encode_assignment
+from vgpu.codecs import (
+    Assignment,
+    assignment_of,
+    decode_assignment,
+    encode_assignment,
+    of_pod,
+)
 from vgpu.errors import CodecError
 
 #: The condition type (a domain-prefixed name, as Kubernetes asks of pod readiness gates and
@@ -47,7 +53,7 @@ def served(pod: Mapping[str, Any]) -> Assignment | None:
     for item in conditions:
         if isinstance(item, Mapping) and item.get("type") == CONDITION \
                 and item.get("status") == "True":
-            return decode_assignment(item.get("message"))
+            return of_pod(decode_assignment(item.get("message")), pod)
     return None
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from vgpu import served
 from vgpu.codecs import Assignment
 from vgpu.devices import EMPTY, Usage
+from vgpu.init_reuse import footprint
 from vgpu.pods import is_terminated, node_name, scheduler_name
 from vgpu.requests import PodRequest
 
@@ -57,6 +58,16 @@ def apply(usages: MutableMapping[str, Usage], assignment: Assignment | None,
     """Add (``sign`` 1) or take away (-1) an assignment's slices, per GPU uuid; a GPU left
     with nothing on it leaves the mapping."""
     if assignment is None:
+        return
+    if assignment.before_apps:
+        # Init containers count by the largest, per GPU (vgpu.init_reuse).
+        for uuid, held in footprint(assignment.containers, assignment.before_apps).items():
+            current = usages.get(uuid, EMPTY)
+            updated = (current.plus(held) if sign > 0 else current.minus(held))
+            if updated == EMPTY:
+                usages.pop(uuid, None)
+            else:
+                usages[uuid] = updated
         return
     for granted in assignment.containers.values():
         for g in granted:

@@ -10,7 +10,7 @@ cluster as it is then, so the scheduler writes nothing extra for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from vgpu.annotations import GpuSelector
@@ -53,9 +53,12 @@ def _why_not(device: Device, usage: Usage, request: ContainerRequest, reason: Fi
 
 def container_fit(request: ContainerRequest, devices: Sequence[Device],
                   usages: Mapping[str, Usage], selector: GpuSelector,
-                  scaling: float) -> str | None:
+                  scaling: float, *, barred: Collection[str] = ()) -> str | None:
     """None when ``request``'s vGPUs fit on distinct GPUs of the node, else what is short:
-    the GPU that comes closest (most free memory among those the pod may use)."""
+    the GPU that comes closest (most free memory among those the pod may use). ``barred``:
+    GPUs the pod may not join (their fault domain holds a pod either does not trust)."""
+    shut = [d for d in devices if d.uuid in barred]
+    devices = [d for d in devices if d.uuid not in barred]
     verdicts = [(d, usages.get(d.uuid, EMPTY),
                  fit_request(d, usages.get(d.uuid, EMPTY), request, selector, scaling))
                 for d in devices]
@@ -63,16 +66,30 @@ def container_fit(request: ContainerRequest, devices: Sequence[Device],
     if have >= request.count:
         return None
     head = f"container {request.name}: {have}/{request.count} GPU(s) fit"
-    excluded = (FitReason.TYPE_EXCLUDED, FitReason.UUID_EXCLUDED)
-    allowed = [v for v in verdicts if v[2] is not None and v[2] not in excluded]
+    if shut:
+        head += (f"; {', '.join(_gpu(d) for d in shut)} share(s) a fault domain with pods "
+                 f"it may not join (vgpu.io/fault-domain)")
+    allowed = [v for v in verdicts if v[2] is not None and v[2] not in _EXCLUDED]
     if not allowed:
-        if not devices:
-            return f"{head}; the node has no GPUs"
-        return f"{head}; every GPU's model or UUID is excluded by the pod's annotations"
+        return _none_closer(head, [v[2] for v in verdicts], have=have, shut=bool(shut))
     device, usage, reason = max(allowed, key=lambda v: (
         v[0].healthy, memory_capacity(v[0], scaling) - v[1].memory_mib))
     assert reason is not None
     return f"{head}; closest {_why_not(device, usage, request, reason, scaling)}"
+
+
+_EXCLUDED = (FitReason.TYPE_EXCLUDED, FitReason.UUID_EXCLUDED)
+
+
+def _none_closer(head: str, reasons: Sequence[FitReason | None], *, have: int,
+                 shut: bool) -> str:
+    """What is short when no GPU the pod may use comes closer than the ones that fit."""
+    if not reasons and not shut:
+        return f"{head}; the node has no GPUs"
+    if any(r in _EXCLUDED for r in reasons):
+        return (f"{head}; every {'other ' if have else ''}GPU's model or UUID is excluded "
+                f"by the pod's annotations")
+    return f"{head}; the node has no other GPU{' it may join' if shut else ''}"
 
 
 #: What else keeps a container that fits by count off a node (the links it requires):
@@ -82,8 +99,8 @@ Beyond = Callable[[str, ContainerRequest], "str | None"]
 
 def _short(node: str, request: ContainerRequest, devices: Sequence[Device], *,
            usages: Mapping[str, Usage], selector: GpuSelector, scaling: float,
-           beyond: Beyond | None) -> str | None:
-    short = container_fit(request, devices, usages, selector, scaling)
+           beyond: Beyond | None, barred: Collection[str]) -> str | None:
+    short = container_fit(request, devices, usages, selector, scaling, barred=barred)
     if short is None and beyond is not None:
         short = beyond(node, request)
     return short
@@ -92,10 +109,12 @@ def _short(node: str, request: ContainerRequest, devices: Sequence[Device], *,
 def closest_nodes(requests: Sequence[ContainerRequest],
                   inventories: Mapping[str, Sequence[Device]], *, stale: Mapping[str, str],
                   usages: Mapping[str, Usage], selector: GpuSelector, scaling: float,
-                  limit: int = 3, beyond: Beyond | None = None) -> tuple[NodeFit, ...]:
+                  limit: int = 3, beyond: Beyond | None = None,
+                  barred: Mapping[str, Collection[str]] | None = None) -> tuple[NodeFit, ...]:
     """The ``limit`` nodes holding most of the pod's GPU containers, most free memory
     first among equals. ``stale`` names nodes whose agent stopped reporting, and why;
-    ``beyond`` what else a container that fits by count needs."""
+    ``beyond`` what else a container that fits by count needs; ``barred`` per node the
+    GPUs the pod may not join (fault domains)."""
     wanted = [r for r in requests if r.count > 0]
     ranked: list[tuple[tuple[int, int, int, str], NodeFit]] = []
     for node, devices in inventories.items():
@@ -105,7 +124,8 @@ def closest_nodes(requests: Sequence[ContainerRequest],
             continue
         short = [s for r in wanted
                  if (s := _short(node, r, devices, usages=usages, selector=selector,
-                                 scaling=scaling, beyond=beyond)) is not None]
+                                 scaling=scaling, beyond=beyond,
+                                 barred=(barred or {}).get(node, ()))) is not None]
         free = sum(memory_capacity(d, scaling) - usages.get(d.uuid, EMPTY).memory_mib
                    for d in devices if d.healthy)
         fit = NodeFit(node, len(wanted) - len(short), len(wanted), tuple(short))

@@ -6,7 +6,8 @@ included), rendered by :mod:`vgpu_kubectl.inspect_render`: a table for people, J
 programs. Everything is derived from the node inventories and the pod
 assignments, the same facts the scheduler rebuilds its state from, so the report shows
 what the scheduler believes, not what NVML sees. One malformed annotation becomes a
-warning in the report; the rest of the cluster is still shown.
+warning in the report; the rest of the cluster is still shown. Each GPU that is one fault
+domain says whom it still takes (:mod:`vgpu_kubectl.fault_view`).
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpu import heartbeat, meta, times
+from vgpu import heartbeat, isolation_modes, meta, times
 from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
 from vgpu.codecs import Assignment, decode_inventory
 from vgpu.devices import EMPTY, Device, Usage, memory_capacity
 from vgpu.errors import CodecError
+from vgpu.fault_domains import Defaults, Tenant
 from vgpu.pods import bind_phase, is_terminated, node_name, pod_key
 from vgpu.topology.links import GpuLink
 from vgpu.usage import claimed, tally
+from vgpu_kubectl import fault_view
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,8 @@ class PodSlice:
     memory_mib: int
     cores: int
     bind_phase: str
+    #: Whom the pod shares a fault domain with, as recorded at its placement.
+    fault_domain: str = "any"
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,9 @@ class GpuRow:
     # Schedulable memory: the physical size × deviceMemoryScaling (above it when the
     # cluster oversubscribes), what allocations are measured against.
     capacity_mib: int = 0
+    #: Whom the GPU's fault domain still takes (``any``, ``<namespace> only``, ``""``:
+    #: nobody on it); None: the GPU keeps each pod's faults its own.
+    fault_domain: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,10 +102,12 @@ class _Pods:
     by_node: dict[str, list[Assignment]] = field(default_factory=dict)
     slices: dict[tuple[str, str], list[PodSlice]] = field(default_factory=dict)
     pending: int = 0
+    occupants: dict[tuple[str, str], list[Tenant]] = field(default_factory=dict)
 
 
 def _read_pods(pods: Iterable[Mapping[str, Any]], scheduler_name: str,
-               extra_schedulers: Collection[str], warnings: list[ReportWarning]) -> _Pods:
+               extra_schedulers: Collection[str], warnings: list[ReportWarning],
+               defaults: Defaults) -> _Pods:
     out = _Pods()
     for pod in pods:
         if is_terminated(pod):
@@ -117,15 +127,17 @@ def _read_pods(pods: Iterable[Mapping[str, Any]], scheduler_name: str,
             continue
         out.by_node.setdefault(node, []).append(assignment)
         phase = bind_phase(pod) or ""
+        fault_view.add(out.occupants, pod, assignment, defaults)
+        scope = fault_view.tenant(pod, assignment, defaults).scope
         for container, granted in sorted(assignment.containers.items()):
             for g in granted:
                 out.slices.setdefault((node, g.uuid), []).append(
-                    PodSlice(namespace, name, container, g.memory_mib, g.cores, phase))
+                    PodSlice(namespace, name, container, g.memory_mib, g.cores, phase, scope))
     return out
 
 
 def _node_row(obj: Mapping[str, Any], pods: _Pods, *, now: dt.datetime, expiry: float,
-              scaling: float, warnings: list[ReportWarning]) -> NodeRow | None:
+              scaling: float, warnings: list[ReportWarning], mode: str) -> NodeRow | None:
     """The node's row; None for a node without an inventory (no agent publishes there)
     or with an unreadable one (a warning says which)."""
     name = meta.name(obj) or "?"
@@ -145,12 +157,15 @@ def _node_row(obj: Mapping[str, Any], pods: _Pods, *, now: dt.datetime, expiry: 
             warnings.append(ReportWarning(f"node {name}", str(exc)))
     stale = not heartbeat.fresh(beat.timestamp() if beat else None, now.timestamp(), expiry)
     usages = tally(pods.by_node.get(name, ()))
+    configured = fault_view.configured_mode(obj, mode)
     gpus = []
     for device in sorted(inventory.devices, key=lambda d: (d.index, d.uuid)):
         on_gpu = sorted(pods.slices.get((name, device.uuid), ()),
                         key=lambda s: (s.namespace, s.pod, s.container))
+        takes = fault_view.takes(device, configured,
+                                 pods.occupants.get((name, device.uuid), ()))
         gpus.append(GpuRow(device, usages.get(device.uuid, EMPTY), tuple(on_gpu),
-                           memory_capacity(device, scaling)))
+                           memory_capacity(device, scaling), takes))
     return NodeRow(name, tuple(gpus), beat, stale, inventory.links)
 
 
@@ -173,20 +188,25 @@ def _totals(rows: Sequence[NodeRow], pending: int) -> Totals:
 def build(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], *,
           now: dt.datetime, heartbeat_expiry_seconds: float,
           scheduler_name: str, extra_schedulers: Collection[str] = (),
-          memory_scaling: float = 1.0) -> Report:
+          memory_scaling: float = 1.0, fault_defaults: Defaults | None = None,
+          isolation_mode: str = isolation_modes.HAMI_CORE) -> Report:
     """The allocation report of a cluster at ``now``.
 
     The pods that hold GPU slices are those the scheduler counts
     (:func:`vgpu.usage.claimed`: pods of ``scheduler_name`` and of ``extra_schedulers``,
     the config's ``extraSchedulerNames``). A pod without a node that names ``scheduler_name`` and
-    has not ended counts as a pending GPU pod.
+    has not ended counts as a pending GPU pod. ``fault_defaults`` and ``isolation_mode``
+    (the config's ``isolation.faultDomains`` and ``isolation.mode``) say whom a pod
+    without a recorded scope trusts and which GPUs are one fault domain.
     """
     warnings: list[ReportWarning] = []
-    on_pods = _read_pods(pods, scheduler_name, extra_schedulers, warnings)
+    on_pods = _read_pods(pods, scheduler_name, extra_schedulers, warnings,
+                         fault_defaults or Defaults())
     rows: list[NodeRow] = []
     for obj in nodes:
         row = _node_row(obj, on_pods, now=now, expiry=heartbeat_expiry_seconds,
-                        scaling=memory_scaling, warnings=warnings)
+                        scaling=memory_scaling, warnings=warnings,
+                        mode=isolation_mode)
         if row is not None:
             rows.append(row)
     rows.sort(key=lambda r: r.name)

@@ -23,8 +23,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", default=None,
                         help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
     config_cli.add_config_option(
-        parser, "vgpu config file, for the scheduler name, memory scaling and heartbeat "
-        "expiry (default: $VGPU_CONFIG, else the defaults)")
+        parser, "vgpu config file, for the scheduler name, memory scaling, heartbeat "
+        "expiry, isolation mode and fault-domain defaults (default: $VGPU_CONFIG, else the "
+        "defaults)")
     parser.add_argument("-d", "--details", action="store_true",
                         help="list the pods on each GPU and those charged to each quota")
     parser.add_argument("-t", "--topology", action="store_true",
@@ -66,7 +67,9 @@ def collect(cluster: ClusterPort, cfg: config.Config, now: dt.datetime,
                          heartbeat_expiry_seconds=cfg.node_heartbeat_expiry_seconds,
                          scheduler_name=cfg.scheduler_name,
                          extra_schedulers=cfg.extra_scheduler_names,
-                         memory_scaling=cfg.device_memory_scaling)
+                         memory_scaling=cfg.device_memory_scaling,
+                         fault_defaults=cfg.isolation.fault_domains.defaults,
+                         isolation_mode=cfg.isolation.mode)
 
 
 def collect_quotas(cluster: ClusterPort, pods: list[Obj] | None = None

@@ -7,6 +7,10 @@ NVLinks to GPU 1; ``NVS18(all)``: the NVSwitch fabric to every other GPU; ``PIX(
 PCIe switch), and ``topology`` adds each node's full matrix as ``nvidia-smi topo -m``
 prints it. Nodes whose links are unknown (older agents, fake files without links) show
 ``unknown``.
+
+A GPU that is one fault domain (MPS, or no isolation) and holds a pod that keeps to its
+namespace shows whom it still takes beside its mode (``mps (ml only)``); ``details`` marks
+such pods ``fault-domain=namespace``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ def _health(node: NodeRow, gpu: GpuRow) -> str:
     health = "healthy" if gpu.device.healthy else "unhealthy"
     # The scheduler places nothing on a node whose heartbeat expired, whatever its GPUs say.
     return f"{health}, node stale" if node.stale else health
+
+
+def _isolation(gpu: GpuRow) -> str:
+    takes = gpu.fault_domain
+    return gpu.device.isolation if takes in (None, "", "any") else (
+        f"{gpu.device.isolation} ({takes})")
 
 
 def _matrix(node: NodeRow) -> LinkMatrix | None:
@@ -83,9 +93,12 @@ def to_json(report: Report) -> dict[str, Any]:
                 "memoryAllocatedMiB": g.usage.memory_mib,
                 "cores": g.device.cores, "coresAllocated": g.usage.cores,
                 "tasks": g.usage.tasks, "split": g.device.split,
+                # Whom its fault domain still takes; null: each pod's faults are its own.
+                "faultDomain": g.fault_domain,
                 "pods": [{"namespace": p.namespace, "name": p.pod, "container": p.container,
                           "memoryMiB": p.memory_mib, "cores": p.cores,
-                          "bindPhase": p.bind_phase} for p in g.pods],
+                          "bindPhase": p.bind_phase, "faultDomain": p.fault_domain}
+                         for p in g.pods],
             } for g in n.gpus],
             # The inventory's own form (docs/contracts.md#node-inventory); null: unknown.
             "links": None if n.links is None else encode_links(n.links),
@@ -134,13 +147,14 @@ def render_table(report: Report, details: bool = False, topology: bool = False) 
             rows.append(_with_links((
                 node.name if i == 0 else "", str(d.index), d.model,
                 f"{u.memory_mib}/{gpu.capacity_mib}", _percent(u.memory_mib, gpu.capacity_mib),
-                f"{u.cores}/{d.cores}", f"{u.tasks}/{d.split}", d.isolation,
+                f"{u.cores}/{d.cores}", f"{u.tasks}/{d.split}", _isolation(gpu),
                 _health(node, gpu)), links[i]))
             if details and gpu.pods:
                 after[len(rows) - 1] = [
                     f"    {p.namespace}/{p.pod}  container={p.container}  "
                     f"memory={p.memory_mib}MiB  cores={p.cores}"
                     + (f"  phase={p.bind_phase}" if p.bind_phase else "")
+                    + (f"  fault-domain={p.fault_domain}" if p.fault_domain != "any" else "")
                     for p in gpu.pods]
         if not node.gpus:
             rows.append(_with_links((node.name, "-", "(no GPUs)", "", "", "", "", "",

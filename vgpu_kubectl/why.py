@@ -14,7 +14,9 @@ the fact, at no extra API call:
   its delay after the binding, the isolation given;
 - for a pending pod, the nodes closest to holding it now (:mod:`vgpu_kubectl.closest`);
 - the node inventory's links: how fast a placed pod's GPUs talk, or what a pod that
-  requires the fastest links is short of (:mod:`vgpu_kubectl.why_links`).
+  requires the fastest links is short of (:mod:`vgpu_kubectl.why_links`);
+- ``vgpu.io/fault-domain`` and the scopes recorded in the assignments: whom the pod shares
+  a GPU's faults with, and which GPUs it may not join (:mod:`vgpu_kubectl.fault_view`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from vgpu.pod_history import ADMISSION, ALLOCATION, Allocation, decode_admission
 from vgpu.pods import node_name, pod_key
 from vgpu.requests import ContainerRequest, parse_pod
 from vgpu.usage import claimed, tally
-from vgpu_kubectl import why_links, why_quota
+from vgpu_kubectl import fault_view, why_links, why_quota
 from vgpu_kubectl.closest import NodeFit, closest_nodes
 
 Obj = Mapping[str, Any]
@@ -87,6 +89,8 @@ class Report:
     warnings: tuple[str, ...] = ()
     #: For a pod a ResourceQuota refused: each resource in plain words.
     quota: tuple[str, ...] = ()
+    #: Whom the pod shares a GPU's faults with, when that narrows where it may go.
+    fault_domain: str | None = None
 
 
 def event_line(event: Obj) -> EventLine:
@@ -118,7 +122,7 @@ def _missing(namespace: str, name: str, events: list[EventLine],
                   events=tuple(events[-5:]))
 
 
-def _placement(pod: Obj, nodes: Sequence[Obj]) -> dict[str, Any]:
+def _placement(pod: Obj, nodes: Sequence[Obj], config: Config) -> dict[str, Any]:
     try:
         assignment = assignment_of(pod)
     except CodecError as exc:
@@ -139,7 +143,9 @@ def _placement(pod: Obj, nodes: Sequence[Obj]) -> dict[str, Any]:
             d = devices.get(g.uuid)
             lines.append(GpuLine(container, g.uuid, d.index if d else None,
                                  d.model if d else "?", g.memory_mib, g.cores))
-    return {"gpus": tuple(lines), "links": why_links.placed_lines(assignment, inventory)}
+    return {"gpus": tuple(lines), "links": why_links.placed_lines(assignment, inventory),
+            "fault_domain": fault_view.for_placed(
+                pod, assignment, config.isolation.fault_domains.defaults)}
 
 
 def _bound_state(pod: Obj, phase: str | None) -> tuple[str, str]:
@@ -157,25 +163,40 @@ def _bound_state(pod: Obj, phase: str | None) -> tuple[str, str]:
     return "allocated", f"allocated on {node}; pod phase {phase or 'unknown'}"
 
 
-def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
-             pods: Sequence[Obj], *, config: Config, now: dt.datetime) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _queue_state(pod: Obj, events: list[EventLine]) -> dict[str, Any]:
+    """Where a pod no node holds stands: gated, unschedulable or queued."""
     gates = tuple(str(g.get("name", "")) for g in
                   (pod.get("spec") or {}).get("schedulingGates") or [])
     failed = [e for e in events if e.reason == "FailedScheduling"]
     if gates:
-        out.update(state="gated", gates=gates,
-                   summary=f"held by scheduling gates {', '.join(gates)}: no scheduler "
-                           f"tries it until they are removed")
-    elif failed:
-        out.update(state="unschedulable", last_attempt=failed[-1],
-                   summary=f"no node fits; the scheduler retries it when a node or pod "
+        return {"state": "gated", "gates": gates,
+                "summary": f"held by scheduling gates {', '.join(gates)}: no scheduler "
+                           f"tries it until they are removed"}
+    if failed:
+        return {"state": "unschedulable", "last_attempt": failed[-1],
+                "summary": f"no node fits; the scheduler retries it when a node or pod "
                            f"changes in a way that could help (last attempt "
-                           f"{failed[-1].time})")
-    else:
-        out.update(state="queued", summary="waiting for the scheduler: no attempt has "
-                   "failed yet (queued, or held until its node's previous GPU pod is "
-                   "allocated)")
+                           f"{failed[-1].time})"}
+    return {"state": "queued", "summary": "waiting for the scheduler: no attempt has failed "
+            "yet (queued, or held until its node's previous GPU pod is allocated)"}
+
+
+def _placed_others(pod: Obj, pods: Sequence[Obj], config: Config) -> list[tuple[Obj, Any]]:
+    """The other pods that hold GPU slices, with their assignments."""
+    placed = []
+    for p in pods:
+        try:
+            a = claimed(p, config.vgpu_schedulers)
+        except CodecError:
+            continue
+        if a is not None and pod_key(p) != pod_key(pod):
+            placed.append((p, a))
+    return placed
+
+
+def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
+             pods: Sequence[Obj], *, config: Config, now: dt.datetime) -> dict[str, Any]:
+    out = _queue_state(pod, events)
     try:
         request = parse_pod(pod, config)
     except RequestError as exc:
@@ -195,15 +216,16 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
             beat = None
         if not heartbeat.fresh(beat, now.timestamp(), expiry):
             stale[name] = f"node agent not reporting (heartbeat older than {expiry:g}s)"
-    assignments = []
-    for p in pods:
-        try:
-            a = claimed(p, config.vgpu_schedulers)
-        except CodecError:
-            continue
-        if a is not None and pod_key(p) != pod_key(pod):
-            assignments.append(a)
-    usages = tally(assignments)
+    placed = _placed_others(pod, pods, config)
+    usages = tally(a for _, a in placed)
+    try:
+        out["fault_domain"], barred = fault_view.for_pending(
+            pod, placed, {n: i.devices for n, i in inventories.items()},
+            fault_view.configured_modes(nodes, config.isolation.mode),
+            config.isolation.fault_domains.defaults)
+    except RequestError as exc:
+        out["warnings"] = (str(exc),)
+        barred = {}
     selector, scaling = request.choices.selector, config.device_memory_scaling
 
     def beyond(node: str, container: ContainerRequest) -> str | None:
@@ -213,7 +235,7 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
     out["closest"] = closest_nodes(
         request.containers, {n: i.devices for n, i in inventories.items()}, stale=stale,
         usages=usages, selector=selector, scaling=scaling,
-        beyond=beyond if request.choices.topology_required else None)
+        beyond=beyond if request.choices.topology_required else None, barred=barred)
     return out
 
 
@@ -251,7 +273,7 @@ def build(namespace: str, name: str, seen: Cluster, *, config: Config,
         fields.update(state=phase.lower(), summary=f"finished: {phase}")
     elif node_name(pod) is not None:
         state, summary = _bound_state(pod, phase)
-        placed = _placement(pod, nodes)
+        placed = _placement(pod, nodes, config)
         warnings += placed.pop("warnings", ())
         fields.update(state=state, summary=summary, node=node_name(pod),
                       bind_time=ann.get(BIND_TIME), **placed)

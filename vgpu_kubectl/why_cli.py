@@ -27,8 +27,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", default=None,
                         help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
     config_cli.add_config_option(
-        parser, "vgpu config file, for the scheduler name, memory scaling and heartbeat "
-        "expiry (default: $VGPU_CONFIG, else the defaults)")
+        parser, "vgpu config file, for the scheduler name, memory scaling, heartbeat "
+        "expiry, isolation mode and fault-domain defaults (default: $VGPU_CONFIG, else the "
+        "defaults)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text",
                         help="output format")
 

@@ -32,9 +32,11 @@ from vgpu_nodeagent.allocation.phases import PhaseWriter
 from vgpu_nodeagent.devices import inventory, virtual
 from vgpu_nodeagent.devices.discovery import Discovery, GpuFacts
 from vgpu_nodeagent.devices.health import HealthTracker
+from vgpu_nodeagent.devices.xid import is_device_fault
 from vgpu_nodeagent.isolation import grants
 from vgpu_nodeagent.isolation import metrics as isolation_metrics
 from vgpu_nodeagent.isolation.mode import Backend, node_label
+from vgpu_nodeagent.isolation.mps_faults import MpsFaults
 from vgpu_nodeagent.isolation.watchdog import Watchdog
 from vgpu_nodeagent.kubelet.device_plugin import DeviceList, DevicePluginService
 from vgpu_nodeagent.kubelet.plugin_server import PluginServer
@@ -110,6 +112,9 @@ class NodeAgent:
                                  schedulers=config.vgpu_schedulers,
                                  proc_root=options.proc_root)
         self._mode = ""
+        #: Faults reported to the pods they hit; made with the MPS daemon, when the node's
+        #: mode needs one (:meth:`_configure_isolation`).
+        self.mps_faults: MpsFaults | None = None
         self.metrics = Metrics(Sources(gpus=self._gpu_health, samples=discovery.samples,
                                        pods=self._pods, registered=self._registered,
                                        schedulers=config.vgpu_schedulers,
@@ -156,6 +161,10 @@ class NodeAgent:
         with self._lock:
             return frozenset(f.uuid for f in self._facts)
 
+    def _pci(self) -> dict[str, str]:
+        with self._lock:
+            return {f.uuid: f.pci for f in self._facts if f.pci}
+
     def _totals(self) -> dict[str, int]:
         with self._lock:
             return {f.uuid: f.memory_mib for f in self._facts}
@@ -165,6 +174,8 @@ class NodeAgent:
         yield from isolation_metrics.families(self.backend.current(), self.backend.choice.mode,
                                               daemon.status() if daemon else None)
         yield from self.watchdog.families()
+        if self.mps_faults is not None:
+            yield from self.mps_faults.families()
 
     def _gpu_health(self) -> list[tuple[GpuFacts, bool]]:
         with self._lock:
@@ -281,6 +292,11 @@ class NodeAgent:
         if daemon is not None:
             daemon.tick()
             self._spawn("mps-daemon", lambda: daemon.run(self._stop))
+            faults = self.mps_faults = MpsFaults(
+                self.config.isolation.mps, daemon, self._pods, self.port,
+                schedulers=self.config.vgpu_schedulers, proc_root=self.options.proc_root,
+                pci=self._pci)
+            self._spawn("mps-faults", lambda: faults.run(self._stop))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = loops.thread(name, target)
@@ -338,6 +354,11 @@ class NodeAgent:
     # -- loops -----------------------------------------------------------------------------
 
     def _on_fault(self, uuid: str | None, xid: int) -> None:
+        if self.mps_faults is not None:
+            # Any XID, an application's too: it ends every client of the GPU's MPS server.
+            self.mps_faults.xid(uuid, xid)
+        if not is_device_fault(xid):
+            return  # the application's error: the GPU stays healthy
         uuids = [uuid] if uuid is not None else list(self._known_uuids())
         self.health.fault(uuids)
         self._wake.set()

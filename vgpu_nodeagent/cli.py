@@ -15,6 +15,7 @@ from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu_nodeagent.agent import NodeAgent
 from vgpu_nodeagent.devices.discovery import Discovery
+from vgpu_nodeagent.devices.excluded import filtered
 from vgpu_nodeagent.options import Options
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = dataclasses.replace(cfg, nodeagent=section)
     metrics_port = None if args.metrics_port == 0 else section.metrics_port
 
-    discovery = _discovery(args)
+    discovery = filtered(_discovery(args), section.exclude_devices)
     port = _cluster(args)
     agent = NodeAgent(cfg, discovery, port,
                       Options(node_name=args.node_name, metrics_port=metrics_port))

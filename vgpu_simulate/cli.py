@@ -20,6 +20,7 @@ from vgpu_simulate import bundled, churn_cli, plot, published
 from vgpu_simulate import policies as sim_policies
 from vgpu_simulate.links import check_shape
 from vgpu_simulate.replay import RunResult, peak_rss_mib, replay
+from vgpu_simulate.tenancy import DEFAULT_MODE, Tenancy
 from vgpu_simulate.trace import TraceNode, TracePod, load_nodes, load_pods
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
@@ -69,6 +70,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capacity", type=float, metavar="FRACTION",
                         help="with --churn: keep a seeded random FRACTION of the nodes "
                              "(default 1)")
+    parser.add_argument("--tenants", type=int, default=1, metavar="N",
+                        help="spread the pods over N namespaces at random (default 1: all "
+                             "in one)")
+    parser.add_argument("--fault-domain-isolated", type=float, default=0.0, metavar="SHARE",
+                        help="this share of the pods (0 to 1) says vgpu.io/fault-domain: "
+                             "namespace, sharing no fault domain with other namespaces' "
+                             "pods (default 0)")
+    parser.add_argument("--isolation", default=None, metavar="MODE",
+                        help="the isolation mode every node's GPUs report (none, hami-core, "
+                             "mps, mps-hami-core; default: unknown, as the trace's nodes "
+                             "have no agent)")
     parser.add_argument("--json", metavar="OUT", help="write results as JSON ('-': stdout)")
     parser.add_argument("--plot", metavar="OUT",
                         help=f"write the allocation plot (.svg, or .png with matplotlib); "
@@ -149,6 +161,9 @@ def summarise(results: Sequence[RunResult]) -> list[dict[str, Any]]:
         if any(r.multi_gpu_pods is not None for r in runs):
             out[-1].update(multi_gpu_pods=_mean([r.multi_gpu_pods for r in runs]),
                            best_link_pct=_mean([r.best_link_pct for r in runs]))
+        if any(r.isolated_pods is not None for r in runs):
+            out[-1].update(isolated_pods=_mean([r.isolated_pods for r in runs]),
+                           isolated_placed=_mean([r.isolated_placed for r in runs]))
     return out
 
 
@@ -220,6 +235,26 @@ def _check(args: argparse.Namespace) -> None:
     churn_cli.check(args)
     if args.hide_links and args.topology is None:
         raise ConfigError("--hide-links: give the nodes a --topology first")
+    tenancy(args)
+
+
+def tenancy(args: argparse.Namespace) -> Tenancy:
+    """The namespaces and fault domains of the replay's pods (checked: ConfigError)."""
+    return Tenancy(args.tenants, args.fault_domain_isolated, args.isolation or DEFAULT_MODE)
+
+
+def _describe(args: argparse.Namespace, workload: str, nodes: Sequence[TraceNode],
+              pods: Sequence[TracePod]) -> None:
+    """What was replayed, above the table."""
+    print(f"workload: {workload} ({len(pods)} pods, {len(nodes)} nodes, "
+          f"{sum(n.gpus for n in nodes)} GPUs), inflated to {args.inflate}x GPU capacity")
+    if args.topology:
+        print(f"topology: every node {args.topology}"
+              + (", links hidden from the scheduler" if args.hide_links else ""))
+    if args.tenants > 1 or args.isolation:
+        print(f"tenants: {args.tenants} namespaces, {args.fault_domain_isolated:.0%} of the "
+              f"pods keep to their namespace's fault domain, nodes in "
+              f"{args.isolation or DEFAULT_MODE}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -246,15 +281,11 @@ def run(args: argparse.Namespace) -> int:
             progress.start(f"{policy.name} seed {seed}")
             result = replay(nodes, pods, policy, seed=seed, inflate=args.inflate,
                             progress=progress, topology=args.topology,
-                            hide_links=args.hide_links)
+                            hide_links=args.hide_links, tenancy=tenancy(args))
             progress.finish(result)
             results.append(result)
     summary = summarise(results)
-    print(f"workload: {workload} ({len(pods)} pods, {len(nodes)} nodes, "
-          f"{sum(n.gpus for n in nodes)} GPUs), inflated to {args.inflate}x GPU capacity")
-    if args.topology:
-        print(f"topology: every node {args.topology}"
-              + (", links hidden from the scheduler" if args.hide_links else ""))
+    _describe(args, workload, nodes, pods)
     print(table(summary, paper))
     if paper:
         print("paper (FGD artifact, means of seeds 42-51): " + ", ".join(

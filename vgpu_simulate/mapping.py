@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -41,9 +42,10 @@ NAMESPACE = "default"
 
 
 def node_object(node: TraceNode, heartbeat: float, *, topology: str | None = None,
-                publish_links: bool = True) -> Obj:
+                publish_links: bool = True, isolation: str | None = None) -> Obj:
     """The Node; with ``topology`` its GPUs have that shape's NUMA nodes and, when
-    ``publish_links``, its inventory carries the shape's links."""
+    ``publish_links``, its inventory carries the shape's links; with ``isolation`` its
+    GPUs report that mode."""
     model = node.model or "none"
     memory = GPU_MEMORY_MIB.get(node.model, DEFAULT_GPU_MEMORY_MIB)
     links = None
@@ -56,6 +58,8 @@ def node_object(node: TraceNode, heartbeat: float, *, topology: str | None = Non
         gpus, shaped = builders.shaped_devices(node.name, node.gpus, topology, model=model,
                                                memory_mib=memory, split=SLOTS_PER_GPU)
         links = shaped if publish_links else None
+    if isolation is not None:
+        gpus = tuple(dataclasses.replace(d, isolation=isolation) for d in gpus)
     return builders.node(node.name, gpus, cpu=f"{node.cpu_milli}m", memory=f"{node.memory_mib}Mi",
                       pods=PODS_PER_NODE, heartbeat=heartbeat, links=links)
 
@@ -65,7 +69,9 @@ def percent(gpu_milli: int) -> int:
     return min(100, math.ceil(gpu_milli * 100 / MILLI))
 
 
-def pod_object(pod: TracePod, config: Config) -> Obj:
+def pod_object(pod: TracePod, config: Config, *, namespace: str = NAMESPACE,
+               extra: Mapping[str, str] | None = None) -> Obj:
+    """The Pod; ``extra`` annotations beside the trace's (a fault domain)."""
     rn = config.resource_names
     requests: dict[str, Any] = {"cpu": f"{pod.cpu_milli}m"}
     if pod.memory_mib:
@@ -76,9 +82,10 @@ def pod_object(pod: TracePod, config: Config) -> Obj:
         resources["limits"] = {rn.gpu: str(pod.num_gpu), rn.gpucores: share,
                                rn.gpumem_percentage: share}
     annotations = {ann.USE_GPUTYPE: ",".join(pod.gpu_spec)} if pod.gpu_spec else {}
+    annotations.update(extra or {})
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": pod.name, "namespace": NAMESPACE, "annotations": annotations},
+        "metadata": {"name": pod.name, "namespace": namespace, "annotations": annotations},
         "spec": {"schedulerName": config.scheduler_name,
                  "containers": [{"name": "main", "image": "trace", "resources": resources}]},
         "status": {"phase": "Pending"},

@@ -26,6 +26,7 @@ from vgpu_simulate.arrivals import arrival_order
 from vgpu_simulate.links import LinkTally, check_shape
 from vgpu_simulate.metrics import Sample, curve, unallocated_at
 from vgpu_simulate.policies import SimPolicy
+from vgpu_simulate.tenancy import Tenancy
 from vgpu_simulate.trace import TraceNode, TracePod, gpu_capacity_milli
 
 #: The replay's clock: fixed, so heartbeats never expire and runs are repeatable.
@@ -50,6 +51,10 @@ class RunResult:
     #: got their node's best possible link (:mod:`.links`).
     multi_gpu_pods: int | None = None
     best_link_pct: float | None = None
+    #: With tenants: the pods that kept to their namespace's fault domain, and of those
+    #: the ones placed.
+    isolated_pods: int | None = None
+    isolated_placed: int | None = None
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -59,6 +64,9 @@ class RunResult:
             "curve": [[p, v] for p, v in self.curve], "seconds": round(self.seconds, 2)}
         if self.multi_gpu_pods is not None:
             out.update(multi_gpu_pods=self.multi_gpu_pods, best_link_pct=self.best_link_pct)
+        if self.isolated_pods is not None:
+            out.update(isolated_pods=self.isolated_pods,
+                       isolated_placed=self.isolated_placed)
         return out
 
 
@@ -79,9 +87,11 @@ def tie_order(nodes: Sequence[TraceNode], perm: Sequence[int]) -> list[TraceNode
 
 def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPolicy, *,
            seed: int, inflate: float = 1.3, progress: Progress | None = None,
-           topology: str | None = None, hide_links: bool = False) -> RunResult:
+           topology: str | None = None, hide_links: bool = False,
+           tenancy: Tenancy | None = None) -> RunResult:
     """``topology`` gives every node that shape (:mod:`.links`); ``hide_links`` keeps the
-    links out of the inventories, so that only the measure knows them."""
+    links out of the inventories, so that only the measure knows them; ``tenancy`` spreads
+    the pods over namespaces, some keeping to theirs (:mod:`.tenancy`)."""
     capacity = gpu_capacity_milli(nodes)
     if capacity <= 0:
         from vgpu_simulate.trace import TraceError  # noqa: PLC0415
@@ -98,9 +108,12 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
         check_shape(topology)
         tally = LinkTally(topology)
         tally.add_nodes(nodes)
+    tenancy = tenancy or Tenancy()
+    tenants = tenancy.assign(arrivals.pods, seed)
     for node in tie_order(nodes, arrivals.node_perm):
         cluster.create("nodes", mapping.node_object(node, EPOCH, topology=topology,
-                                                    publish_links=not hide_links))
+                                                    publish_links=not hide_links,
+                                                    isolation=tenancy.mode))
     sched = Scheduler(config, cluster, clock=lambda: EPOCH,
                       registry=policy.registry(workload, arrivals.rng))
     outcomes: dict[str, str] = {}
@@ -110,25 +123,29 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
 
     sched.listeners.append(listen)
     sched.run_until_idle()
-    arrived = allocated = placed = failed = 0
+    arrived = allocated = placed = failed = isolated = isolated_placed = 0
     samples: list[Sample] = []
     total = len(arrivals.pods)
     for i, pod in enumerate(arrivals.pods):
-        obj = mapping.pod_object(pod, config)
-        key = f"{mapping.NAMESPACE}/{pod.name}"
+        namespace, keeps = tenants[pod.name]
+        obj = mapping.pod_object(pod, config, namespace=namespace,
+                                 extra=tenancy.annotations(keeps))
+        key = f"{namespace}/{pod.name}"
         cluster.create("pods", obj)
         sched.run_until_idle()
         arrived += pod.total_gpu_milli
+        isolated += keeps
         if outcomes.get(key) == "bound":
             placed += 1
+            isolated_placed += keeps
             allocated += mapping.allocated_milli(pod)
             if tally is not None and pod.num_gpu > 1:
-                assignment = assignment_of(cluster.get("pods", pod.name, mapping.NAMESPACE))
+                assignment = assignment_of(cluster.get("pods", pod.name, namespace))
                 if assignment is not None:
                     tally.record(assignment)
         else:
             failed += 1
-            cluster.delete("pods", pod.name, mapping.NAMESPACE)
+            cluster.delete("pods", pod.name, namespace)
             sched.run_until_idle()
         outcomes.pop(key, None)
         samples.append(Sample(arrived, allocated))
@@ -140,7 +157,9 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
                      seconds=time.perf_counter() - started, capacity_milli=capacity,
                      samples=samples,
                      multi_gpu_pods=None if tally is None else tally.multi_gpu,
-                     best_link_pct=None if tally is None else tally.best_pct)
+                     best_link_pct=None if tally is None else tally.best_pct,
+                     isolated_pods=isolated if tenancy.tenants > 1 else None,
+                     isolated_placed=isolated_placed if tenancy.tenants > 1 else None)
 
 
 def peak_rss_mib() -> float:

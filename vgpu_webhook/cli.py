@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import threading
 
@@ -38,6 +39,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to watch Nodes in (default: in-cluster, then "
                              "$KUBECONFIG; with none, run without a node inventory)")
+    parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "vgpu-system"),
+                        metavar="NAMESPACE",
+                        help="namespace of the ConfigMap vgpu-gpu-types, the GPU types seen "
+                             "before (default: $POD_NAMESPACE, else vgpu-system)")
     config_cli.add_config_option(parser)
 
 
@@ -54,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     try:
         cluster = connect(args.kubeconfig, required=bool(args.kubeconfig))
-        view = watch_nodes(cluster, stop) if cluster is not None else no_cluster()
+        view = watch_nodes(cluster, stop, namespace=args.namespace,
+                           remember=cfg.quota.remember_gpu_types) if cluster is not None \
+            else no_cluster()
         denials = DenialRecorder(cluster) if cluster is not None else None
         server = WebhookServer(cfg, view, tls, host=args.address,
                                port=_port(args.port, "--port"),

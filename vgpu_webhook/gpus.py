@@ -13,8 +13,9 @@ mixed cluster leaves percentages to the scheduler; a larger cluster denies less)
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,11 +58,19 @@ class GpuKind:
 
 @dataclass(frozen=True)
 class ClusterGpus:
-    """An immutable snapshot of every node's GPUs. Empty means "not known"."""
+    """An immutable snapshot of every node's GPUs. Empty means "not known".
+
+    ``remembered`` are GPU kinds node inventories showed before whose nodes are gone now
+    (a node pool scaled to zero; kept across restarts, :mod:`vgpu_webhook.remembered`),
+    and ``capped`` the namespaces a ResourceQuota of which caps ``vgpu.io/memory-mib``:
+    the webhook charges a memory percentage against every kind it knows of, and refuses
+    a pod it cannot charge only where a quota would be fooled."""
 
     kinds: tuple[GpuKind, ...] = ()
     max_gpus_per_node: int = 0
     nodes: int = 0
+    remembered: tuple[GpuKind, ...] = ()
+    capped: frozenset[str] = frozenset()
 
     @property
     def known(self) -> bool:
@@ -76,6 +85,15 @@ class ClusterGpus:
         if selector.unrestricted:
             return list(self.kinds)
         return [kind for kind in self.kinds if kind.allows(selector)]
+
+    def every_kind(self, selector: GpuSelector,
+                   declared: Iterable[tuple[str, int]] = ()) -> list[GpuKind]:
+        """The kinds a pod may land on, known from anywhere: the live inventories, the
+        ones seen before, and the operator's declared node-pool types
+        (``quota.gpuTypes``)."""
+        pool = [*self.kinds, *self.remembered,
+                *(GpuKind(model, mib, frozenset()) for model, mib in declared)]
+        return [kind for kind in pool if selector.unrestricted or kind.allows(selector)]
 
     @classmethod
     def from_inventories(cls, inventories: Iterable[NodeInventory]) -> ClusterGpus:
@@ -92,6 +110,15 @@ class ClusterGpus:
         kinds = tuple(GpuKind(model, memory, frozenset(uuids))
                       for (model, memory), uuids in sorted(groups.items()))
         return cls(kinds=kinds, max_gpus_per_node=max_per_node, nodes=nodes)
+
+    def with_facts(self, remembered: Iterable[tuple[str, int]],
+                   capped: frozenset[str]) -> ClusterGpus:
+        """The snapshot with the kinds seen before (those not live now) and the capped
+        namespaces."""
+        live = {(k.model, k.memory_mib) for k in self.kinds}
+        gone = tuple(GpuKind(model, mib, frozenset())
+                     for model, mib in sorted(set(remembered)) if (model, mib) not in live)
+        return dataclasses.replace(self, remembered=gone, capped=capped)
 
 
 def _name(node: Mapping[str, Any]) -> str | None:
@@ -118,12 +145,22 @@ class GpuView:
         self._raw: dict[str, str] = {}
         self._inventories: dict[str, NodeInventory] = {}
         self._synced = synced if synced is not None else threading.Event()
+        self._also: list[threading.Event] = []
+        self._remembered: frozenset[tuple[str, int]] = frozenset()
+        self._capped: frozenset[str] = frozenset()
+        #: Called with the live kinds after each change (to remember them).
+        self.on_kinds: Callable[[frozenset[tuple[str, int]]], None] | None = None
         self.snapshot = ClusterGpus()
 
     @property
     def synced(self) -> bool:
-        """True once the initial list of nodes has been seen."""
-        return self._synced.is_set()
+        """True once the initial list of nodes has been seen (and of every other source
+        :meth:`wait_for` named)."""
+        return self._synced.is_set() and all(e.is_set() for e in self._also)
+
+    def wait_for(self, synced: threading.Event) -> None:
+        """Another source the view is not ready without (the quotas' first list)."""
+        self._also.append(synced)
 
     def mark_synced(self) -> None:
         self._synced.set()
@@ -173,9 +210,24 @@ class GpuView:
         elif old is not None:
             self.remove(old)
 
+    def remember(self, kinds: Iterable[tuple[str, int]]) -> None:
+        """The GPU kinds seen before (the remembered store's content)."""
+        with self._lock:
+            self._remembered = frozenset(kinds)
+            self._publish()
+
+    def cap(self, namespaces: Iterable[str]) -> None:
+        """The namespaces whose ResourceQuotas cap ``vgpu.io/memory-mib``."""
+        with self._lock:
+            self._capped = frozenset(namespaces)
+            self._publish()
+
     def _publish(self) -> None:
-        snapshot = ClusterGpus.from_inventories(self._inventories.values())
-        if snapshot != self.snapshot:
+        live = ClusterGpus.from_inventories(self._inventories.values())
+        snapshot = live.with_facts(self._remembered, self._capped)
+        if snapshot.kinds != self.snapshot.kinds:
             log.info("cluster GPUs changed", nodes=snapshot.nodes, gpus=snapshot.gpus,
                      kinds=len(snapshot.kinds), max_gpus_per_node=snapshot.max_gpus_per_node)
         self.snapshot = snapshot
+        if self.on_kinds is not None and live.kinds:
+            self.on_kinds(frozenset((k.model, k.memory_mib) for k in live.kinds))

@@ -25,7 +25,9 @@ class Metrics:
         self.registry = CollectorRegistry()
         # The node watch's failed rounds (the GPU inventories the decisions read).
         self.registry.register(loops.Collector(
-            "vgpu_webhook", ("informer (nodes)", "informer handler (nodes)")))
+            "vgpu_webhook", ("informer (nodes)", "informer handler (nodes)",
+                             "informer (resourcequotas)", "informer handler (resourcequotas)",
+                             "gpu types writer")))
         requests = Counter("vgpu_webhook_requests", "Admission requests answered, by outcome",
                            ["outcome"], registry=self.registry)
         # Children bound once: a labels() lookup per request is measurable at high rates.

@@ -19,12 +19,13 @@ which value the limiter sees.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from vgpu import quota_charge
-from vgpu.annotations import GPUMEM_PERCENTAGE
+from vgpu import fault_domains, init_resources, meta, quota_charge
+from vgpu.annotations import GPUMEM_PERCENTAGE, GpuSelector
 from vgpu.config import Config
 from vgpu.devices import check_possible, memory_capacity, percent_of
 from vgpu.errors import QuantityError, RequestError
@@ -34,6 +35,8 @@ from vgpu.quota_charge import Charge
 from vgpu.requests import ContainerRequest, ParsedPod, PodRequest, parse_gpu_pod
 from vgpu_webhook.derived_requests import Place, UnknownGpuError, charges
 from vgpu_webhook.gpus import ClusterGpus
+from vgpu_webhook.init_moves import move_off
+from vgpu_webhook.operator_knobs import knob_ops
 from vgpu_webhook.patch import Op, add, describe, update_mapping
 from vgpu_webhook.route_around import route_around
 from vgpu_webhook.verdict import AdmissionVerdict, allow, deny, mutated
@@ -57,31 +60,55 @@ def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Adm
         return deny(str(exc))
     if parsed is None:
         return allow("skipped", "not a GPU pod")
+    try:
+        # Whom the pod shares a fault domain with: checked here so that a typo is told at
+        # once instead of keeping the pod pending (the scheduler refuses it the same way).
+        fault_domains.stated(meta.annotations_of(request.get("object") or {}))
+    except RequestError as exc:
+        return deny(str(exc))
     # One rule, whatever scheduler the pod names: a GPU pod is placed by vgpu, or refused.
     around = route_around(parsed, config)
     if around is not None:
         return deny(around, code=403)
-    if gpus.known:
-        stand_ins = [kind.device() for kind in gpus.kinds]
-        try:
-            for container in parsed.request.containers:
-                check_possible(container, stand_ins, max_gpus_per_node=gpus.max_gpus_per_node,
-                               scaling=config.device_memory_scaling,
-                               gpu_name=config.resource_names.gpu,
-                               mem_name=config.resource_names.gpumem)
-        except RequestError as exc:
-            return deny(str(exc))
-
+    denial = _impossible(parsed, config, gpus)
+    if denial is not None:
+        return deny(denial)
+    # Percentages the patch turns into MiB, by container: the charge reads them so too.
+    mibs = {c.name: mib for c in parsed.containers
+            if (mib := _resolved(c.container, c.request, parsed.request, config, gpus))
+            is not None}
     charged: dict[Place, Charge] = {}
     if config.quota.derived_requests:
+        namespace = str(request.get("namespace") or meta.namespace(parsed.pod, "default"))
         try:
-            charged = charges(parsed, config, gpus)
+            charged = charges(_as_resolved(parsed, mibs), config, gpus, namespace)
         except UnknownGpuError as exc:
             return deny(str(exc), code=403)
-    ops = _patch(parsed, config, gpus, charged)
+    ops = _patch(parsed, config, mibs, charged)
+    warnings = parsed.request.notes
     if not ops:
-        return allow("unchanged", "GPU pod needs no change")
-    return mutated(tuple(ops))
+        return allow("unchanged", "GPU pod needs no change", warnings)
+    return mutated(tuple(ops), warnings)
+
+
+def _impossible(parsed: ParsedPod, config: Config, gpus: ClusterGpus) -> str | None:
+    """Why no node of the cluster could ever hold the pod, as far as the GPU types vgpu
+    knows go (live, seen before, declared); None when one could or nothing is known."""
+    if not gpus.known:
+        return None
+    declared = config.quota.declared_gpus()
+    stand_ins = [kind.device() for kind in gpus.every_kind(GpuSelector(), declared)]
+    # Nodes of a type not up now may have more GPUs than any up now.
+    per_node = 0 if (gpus.remembered or declared) else gpus.max_gpus_per_node
+    try:
+        for container in parsed.request.containers:
+            check_possible(container, stand_ins, max_gpus_per_node=per_node,
+                           scaling=config.device_memory_scaling,
+                           gpu_name=config.resource_names.gpu,
+                           mem_name=config.resource_names.gpumem)
+    except RequestError as exc:
+        return str(exc)
+    return None
 
 
 def resolve_percentage(percent: int, parsed: PodRequest, config: Config,
@@ -91,7 +118,7 @@ def resolve_percentage(percent: int, parsed: PodRequest, config: Config,
     ``None`` when that is not so (several sizes, no GPU left by the annotations, or no
     inventory): the scheduler then resolves the percentage against the GPU it picks.
     """
-    kinds = gpus.candidates(parsed.choices.selector)
+    kinds = gpus.every_kind(parsed.choices.selector, config.quota.declared_gpus())
     if not kinds:
         return None
     scaling = config.device_memory_scaling
@@ -123,11 +150,17 @@ def _gpu_wants(request: ContainerRequest, limits: Mapping[str, Any],
     for name in names.all():
         if name in requests and name not in limits:
             want_limits[name] = requests[name]
+    gives_requests = any(name in requests for name in names.all())
     if request.count_defaulted:
-        want_limits[names.gpu] = "1"
+        want_limits[names.gpu] = str(request.count)
         # Requests, when given, must equal limits for extended resources.
-        if any(name in requests for name in names.all()):
-            want_requests[names.gpu] = "1"
+        if gives_requests:
+            want_requests[names.gpu] = str(request.count)
+    if request.cores_defaulted:
+        # HAMi's webhook writes it: a whole GPU's memory and no cores is the whole GPU.
+        want_limits[names.gpucores] = "100"
+        if gives_requests:
+            want_requests[names.gpucores] = "100"
     if resolved_mib is not None:
         for want in (want_limits, want_requests):
             if names.gpumem_percentage in want:
@@ -138,7 +171,7 @@ def _gpu_wants(request: ContainerRequest, limits: Mapping[str, Any],
 
 def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRequest | None,
                    resolved_mib: int | None, charge: Charge | None, *,
-                   config: Config) -> list[Op]:
+                   config: Config, moved: dict[str, dict[str, str]]) -> list[Op]:
     """The ops on one container's ``resources``: the GPU defaults for a GPU container
     (``request``), and with derived requests on, exactly ``charge`` under the derived names
     (none at all for ``None``), whatever the pod gave there."""
@@ -147,6 +180,10 @@ def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRe
     requests: Mapping[str, Any] = current_requests or {}
     if request is not None:
         want_limits, want_requests = _gpu_wants(request, limits, requests, resolved_mib, config)
+        if request.init:
+            off = move_off(want_limits, want_requests, config)
+            if off:
+                moved[request.name] = {**moved.get(request.name, {}), **off}
     else:
         want_limits, want_requests = dict(limits), dict(requests)
     if config.quota.derived_requests:
@@ -167,7 +204,22 @@ def _container_ops(base: str, container: Mapping[str, Any], request: ContainerRe
             + update_mapping(f"{base}/requests", current_requests, want_requests))
 
 
-def _patch(parsed: ParsedPod, config: Config, gpus: ClusterGpus,
+def _as_resolved(parsed: ParsedPod, mibs: Mapping[str, int]) -> ParsedPod:
+    """The pod as it will read once its percentages are turned into ``mibs``."""
+    if not mibs:
+        return parsed
+    out = []
+    for c in parsed.containers:
+        mib = mibs.get(c.name)
+        out.append(c if mib is None or c.request is None else dataclasses.replace(
+            c, request=dataclasses.replace(c.request, memory_mib=mib, memory_percent=None)))
+    containers = tuple(out)
+    return dataclasses.replace(parsed, containers=containers, request=dataclasses.replace(
+        parsed.request, containers=tuple(c.request for c in containers
+                                         if c.request is not None)))
+
+
+def _patch(parsed: ParsedPod, config: Config, mibs: Mapping[str, int],
            charged: Mapping[Place, Charge]) -> list[Op]:
     ops: list[Op] = []
     named = parsed.spec.get("schedulerName")
@@ -175,36 +227,51 @@ def _patch(parsed: ParsedPod, config: Config, gpus: ClusterGpus,
         ops.append(add("/spec/schedulerName", config.scheduler_name))
 
     resolved: dict[str, int] = {}
+    before = {name: {k: str(v) for k, v in values.items()} for name, values in
+              init_resources.decode(meta.annotations_of(parsed.pod)).items()}
+    moved = {name: dict(values) for name, values in before.items()}
     for container in parsed.containers:
         request = container.request
         charge = charged.get((container.key, container.position))
         if request is None and not (config.quota.derived_requests and (
                 charge is not None or _names_derived(container.container))):
             continue
-        mib = _resolved(container.container, request, parsed.request, config, gpus)
+        mib = mibs.get(container.name) if request is not None else None
         if mib is not None and request is not None and request.memory_percent is not None:
             resolved[request.name] = request.memory_percent
         # key and position need no escaping; resource names are escaped in the ops.
         ops.extend(_container_ops(f"/spec/{container.key}/{container.position}/resources",
-                                  container.container, request, mib, charge, config=config))
+                                  container.container, request, mib, charge, config=config,
+                                  moved=moved))
+    ops.extend(knob_ops(parsed, config))
 
     if not ops:
         return ops
+    return [*ops, *_record_ops(parsed, ops, _records(before, moved, resolved))]
+
+
+def _records(before: Mapping[str, Mapping[str, str]], moved: Mapping[str, Mapping[str, str]],
+             resolved: Mapping[str, int]) -> dict[str, str]:
+    """vgpu's own pod annotations the patch writes beside the admission record."""
     records = {}
+    if moved and moved != before:
+        records[init_resources.INIT_RESOURCES] = init_resources.encode(moved)
     if resolved:
         records[GPUMEM_PERCENTAGE] = json.dumps(resolved, separators=(",", ":"),
                                                 sort_keys=True)
+    return records
+
+
+def _record_ops(parsed: ParsedPod, ops: list[Op], records: dict[str, str]) -> list[Op]:
     # What this patch changes, for `vgpu why`: part of the same patch, so it costs nothing.
     records[ADMISSION] = encode_admission(describe(ops, parsed.spec))
     metadata = parsed.pod.get("metadata")
     if not isinstance(metadata, Mapping):
-        ops.append(add("/metadata", {"annotations": records}))
-    else:
-        annotations = metadata.get("annotations")
-        desired = dict(annotations) if isinstance(annotations, Mapping) else {}
-        desired.update(records)
-        ops.extend(update_mapping("/metadata/annotations", annotations, desired))
-    return ops
+        return [add("/metadata", {"annotations": records})]
+    annotations = metadata.get("annotations")
+    desired = dict(annotations) if isinstance(annotations, Mapping) else {}
+    desired.update(records)
+    return list(update_mapping("/metadata/annotations", annotations, desired))
 
 
 def _resolved(container: Mapping[str, Any], request: ContainerRequest | None,

@@ -98,7 +98,8 @@ def validate_conditions(config: Config) -> list[dict[str, str]]:
 
 ANNOTATIONS_MESSAGE = (
     "'annotations under vgpu.io/ (but vgpu.io/gpu-scheduler-policy, "
-    "vgpu.io/node-scheduler-policy and vgpu.io/require-isolation) belong to vgpu: only its "
+    "vgpu.io/node-scheduler-policy, vgpu.io/require-isolation and vgpu.io/fault-domain) "
+    "belong to vgpu: only its "
     "scheduler and node agent set, change or remove them, not ' + request.userInfo.username "
     "+ '; create the pod without them, or leave them as they are (a pod keeps the GPU slice "
     "it was bound with: to change it, delete the pod and create it again)'")

@@ -67,6 +67,16 @@ def _no_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
+#: Warnings per answer, and characters per warning (the API server's own limits are 4 KiB
+#: in all and truncation of long ones).
+MAX_WARNINGS = 10
+MAX_WARNING = 256
+
+
+def _warning(text: str) -> str:
+    return text if len(text) <= MAX_WARNING else text[:MAX_WARNING - 3] + "..."
+
+
 def _short(value: Any) -> str:
     text = json.dumps(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -81,5 +91,9 @@ def answer(uid: str, verdict: AdmissionVerdict) -> bytes:
         response["patch"] = base64.b64encode(patch).decode("ascii")
     if not verdict.allowed:
         response["status"] = {"code": verdict.code, "message": verdict.message}
+    elif verdict.warnings:
+        # The API server shows these to the client (kubectl prints "Warning: ...");
+        # it truncates long ones, so each is cut here where it is still whole words.
+        response["warnings"] = [_warning(w) for w in verdict.warnings[:MAX_WARNINGS]]
     return json.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response},
                       separators=(",", ":")).encode()

@@ -42,13 +42,23 @@ def _privileged(container: Mapping[str, Any]) -> bool:
     return isinstance(security, Mapping) and security.get("privileged") is True
 
 
+#: ``NVIDIA_VISIBLE_DEVICES`` values that hide every GPU (what ``overwriteEnv`` writes):
+#: harmless, so a container may set them.
+HIDING = ("none", "void")
+
+
+def _hides(entry: Mapping[str, Any]) -> bool:
+    return (entry.get("name") == "NVIDIA_VISIBLE_DEVICES" and "valueFrom" not in entry
+            and entry.get("value") in HIDING)
+
+
 def _grant_variables(container: Mapping[str, Any]) -> list[str]:
     env = container.get("env")
     if not isinstance(env, list):
         return []
     return sorted({str(e["name"]) for e in env
                    if isinstance(e, Mapping) and isinstance(e.get("name"), str)
-                   and grant_variable(e["name"])})
+                   and grant_variable(e["name"]) and not _hides(e)})
 
 
 def _scheduler(spec: Mapping[str, Any], config: Config) -> str | None:

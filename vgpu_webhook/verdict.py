@@ -22,17 +22,20 @@ class AdmissionVerdict:
     patch: tuple[Op, ...] = ()
     message: str = ""
     code: int = 200
+    #: What the user should know about an admitted pod (where vgpu reads it otherwise
+    #: than HAMi): the AdmissionReview's ``warnings``, which kubectl prints.
+    warnings: tuple[str, ...] = ()
 
 
-def allow(outcome: Outcome, message: str) -> AdmissionVerdict:
+def allow(outcome: Outcome, message: str, warnings: tuple[str, ...] = ()) -> AdmissionVerdict:
     """Let the object through as it is."""
-    return AdmissionVerdict(allowed=True, outcome=outcome, message=message)
+    return AdmissionVerdict(allowed=True, outcome=outcome, message=message, warnings=warnings)
 
 
-def mutated(patch: tuple[Op, ...]) -> AdmissionVerdict:
+def mutated(patch: tuple[Op, ...], warnings: tuple[str, ...] = ()) -> AdmissionVerdict:
     """Let the object through with ``patch`` applied."""
     return AdmissionVerdict(allowed=True, outcome="mutated", patch=patch,
-                            message="GPU pod mutated")
+                            message="GPU pod mutated", warnings=warnings)
 
 
 def deny(message: str, code: int = 400) -> AdmissionVerdict:

@@ -14,16 +14,27 @@ import threading
 from vgpu import logs
 from vgpu.cluster.informer import Informer
 from vgpu.cluster.port import ClusterPort
+from vgpu_webhook import quota_caps, remembered
 from vgpu_webhook.gpus import GpuView
 
 log = logs.get("vgpu.webhook.watch")
 
 
-def watch_nodes(port: ClusterPort, stop: threading.Event) -> GpuView:
-    """A view kept current by an informer thread on ``port`` until ``stop`` is set."""
+def watch_nodes(port: ClusterPort, stop: threading.Event, *, namespace: str = "",
+                remember: bool = False) -> GpuView:
+    """A view kept current by informer threads on ``port`` until ``stop`` is set: the
+    Nodes' inventories, the ResourceQuotas that cap GPU memory (the view is ready once
+    both were listed), and with ``remember`` the GPU types seen before, kept in the
+    ConfigMap of ``namespace`` (:mod:`vgpu_webhook.remembered`)."""
     informer = Informer(port, "nodes")
     view = GpuView(synced=informer.synced)
     informer.add_handler(view.handle)
+    quotas = quota_caps.watch(port, stop, view.cap)
+    view.wait_for(quotas.synced)
+    if remember and namespace:
+        store = remembered.start(port, namespace, stop)
+        store.on_change = view.remember
+        view.on_kinds = store.learn
     informer.start(stop, name="webhook-nodes")
     return view
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.kubelet import KubeletStandIn, device_plugin_dir
+from tests.support.kubelet import KubeletStandIn, device_plugin_dir, short_tempdir
+from tests.support.podresources import PodResourcesStandIn
 from vgpu.annotations import BIND_PHASE, BIND_REASON
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.config import Config
@@ -85,7 +87,8 @@ def make_env() -> Iterator[Callable[..., Env]]:
 
     def build(config: Config | None = None, *, gpus: Sequence[Mapping[str, Any]] = DEFAULT_GPUS,
               cluster: MemoryCluster | None = None, start_kubelet: bool = True,
-              split: int | None = None, discovery: Discovery | None = None) -> Env:
+              split: int | None = None, discovery: Discovery | None = None,
+              proc_root: str = "/proc") -> Env:
         ctx = device_plugin_dir()
         folder = ctx.__enter__()
         cfg = config or small_config()
@@ -103,7 +106,8 @@ def make_env() -> Iterator[Callable[..., Env]]:
             kubelet.start()
         agent = NodeAgent(cfg, discovery or FakeDiscovery(devices_file), memory,
                           Options(node_name=NODE, metrics_port=0, metrics_host="127.0.0.1",
-                                  poll_seconds=0.05, watch_timeout=0.2))
+                                  poll_seconds=0.05, watch_timeout=0.2,
+                                  proc_root=proc_root))
         stack.append((ctx, kubelet, agent))
         agent.start()
         return Env(folder, devices_file, memory, kubelet, agent, cfg)
@@ -127,3 +131,12 @@ def wait_phase(env: Env, name: str, expected: str) -> str | None:
 
 def envs(response: api_pb2.ContainerAllocateResponse) -> dict[str, str]:
     return dict(response.envs)
+
+
+@pytest.fixture
+def stand_in() -> Iterator[PodResourcesStandIn]:
+    folder = short_tempdir("pr")
+    server = PodResourcesStandIn(os.path.join(folder, "kubelet.sock")).start()
+    yield server
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.nodeagent.conftest import GPU1, NODE, envs, wait_phase, wait_until
-from tests.nodeagent.mps_support import commands, kill_daemon, mps_config
+from tests.nodeagent.mps_support import commands, kill_daemon, mps_config, mps_settings
 from tests.support.pods import bind_assigned, container, pod, slices
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import decode_inventory
@@ -85,6 +85,41 @@ def test_mps_node_answers_with_the_pipe_folder_and_limits(make_env: Any,
     text = metrics(env)
     assert "vgpu_mps_daemon_up 1.0" in text
     assert 'vgpu_nodeagent_isolation_mode{configured="mps",mode="mps"} 1.0' in text
+
+
+def test_mps_hami_core_node_answers_mps_with_hamis_memory_hooks(make_env: Any,
+                                                                tmp_path: Path) -> None:
+    library = tmp_path / "libvgpu.so"
+    library.write_bytes(b"")
+    config = from_mapping({"isolation": {"mode": "mps-hami-core",
+                                         "mps": mps_settings(tmp_path)},
+                           "nodeagent": {"hamiCorePath": str(library),
+                                         "sharedCacheDir": str(tmp_path / "cache")}})
+    env = make_env(small(config))
+    env.kubelet.wait_registration()
+    got, response = admit(env, "p1")
+    assert got["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4096M"
+    assert got["CUDA_DEVICE_MEMORY_LIMIT_0"] == "4096m"
+    assert got["CUDA_DEVICE_SM_LIMIT"] == "0"
+    assert str(library) in [m.host_path for m in response.mounts]
+    assert annotations(env, "p1")["vgpu.io/isolation"] == "mps-hami-core"
+    wait_until(lambda: inventory_modes(env) == {"mps-hami-core"}, what="inventory mode")
+    # The container's cache folder exists, as for hami-core.
+    assert any((tmp_path / "cache" / "containers").iterdir())
+
+
+def test_mps_hami_core_without_the_library_runs_mps_and_says_why(make_env: Any,
+                                                                 tmp_path: Path) -> None:
+    config = from_mapping({"isolation": {"mode": "mps-hami-core",
+                                         "mps": mps_settings(tmp_path)}})
+    env = make_env(small(config))
+    env.kubelet.wait_registration()
+    live = env.agent.backend.current()
+    assert (live.backend, live.mode, live.enforced) == ("mps", "mps", True)
+    assert live.problem is not None and "hamiCorePath is not set" in live.problem
+    got, _ = admit(env, "p1")
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0" not in got
+    assert "vgpu_nodeagent_isolation_degraded 1.0" in metrics(env)
 
 
 def test_node_label_selects_mps_and_a_dead_daemon_is_restarted(make_env: Any,

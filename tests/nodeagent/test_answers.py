@@ -108,3 +108,23 @@ def test_hami_core_is_todays_answer() -> None:
         "CUDA_DEVICE_MEMORY_LIMIT_1": "3000m", "CUDA_DEVICE_SM_LIMIT": "30",
         "CUDA_DEVICE_MEMORY_SHARED_CACHE": "/tmp/vgpu/uid-1_main.cache"}
     assert not any(k.startswith("CUDA_MPS") for k in got.envs)
+
+
+def test_mps_hami_core_adds_hamis_memory_hooks_and_leaves_compute_to_mps() -> None:
+    config = from_mapping({"isolation": {"mode": "mps-hami-core"}, "deviceMemoryScaling": 2,
+                           "nodeagent": {"hamiCorePath": "/opt/vgpu/libvgpu.so"}})
+    got = answer("mps-hami-core", slices(("GPU-c", 2000, 50), ("GPU-a", 3000, 50)),
+                 pod_uid="uid-1", container="main", priority=1, totals=TOTALS, config=config)
+    assert dict(got.envs) == {
+        "NVIDIA_VISIBLE_DEVICES": "GPU-c,GPU-a", "CUDA_MPS_PIPE_DIRECTORY": PIPE,
+        # MPS holds memory (the pin) and compute (the threads) ...
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=2000M,1=3000M",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50",
+        # ... and HAMi-core reports each grant as the GPU's total, its limiter off; no
+        # oversubscription (a pin is device memory) and no priority (MPS reads none).
+        "CUDA_DEVICE_MEMORY_LIMIT_0": "2000m", "CUDA_DEVICE_MEMORY_LIMIT_1": "3000m",
+        "CUDA_DEVICE_SM_LIMIT": "0", "GPU_CORE_UTILIZATION_POLICY": "disable",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE": "/tmp/vgpu/uid-1_main.cache"}
+    assert [m.container_path for m in got.mounts] == [
+        PIPE, "/usr/local/vgpu/libvgpu.so", "/etc/ld.so.preload", "/tmp/vgpu",
+        "/tmp/vgpulock"]

@@ -37,6 +37,11 @@ BASE = {
     ({"device_memory_scaling": 0.5}, None, {}),
     ({"disable_core_limit": True}, None,
      {"CUDA_DEVICE_SM_LIMIT": "0", "GPU_CORE_UTILIZATION_POLICY": "disable"}),
+    # HAMi's gpuCorePolicy.
+    ({"gpu_core_policy": "disable"}, None,
+     {"CUDA_DEVICE_SM_LIMIT": "0", "GPU_CORE_UTILIZATION_POLICY": "disable"}),
+    ({"gpu_core_policy": "force"}, None, {"GPU_CORE_UTILIZATION_POLICY": "force"}),
+    ({"gpu_core_policy": "default"}, None, {}),
     ({"shared_cache_dir": "/var/run/vgpu/"}, None,
      {"CUDA_DEVICE_MEMORY_SHARED_CACHE": "/var/run/vgpu/uid-1_main.cache"}),
 ])

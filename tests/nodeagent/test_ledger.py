@@ -72,8 +72,21 @@ def test_admit(held: list[tuple[GrantedDevice, ...]], asked: tuple[GrantedDevice
 def test_two_containers_of_one_pod_on_one_gpu_are_counted_together() -> None:
     book = ledger()
     over = book.admit("p", {"a": g(9000), "b": g(9000)}, DEVICES)
-    assert over is not None and over.used == Usage(9000, 0, 1)
+    # What the other pods were served: nothing; the pod's own two slices do not fit.
+    assert over is not None and over.used == Usage() and over.reason is FitReason.MEMORY
     assert book.served() == {}
+
+
+def test_an_init_containers_slice_is_counted_by_the_largest_not_added() -> None:
+    # The kubelet hands an init container's devices on to the app containers, and it has
+    # ended when they run: the GPU holds the larger of the two slices (vgpu.init_reuse).
+    book = ledger()
+    assert book.admit("p", {"init": g(9000)}, DEVICES, frozenset({"init"})) is None
+    assert book.admit("p", {"main": g(9000)}, DEVICES, frozenset({"init"})) is None
+    assert book.served() == {"GPU-0": Usage(9000, 0, 1)}
+    # Another pod sees the larger slice held, not the sum.
+    assert book.admit("q", {"main": g(7000)}, DEVICES) is None
+    assert book.admit("r", {"main": g(1000)}, DEVICES) is not None
 
 
 def test_a_pods_next_container_is_checked_against_its_first() -> None:

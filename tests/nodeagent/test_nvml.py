@@ -34,12 +34,14 @@ def test_discovers_uuid_model_memory_numa_and_mig(tmp_path: Path) -> None:
         Gpu("GPU-old", mig=None),  # not MIG-capable
     ])
     discovery = NvmlDiscovery(nvml, sysfs_pci=str(tmp_path))
+    # The PCI address in the one spelling the kernel's Xid lines are matched in.
     assert discovery.devices() == (
-        GpuFacts("GPU-a", 0, "NVIDIA A100-SXM4-40GB", 81920, numa=0),
-        GpuFacts("GPU-b", 1, "NVIDIA H100", 40960, numa=1),
-        GpuFacts("GPU-c", 2, "NVIDIA A100-SXM4-40GB", 40960, numa=-1),
-        GpuFacts("GPU-m", 3, "NVIDIA A100-SXM4-40GB", 40960, numa=0, mig=True),
-        GpuFacts("GPU-old", 4, "NVIDIA A100-SXM4-40GB", 40960, numa=0),
+        GpuFacts("GPU-a", 0, "NVIDIA A100-SXM4-40GB", 81920, numa=0, pci="0000:3b:00"),
+        GpuFacts("GPU-b", 1, "NVIDIA H100", 40960, numa=1, pci="0000:86:00"),
+        GpuFacts("GPU-c", 2, "NVIDIA A100-SXM4-40GB", 40960, numa=-1, pci="0000:af:00"),
+        GpuFacts("GPU-m", 3, "NVIDIA A100-SXM4-40GB", 40960, numa=0, mig=True,
+                 pci="0000:3b:00"),
+        GpuFacts("GPU-old", 4, "NVIDIA A100-SXM4-40GB", 40960, numa=0, pci="0000:3b:00"),
     )
     assert [f.uuid for f in usable(discovery.devices())] == ["GPU-a", "GPU-b", "GPU-c",
                                                             "GPU-old"]
@@ -110,15 +112,18 @@ def run_watch(nvml: FakeNvml, until_waits: int) -> list[tuple[str | None, int]]:
     return faults
 
 
-def test_device_xids_are_faults_application_xids_are_not() -> None:
+def test_every_xid_is_reported_with_its_gpu() -> None:
+    # The agent tells device faults (health) from an application's (the GPU stays
+    # healthy, but the clients of its MPS server were ended): every XID reaches it.
     a, b = Gpu("GPU-a"), Gpu("GPU-b")
     nvml = FakeNvml([a, b])
-    nvml.push_xid(a, 13)   # application error: ignored
-    nvml.push_xid(b, 79)   # fell off the bus: fault
+    nvml.push_xid(a, 13)   # an application's error
+    nvml.push_xid(b, 79)   # fell off the bus
     nvml.events.append(NVML_ERROR_UNKNOWN)  # a failed wait is logged and retried
     nvml.push_xid(a, 31)
     nvml.push_xid(None, 48)  # no device: every GPU
-    assert run_watch(nvml, until_waits=8) == [("GPU-b", 79), (None, 48)]
+    assert run_watch(nvml, until_waits=8) == [("GPU-a", 13), ("GPU-b", 79), ("GPU-a", 31),
+                                              (None, 48)]
     assert nvml.registered == ["GPU-a", "GPU-b"]
 
 

@@ -3,32 +3,25 @@ client on a real gRPC socket, and the agent's check with its metrics and events.
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import shutil
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.nodeagent.conftest import GPU0, GPU1, GPU2, NODE, small_config, wait_phase, wait_until
-from tests.support.kubelet import short_tempdir
 from tests.support.podresources import PodResourcesStandIn, response
 from tests.support.pods import bind_assigned, container, pod, slices
 from vgpu.annotations import ASSIGNMENT, BIND_PHASE, PHASE_ALLOCATING, PHASE_SUCCESS
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu_nodeagent.kubelet.podresources import (
-    Intruder,
     KubeletDevices,
     KubeletView,
     Mismatch,
     PodResourcesClient,
     PodResourcesWatch,
     from_response,
-    intruders,
     mismatches,
 )
 
@@ -47,6 +40,14 @@ def bound(name: str, containers: dict[str, tuple[str, ...]], *, phase: str = "Ru
     obj["metadata"]["annotations"][BIND_PHASE] = bind
     if deleting:
         obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return obj
+
+
+def with_init(obj: Obj, *names: str) -> Obj:
+    """``obj`` with the named containers as its init containers."""
+    spec = obj["spec"]
+    spec["initContainers"] = [c for c in spec["containers"] if c["name"] in names]
+    spec["containers"] = [c for c in spec["containers"] if c["name"] not in names]
     return obj
 
 
@@ -82,6 +83,23 @@ def kubelet(pod_name: str, **containers: tuple[str, ...]) -> list[KubeletDevices
                  [], id="listed-before-allocate"),
     pytest.param([bound("a", {"main": (GPU0,)}, deleting=True)], kubelet("a", main=()),
                  [], id="devices-freed-while-deleting"),
+    # Init containers: 1.20's List has none, and the kubelet hands their device IDs on
+    # to the first app container (the device manager's reuse).
+    pytest.param([with_init(bound("a", {"init": (GPU1,), "main": (GPU0,)}), "init")],
+                 kubelet("a", main=(f"{GPU0}-2",)), [], id="init-container-not-listed"),
+    pytest.param([with_init(bound("a", {"init": (GPU1,), "main": (GPU0,)}), "init")],
+                 kubelet("a", main=(f"{GPU1}-4",)), [], id="app-reuses-the-init-ids"),
+    pytest.param([with_init(bound("a", {"init": (GPU1,), "main": (GPU0, GPU2)}), "init")],
+                 kubelet("a", main=(f"{GPU1}-4", f"{GPU2}-0")), [],
+                 id="app-reuses-some-init-ids"),
+    pytest.param([with_init(bound("a", {"init": (GPU1,), "main": (GPU0,)}), "init")],
+                 kubelet("a", main=(f"{GPU2}-4",)),
+                 [Mismatch("default", "a", "main", (GPU2,), (GPU0,))],
+                 id="a-gpu-neither-assigned-nor-reused"),
+    pytest.param([with_init(bound("a", {"init": (GPU1,), "main": (GPU0,)}), "init")],
+                 kubelet("a", init=(f"{GPU2}-0",), main=(f"{GPU0}-4",)),
+                 [Mismatch("default", "a", "init", (GPU2,), (GPU1,))],
+                 id="a-listed-init-container-is-checked"),
 ])
 def test_mismatches(pods: list[Obj], view: list[KubeletDevices],
                     expected: list[Mismatch]) -> None:
@@ -106,15 +124,6 @@ def test_from_response_keeps_only_the_resource_and_every_container() -> None:
     assert from_response(answer, "nvidia.com/gpu") == (
         KubeletDevices("ns", "p", "a", (f"{GPU0}-2", f"{GPU1}-1")),
         KubeletDevices("ns", "p", "b", ()))
-
-
-@pytest.fixture
-def stand_in() -> Iterator[PodResourcesStandIn]:
-    folder = short_tempdir("pr")
-    server = PodResourcesStandIn(os.path.join(folder, "kubelet.sock")).start()
-    yield server
-    server.stop()
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_client_lists_over_the_socket(stand_in: PodResourcesStandIn) -> None:
@@ -191,92 +200,3 @@ def test_watch_does_not_read_while_a_pod_is_admitted(stand_in: PodResourcesStand
     quiet = True
     assert watch.poll().devices == (KubeletDevices("default", "a", "main", (f"{GPU0}-0",)),)
     assert stand_in.calls == 1
-
-
-def foreign(name: str, *, scheduler: str = "other", deleting: bool = False) -> Obj:
-    """A pod on NODE that no vgpu scheduler placed, with a forged assignment on GPU0."""
-    obj = bound(name, {"main": (GPU0,)})
-    obj["spec"]["schedulerName"] = scheduler
-    if deleting:
-        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return obj
-
-
-@pytest.mark.parametrize(("pods", "view", "expected"), [
-    pytest.param([foreign("x")], kubelet("x", main=(f"{GPU0}-1",)),
-                 [Intruder("default", "x", (("main", (GPU0,)),))], id="forged-and-holding"),
-    pytest.param([foreign("x")], kubelet("x", main=()), [], id="holding-nothing"),
-    pytest.param([bound("a", {"main": (GPU0,)})], kubelet("a", main=(f"{GPU0}-1",)), [],
-                 id="a-vgpu-pod"),
-    pytest.param([foreign("x", deleting=True)], kubelet("x", main=(f"{GPU0}-1",)), [],
-                 id="being-deleted"),
-    pytest.param([], kubelet("x", main=(f"{GPU0}-1",)), [], id="not-in-the-watch"),
-])
-def test_intruders(pods: list[Obj], view: list[KubeletDevices],
-                   expected: list[Intruder]) -> None:
-    found = list(intruders(view, pods, KNOWN, SCHEDULERS))
-    # Each names the very pod the watch showed, by its uid.
-    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
-    assert [i.uid for i in found] == [uids[i.pod] for i in found]
-    assert [dataclasses.replace(i, uid="") for i in found] == expected
-    # An intruder is no mismatch: it has no assignment of vgpu's to differ from.
-    assert mismatches(view, pods, KNOWN, SCHEDULERS) == ()
-
-
-def test_intruder_message_says_what_to_do() -> None:
-    text = Intruder("ns", "x", (("main", (GPU0,)),)).message
-    assert f"container main: GPUs [{GPU0}]" in text
-    assert "not placed by a vgpu scheduler" in text and "delete it" in text
-
-
-def agent_with_intruder(make_env: Any, stand_in: PodResourcesStandIn, *, evict: bool) -> Any:
-    env = make_env(small_config(pod_resources_socket=stand_in.socket_path,
-                                pod_resources_seconds=0.05, evict_intruders=evict))
-    env.kubelet.wait_registration()
-    obj = pod("x", [container("main", 1)])
-    obj["spec"].update(nodeName=NODE, schedulerName="other")
-    env.cluster.create("pods", obj)
-    stand_in.set({("default", "x"): {"main": [f"{GPU0}-4"]}})
-    return env
-
-
-def test_the_agent_names_an_intruder(make_env: Any, stand_in: PodResourcesStandIn) -> None:
-    env = agent_with_intruder(make_env, stand_in, evict=False)
-    wait_until(lambda: bool(env.cluster.events("x")), what="the intruder's event")
-    (event,) = env.cluster.events("x")
-    assert event.reason == "GPUNotPlacedByVgpu" and event.type == "Warning"
-    assert "not placed by a vgpu scheduler" in event.message
-    url = f"http://127.0.0.1:{env.agent.metrics_server.port}/metrics"
-
-    def gauge() -> str:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return str(response.read().decode())
-
-    wait_until(lambda: "vgpu_nodeagent_intruder_pods 1.0" in gauge(), what="the metric")
-    assert env.cluster.list("pods").items  # named, not evicted
-
-
-def test_the_agent_evicts_an_intruder_when_told(make_env: Any,
-                                                stand_in: PodResourcesStandIn) -> None:
-    env = agent_with_intruder(make_env, stand_in, evict=True)
-    # The memory cluster's eviction deletes the pod at once.
-    wait_until(lambda: not env.cluster.list("pods").items, what="the eviction")
-
-
-def test_an_intruder_eviction_never_reaches_a_successor_of_its_name(
-        make_env: Any, stand_in: PodResourcesStandIn) -> None:
-    """Issue 36, case 4: the agent's view of the intruder predates a same-name replacement
-    that was placed properly; the eviction carries the intruder's uid, so the API server
-    refuses it instead of evicting the newcomer."""
-    env = make_env(small_config(pod_resources_socket="", evict_intruders=True))
-    obj = pod("x", [container("main", 1)])
-    obj["spec"].update(nodeName=NODE, schedulerName="other")
-    seen = env.cluster.create("pods", obj)
-    stale = Intruder("default", "x", (("main", (GPU0,)),), seen["metadata"]["uid"])
-    env.cluster.delete("pods", "x", "default")
-    successor = bind_assigned(env.cluster, pod("x", [container("main", 1)]), NODE,
-                              {"main": slices((GPU0, 1000, 0))})
-    env.agent._report_intruder(stale)
-    (left,) = env.cluster.list("pods").items
-    assert left["metadata"]["uid"] == successor["metadata"]["uid"]
-    assert not env.cluster.events("x")  # nor is the successor named an intruder

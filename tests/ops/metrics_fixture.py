@@ -82,6 +82,13 @@ EXPORTED: dict[str, frozenset[str]] = {
         *_counter("vgpu_nodeagent_assignment_edited"),
         "vgpu_nodeagent_loop_errors_total",
         *_histogram("vgpu_step_duration_seconds"),
+        # vgpu_nodeagent/isolation/metrics.py: the live mode and, on an MPS node, its daemon
+        "vgpu_nodeagent_isolation_mode", "vgpu_nodeagent_isolation_enforced",
+        "vgpu_nodeagent_isolation_degraded", "vgpu_mps_daemon_up",
+        "vgpu_mps_daemon_restarts_total", "vgpu_mps_daemon_starts_total",
+        # vgpu_nodeagent/isolation/fault_report.py: faults reported to the pods they hit
+        "vgpu_mps_faults_total", "vgpu_mps_fault_pods_total",
+        "vgpu_mps_servers_started_total",
     }),
     # vgpu_scheduler/metrics.py
     "scheduler": frozenset({
@@ -124,7 +131,13 @@ def _webhook() -> CollectorRegistry:
 
 def _nodeagent() -> CollectorRegistry:
     # One GPU with a sample and one running grant, so that every family has a series.
+    from itertools import chain
+
     from vgpu_nodeagent.devices.discovery import GpuFacts, GpuSample
+    from vgpu_nodeagent.isolation import fault_report
+    from vgpu_nodeagent.isolation import metrics as isolation
+    from vgpu_nodeagent.isolation.mode import Live
+    from vgpu_nodeagent.isolation.mps import DaemonStatus
     from vgpu_nodeagent.metrics import Metrics, Sources
 
     facts = GpuFacts(uuid="GPU-0", index=0, model="m", memory_mib=1024, numa=0, mig=False,
@@ -139,7 +152,13 @@ def _nodeagent() -> CollectorRegistry:
                               samples=lambda: {"GPU-0": GpuSample(memory_used_mib=1,
                                                                   utilization=2)},
                               pods=lambda: [pod], registered=lambda: True,
-                              schedulers={"vgpu-scheduler"}))
+                              schedulers={"vgpu-scheduler"},
+                              # An MPS node: the agent's extra families are all there.
+                              extra=lambda: chain(
+                                  isolation.families(
+                                      Live("mps", "mps", True, "MPS"), "mps",
+                                      DaemonStatus("running", None, 1, 0, "/run/vgpu")),
+                                  fault_report.families({}, 0, 0))))
     metrics.observe_allocate(0.01, True)
     registry: CollectorRegistry = metrics.registry
     return registry

@@ -28,6 +28,7 @@ SMOKE: dict[str, list[str]] = {
     "scheduling.py": ["--runs", "1", "--pods", "200", "--memory-target", "300"],
     "simulate.py": ["--policy", "binpack", "--sample", "0.05"],
     "simulate_diverge.py": ["--sample", "0.05", "--show", "1"],
+    "simulate_fault_domains.py": ["--sample", "0.05", "--seeds", "42"],
     "simulate_topology.py": ["--sample", "0.05", "--variants", "multigpu30", "--shapes",
                              "mixed", "--policies", "binpack"],
 }

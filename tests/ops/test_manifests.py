@@ -56,6 +56,7 @@ def test_base_has_every_piece() -> None:
         ("Role", "vgpu-scheduler-leader-election"),
         ("RoleBinding", "vgpu-scheduler-leader-election"),
         ("Role", "vgpu-certs"), ("RoleBinding", "vgpu-certs"),
+        ("Role", "vgpu-webhook"), ("RoleBinding", "vgpu-webhook"),
         ("Deployment", "vgpu-scheduler"), ("Deployment", "vgpu-webhook"),
         ("Service", "vgpu-webhook"), ("PodDisruptionBudget", "vgpu-webhook"),
         ("MutatingWebhookConfiguration", "vgpu-webhook"), ("DaemonSet", "vgpu-nodeagent"),

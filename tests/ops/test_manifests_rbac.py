@@ -51,6 +51,8 @@ EXPECTED_RIGHTS = {
         | _rights("cluster", "", "nodes", "get", "list", "watch")
         # Pod affinity's namespaceSelector; the default topology spread constraints.
         | _rights("cluster", "", "namespaces", "list", "watch")
+        # HAMi's quotas (HamiQuota).
+        | _rights("cluster", "", "resourcequotas", "list", "watch")
         | _rights("cluster", "", "services", "list", "watch")
         | _rights("cluster", "", "replicationcontrollers", "list", "watch")
         | _rights("cluster", "apps", "replicasets", "list", "watch")
@@ -67,7 +69,12 @@ EXPECTED_RIGHTS = {
         | _rights("vgpu-system", "coordination.k8s.io", "leases", "create")
         | _rights("vgpu-system", "coordination.k8s.io", "leases/vgpu-scheduler", "get", "update")),
     "vgpu-webhook": (_rights("cluster", "", "nodes", "list", "watch")
-                     | _rights("cluster", "", "events", "create")),
+                     | _rights("cluster", "", "events", "create")
+                     # Which namespaces cap GPU memory; the GPU types it has seen.
+                     | _rights("cluster", "", "resourcequotas", "list", "watch")
+                     | _rights("vgpu-system", "", "configmaps", "list", "watch", "create")
+                     | _rights("vgpu-system", "", "configmaps/vgpu-gpu-types", "get",
+                               "update")),
     "vgpu-nodeagent": (
         _rights("cluster", "", "pods", "get", "list", "watch")
         # The bind-phase patch goes through pods/status (off the validating webhook).

@@ -83,10 +83,10 @@ def test_unschedulable_pod_gets_a_failed_scheduling_event_with_the_summary() -> 
 def test_pod_spec_errors_are_reported_and_not_retried_on_cluster_events() -> None:
     sched, cluster, clock = setup([gpu_node("n1", 1)])
     cluster.create("pods", builders.pod(
-        "bad", [builders.container(gpus=1, gpumem=1000, percent=10)]))
+        "bad", [builders.container(gpus=1, percent=150)]))
     sched.run_until_idle()
     [event] = cluster.events(name="bad")
-    assert "gives both" in event.message
+    assert "between 0 and 100" in event.message
     clock.advance(5)
     cluster.create("nodes", gpu_node("n2", 1))
     assert sched.run_until_idle() == 0

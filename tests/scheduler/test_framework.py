@@ -182,10 +182,11 @@ def test_default_profile_builds_every_registered_plugin() -> None:
     fw = profile.build(SchedulerConfig(), REGISTRY)
     assert [p.name for p in fw.plugins] == list(SchedulerConfig().plugins)
     assert fw.queue_sort.name == "PrioritySort"
-    # kube-scheduler's scorers with its default weights, beside the vGPU node policy.
+    # kube-scheduler's scorers with its default weights, beside the vGPU node policy (and
+    # the fault domains', which scores only pods that keep to their namespace).
     assert [(p.name, w) for p, w, _ in fw.scorers] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("PodTopologySpread", 2),
-        ("InterPodAffinity", 2), ("VGPU", 1)]
+        ("InterPodAffinity", 2), ("FaultDomain", 1), ("VGPU", 1)]
 
 
 @pytest.mark.parametrize(("plugins", "weights", "message"), [

@@ -59,8 +59,9 @@ def test_no_enforcing_node_is_the_failed_scheduling_reason() -> None:
 
 
 def test_by_default_only_mps_counts_as_enforcing() -> None:
-    # HAMi-core was measured holding memory but not compute (docs/isolation.md).
-    assert Config().isolation.enforcing_modes == ("mps",)
+    # HAMi-core was measured holding memory but not compute (docs/isolation.md); the
+    # combined mode holds by MPS's limits.
+    assert Config().isolation.enforcing_modes == ("mps", "mps-hami-core")
     sched, cluster, _ = setup([node_in_mode("hami", "hami-core")])
     cluster.create("pods", builders.pod(
         "p", [builders.container(gpus=1, gpumem=2000, cores=20)], annotations=REQUIRE))

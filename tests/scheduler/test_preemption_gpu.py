@@ -67,7 +67,8 @@ def test_a_whole_gpu_takes_the_pods_sharing_one_gpu_on_the_best_node() -> None:
     _info, state = world.prepare(preemptor())
     claim = state.claim_on(best.room)
     assert claim is not None
-    assert claim.containers["main"] == (GrantedDevice("GPU-n1-0", T4, 0),)
+    # A whole GPU's memory and no cores: exclusive, as HAMi's webhook makes it.
+    assert claim.containers["main"] == (GrantedDevice("GPU-n1-0", T4, 100),)
 
 
 def test_a_budget_protected_victim_sends_the_preemption_to_the_other_node() -> None:

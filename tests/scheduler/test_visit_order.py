@@ -75,3 +75,16 @@ def test_visit_last_is_asked_only_of_the_nodes_reached(order: np.ndarray | None)
     assert len(asked) == 1000
     assert sorted(first + rest) == list(range(1000))
     assert all(pos % 2 == 0 for pos in rest[-500:])
+
+
+@settings(max_examples=80)
+@given(st.lists(st.tuples(st.booleans(), st.one_of(VALUES, st.just(-float("inf")))),
+                max_size=3 * HEAD))
+def test_candidates_by_order_are_the_stable_sort_of_the_masked_keys(
+        nodes: list[tuple[bool, float]]) -> None:
+    # The best is found by one pass and the rest sorted later: the same sequence.
+    mask = np.array([m for m, _ in nodes], dtype=bool)
+    order = np.array([k for _, k in nodes], dtype=np.float64)
+    found = np.flatnonzero(mask)
+    expected = found[np.argsort(-order[found], kind="stable")].tolist()
+    assert list(visit_order.candidates(mask, order, None, 0)) == expected

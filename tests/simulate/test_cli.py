@@ -65,6 +65,9 @@ def test_several_seeds_give_each_run_and_the_means(trace: tuple[Path, Path],
     (["--policy", "nope"], "--policy 'nope': unknown; known: lowest-task-count"),
     (["--plot", "x.gif"], "use a .svg or .png file name"),
     (["--inflate", "-1"], "--inflate -1.0: must be 0"),
+    (["--tenants", "0"], "--tenants 0: must be at least 1"),
+    (["--fault-domain-isolated", "2"], "--fault-domain-isolated 2.0: must be 0 to 1"),
+    (["--isolation", "mig"], "--isolation 'mig': one of none"),
 ])
 def test_bad_arguments_are_one_line_errors(trace: tuple[Path, Path], tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str], args: list[str],
@@ -76,6 +79,18 @@ def test_bad_arguments_are_one_line_errors(trace: tuple[Path, Path], tmp_path: P
     assert code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_tenants_and_isolated_pods_are_counted(trace: tuple[Path, Path], tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    nodes, pods = trace
+    out = tmp_path / "r.json"
+    assert main(["simulate", "--nodes", str(nodes), "--pods", str(pods), "--policy", "bestfit",
+                 "--seed", "1", "--tenants", "3", "--fault-domain-isolated", "1",
+                 "--isolation", "mps", "--json", str(out), "--no-plot"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["isolated_pods"] == doc["pods"] and doc["isolated_placed"] == doc["placed"]
+    assert "tenants: 3 namespaces, 100% of the pods keep" in capsys.readouterr().out
 
 
 def test_a_missing_trace_file_is_a_clear_error(tmp_path: Path,

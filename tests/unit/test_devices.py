@@ -57,6 +57,11 @@ FIT: list[tuple[str, Device, Usage, int, int, float, FitReason | None]] = [
     ("zero-cores-shares-time", A100, Usage(100, 50, 1), 100, 0, 1.0, None),
     ("small-device-cores", Device("GPU-x", 0, "m", 1000, cores=50), Usage(0, 20, 1), 1, 40,
      1.0, FitReason.CORES),
+    # The node's hami.io/device-cordon: no new slice, after health.
+    ("cordoned", Device("GPU-c", 0, "m", 1000, cordoned=True), EMPTY, 1, 0, 1.0,
+     FitReason.CORDONED),
+    ("unhealthy-before-cordoned", Device("GPU-c", 0, "m", 1000, healthy=False, cordoned=True),
+     EMPTY, 1, 0, 1.0, FitReason.UNHEALTHY),
 ]
 
 
@@ -67,7 +72,7 @@ def test_fit(case: tuple[str, Device, Usage, int, int, float, FitReason | None])
 
 
 def test_every_fit_reason_is_covered() -> None:
-    reasons = {f[-1] for f in FIT} | {FitReason.TYPE_EXCLUDED, FitReason.UUID_EXCLUDED}
+    reasons = {f[-1] for f in FIT} | {r[-1] for r in FIT_REQUEST}
     assert reasons - {None} == set(FitReason)
 
 
@@ -83,6 +88,15 @@ FIT_REQUEST: list[tuple[str, ContainerRequest, GpuSelector, Usage, FitReason | N
     ("selection-before-usage", req(mib=99999), GpuSelector(nouse_uuids=("GPU-a100",)),
      Usage(40960, 100, 10), FitReason.UUID_EXCLUDED),
     ("allowed-type", req(mib=1, cores=100), GpuSelector(use_types=("A100",)), EMPTY, None),
+    # HAMi's mutex policy: only a GPU with no task on it.
+    ("mutex-idle", req(mib=1), GpuSelector(idle_only=True), EMPTY, None),
+    ("mutex-busy", req(mib=1), GpuSelector(idle_only=True), Usage(10, 0, 1), FitReason.BUSY),
+    # nvidia.com/vgpu-mode: the value must contain the GPU's mode (an unknown one here).
+    ("mode-excluded", req(mib=1), GpuSelector(mode="hami-core"), EMPTY,
+     FitReason.MODE_EXCLUDED),
+    # HAMi's type names: "NVIDIA-" + a driver name without it, matched case-insensitively.
+    ("nvidia-prefix-matches-every-gpu", req(mib=1), GpuSelector(use_types=("nvidia",)), EMPTY,
+     None),
 ]
 
 
@@ -93,6 +107,41 @@ FIT_REQUEST: list[tuple[str, ContainerRequest, GpuSelector, Usage, FitReason | N
 def test_fit_request(request_: ContainerRequest, selector: GpuSelector, usage: Usage,
                      expected: FitReason | None) -> None:
     assert fit_request(A100, usage, request_, selector, 1.0) is expected
+
+
+MODES: list[tuple[str, str, str, FitReason | None]] = [
+    # (pod's nvidia.com/vgpu-mode, the GPU's mode): HAMi's test is "contains".
+    ("same", "mps", "mps", None),
+    ("one-of-two", "hami-core,mps", "mps", None),
+    ("other", "hami-core", "mps", FitReason.MODE_EXCLUDED),
+    ("mig-only", "mig", "hami-core", FitReason.MODE_EXCLUDED),
+    ("none-is-vgpus-own", "none", "none", None),
+    ("empty-value-matches-nothing", "", "mps", FitReason.MODE_EXCLUDED),
+]
+
+
+@pytest.mark.parametrize(("wanted", "mode", "expected"), [m[1:] for m in MODES],
+                         ids=[m[0] for m in MODES])
+def test_vgpu_mode(wanted: str, mode: str, expected: FitReason | None) -> None:
+    device = Device("GPU-m", 0, "NVIDIA A100", 40960, isolation=mode)
+    assert selectable(device, GpuSelector(mode=wanted)) is expected
+
+
+TYPE_NAMES: list[tuple[str, str, GpuSelector, FitReason | None]] = [
+    # HAMi names a GPU "NVIDIA-" + the driver's name when it lacks the prefix.
+    ("nvidia-finds-tesla", "Tesla T4", GpuSelector(use_types=("NVIDIA",)), None),
+    ("nouse-prefixed-tesla", "Tesla V100-SXM2-16GB",
+     GpuSelector(nouse_types=("NVIDIA-Tesla",)), FitReason.TYPE_EXCLUDED),
+    ("bare-name-still-matches", "Tesla T4", GpuSelector(use_types=("t4",)), None),
+    ("prefixed-name-unchanged", "NVIDIA A100-SXM4-40GB",
+     GpuSelector(use_types=("NVIDIA-A100",)), FitReason.TYPE_EXCLUDED),
+]
+
+
+@pytest.mark.parametrize(("model", "selector", "expected"), [t[1:] for t in TYPE_NAMES],
+                         ids=[t[0] for t in TYPE_NAMES])
+def test_hami_type_names(model: str, selector: GpuSelector, expected: FitReason | None) -> None:
+    assert selectable(Device("GPU-t", 0, model, 16384), selector) is expected
 
 
 SELECTABLE: list[tuple[str, GpuSelector, FitReason | None]] = [

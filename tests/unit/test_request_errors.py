@@ -29,6 +29,7 @@ from tests.unit.requests_support import (
 from vgpu import policy
 from vgpu.config import Config
 from vgpu.errors import QuantityError, RequestError
+from vgpu.hami_fields import SCORING_WEIGHTS as WEIGHTS
 from vgpu.requests import parse_pod
 
 
@@ -65,27 +66,15 @@ REJECTED: list[Bad] = [
         ("container 'trainer'", PCT, "out of range"), error=QuantityError),
     Bad("custom-name-in-message", pod(ctr("t", {"example.com/vmem": "x"})),
         ("container 't'", "example.com/vmem"), config=CUSTOM, error=QuantityError),
-    Bad("both-gpumem-and-percentage", pod(ctr("trainer", {GPU: 1, MEM: 1000, PCT: 50})),
-        ("container 'trainer'", MEM, PCT, "keep only one")),
-    Bad("both-split-over-limits-and-requests",
-        pod(ctr("trainer", limits={GPU: 1, MEM: 1000}, requests={PCT: 50})),
-        ("container 'trainer'", MEM, PCT)),
-    Bad("percentage-0", pod(ctr("trainer", {GPU: 1, PCT: 0})),
-        ("container 'trainer'", PCT, "0", "between 1 and 100")),
+    # HAMi's webhook refuses a percentage outside 0-100 with these words.
     Bad("percentage-101", pod(ctr("trainer", {GPU: 1, PCT: 101})),
-        ("container 'trainer'", PCT, "101", "between 1 and 100")),
-    Bad("cores-101", pod(ctr("trainer", {GPU: 1, CORES: 101})),
-        ("container 'trainer'", CORES, "101", "between 0 and 100")),
+        ("container 'trainer'", PCT, "101", "between 0 and 100")),
+    Bad("percentage-negative", pod(ctr("trainer", {GPU: 1, PCT: -5})),
+        ("container 'trainer'", PCT, "-5", "negative")),
     Bad("cores-negative", pod(ctr("trainer", {GPU: 1, CORES: -1})),
-        ("container 'trainer'", CORES, "-1", "between 0 and 100")),
-    Bad("count-0", pod(ctr("trainer", {GPU: 0, MEM: 1000})),
-        ("container 'trainer'", GPU, "at least 1")),
+        ("container 'trainer'", CORES, "-1", "negative")),
     Bad("count-negative", pod(ctr("trainer", {GPU: "-2"})),
         ("container 'trainer'", GPU, "-2")),
-    Bad("gpumem-0", pod(ctr("trainer", {GPU: 1, MEM: 0})),
-        ("container 'trainer'", MEM, "at least 1 MiB")),
-    Bad("priority-2", pod(ctr("trainer", {GPU: 1, PRIO: 2})),
-        ("container 'trainer'", PRIO, "2", "0 (high) or 1 (low)")),
     Bad("priority-negative", pod(ctr("trainer", {GPU: 1, PRIO: -1})),
         ("container 'trainer'", PRIO, "-1")),
     Bad("duplicate-container-names", pod(ctr("dup", {GPU: 1}), ctr("dup", {GPU: 1})),
@@ -120,22 +109,35 @@ REJECTED: list[Bad] = [
     Bad("unknown-gpu-policy-vgpu-io",
         pod(ctr(limits={GPU: 1}), annotations={"vgpu.io/gpu-scheduler-policy": "worst-fit"}),
         ("vgpu.io/gpu-scheduler-policy", "'worst-fit'", *policy.GPU_POLICIES)),
-    Bad("unknown-gpu-policy-hami-io",
-        pod(ctr(limits={GPU: 1}), annotations={"hami.io/gpu-scheduler-policy": "Binpack"}),
-        ("hami.io/gpu-scheduler-policy", "'Binpack'", *policy.GPU_POLICIES)),
     Bad("unknown-node-policy-vgpu-io",
         pod(ctr(limits={GPU: 1}), annotations={"vgpu.io/node-scheduler-policy": "random"}),
         ("vgpu.io/node-scheduler-policy", "'random'", *policy.NODE_POLICIES)),
-    Bad("unknown-node-policy-hami-io",
-        pod(ctr(limits={GPU: 1}), annotations={"hami.io/node-scheduler-policy": ""}),
-        ("hami.io/node-scheduler-policy", *policy.NODE_POLICIES)),
     Bad("gpu-policy-name-is-not-a-node-policy",
         pod(ctr(limits={GPU: 1}),
             annotations={"vgpu.io/node-scheduler-policy": "lowest-task-count"}),
         ("vgpu.io/node-scheduler-policy", "binpack, spread")),
-    Bad("numa-bind-not-boolean",
-        pod(ctr(limits={GPU: 1}), annotations={"nvidia.com/numa-bind": "maybe"}),
-        ("nvidia.com/numa-bind", "'maybe'", "true")),
+    # hami.io/device-scoring-weights, refused as HAMi refuses it.
+    Bad("weights-two-keys", pod(ctr(limits={GPU: 1}),
+                                annotations={WEIGHTS: "slot=1,core=1"}),
+        (WEIGHTS, "slot, core and memory")),
+    Bad("weights-duplicate", pod(ctr(limits={GPU: 1}),
+                                 annotations={WEIGHTS: "slot=1,slot=2,memory=1"}),
+        (WEIGHTS, "'slot' is given twice")),
+    Bad("weights-not-integer", pod(ctr(limits={GPU: 1}),
+                                   annotations={WEIGHTS: "slot=1,core=x,memory=1"}),
+        (WEIGHTS, "'core' weight must be a whole number")),
+    Bad("weights-negative", pod(ctr(limits={GPU: 1}),
+                                annotations={WEIGHTS: "slot=1,core=-1,memory=1"}),
+        (WEIGHTS, "must not be negative")),
+    Bad("weights-unknown-key", pod(ctr(limits={GPU: 1}),
+                                   annotations={WEIGHTS: "slot=1,core=1,disk=1"}),
+        (WEIGHTS, "unknown weight 'disk'")),
+    Bad("weights-all-zero", pod(ctr(limits={GPU: 1}),
+                                annotations={WEIGHTS: "slot=0,core=0,memory=0"}),
+        (WEIGHTS, "at least one weight")),
+    Bad("weights-no-equals", pod(ctr(limits={GPU: 1}),
+                                 annotations={WEIGHTS: "slot,core=1,memory=1"}),
+        (WEIGHTS, "key=value")),
     Bad("gpu-topology-unknown-mode",
         pod(ctr(limits={GPU: 2}), annotations={"vgpu.io/gpu-topology": "nvlink"}),
         ("vgpu.io/gpu-topology", "'nvlink'", "preferred or required")),
@@ -157,3 +159,60 @@ def test_parse_pod_raises_only_request_errors(obj: Any) -> None:
     # Whatever arrives, the caller gets a PodRequest or a RequestError, never a traceback.
     with contextlib.suppress(RequestError):
         parse_pod(obj, DEFAULT)
+
+
+@dataclass(frozen=True)
+class Noted:
+    """A value HAMi accepts that vgpu once refused: admitted, with HAMi's meaning, and a
+    note (the webhook's admission warning) saying what it means."""
+
+    id: str
+    pod: Any
+    count: int | None
+    fragments: tuple[str, ...]
+    cores: int | None = None
+
+
+NOTED: list[Noted] = [
+    Noted("count-0-is-no-gpu", pod(ctr("trainer", {GPU: 0, MEM: 1000})), None,
+          (GPU, "0 asks for no GPU")),
+    Noted("priority-alone-is-no-gpu", pod(ctr("trainer", {PRIO: 1})), None,
+          (PRIO, "alone asks for no GPU")),
+    Noted("gpumem-0-is-the-default", pod(ctr("trainer", {GPU: 1, MEM: 0})), 1,
+          (MEM, "0 means not given")),
+    Noted("percentage-0-is-the-default", pod(ctr("trainer", {GPU: 1, PCT: 0})), 1,
+          (PCT, "0 means not given")),
+    Noted("both-memories-gpumem-wins", pod(ctr("trainer", {GPU: 1, MEM: 1000, PCT: 50})), 1,
+          (MEM, PCT, "wins")),
+    Noted("cores-over-100-is-100", pod(ctr("trainer", {GPU: 1, MEM: 10, CORES: 150})), 1,
+          (CORES, "150 is 100"), cores=100),
+    Noted("priority-2-is-low", pod(ctr("trainer", {GPU: 1, PRIO: 2})), 1,
+          (PRIO, "as 1")),
+    Noted("unknown-gpu-policy-hami-io",
+          pod(ctr(limits={GPU: 1}), annotations={"hami.io/gpu-scheduler-policy": "Binpack"}), 1,
+          ("hami.io/gpu-scheduler-policy", "'Binpack'", "ignored")),
+    Noted("unknown-node-policy-hami-io",
+          pod(ctr(limits={GPU: 1}), annotations={"hami.io/node-scheduler-policy": ""}), 1,
+          ("hami.io/node-scheduler-policy", "binpack")),
+    Noted("numa-bind-not-boolean",
+          pod(ctr(limits={GPU: 1}), annotations={"nvidia.com/numa-bind": "maybe"}), 1,
+          ("nvidia.com/numa-bind", "'maybe'", "no NUMA binding")),
+    Noted("topology-aware-is-vgpus-link-choice",
+          pod(ctr(limits={GPU: 2}),
+              annotations={"hami.io/gpu-scheduler-policy": "binpack,topology-aware"}), 2,
+          ("topology-aware", "link-aware")),
+    Noted("vgpu-mode-mig", pod(ctr(limits={GPU: 1}), annotations={"nvidia.com/vgpu-mode": "mig"}),
+          1, ("nvidia.com/vgpu-mode", "MIG", "waits")),
+]
+
+
+@pytest.mark.parametrize("case", NOTED, ids=[c.id for c in NOTED])
+def test_parse_pod_notes(case: Noted) -> None:
+    parsed = parse_pod(case.pod, DEFAULT)
+    counts = [c.count for c in parsed.containers]
+    assert counts == ([] if case.count is None else [case.count])
+    if case.cores is not None:
+        assert parsed.containers[0].cores == case.cores
+    text = " ".join(parsed.notes)
+    for fragment in case.fragments:
+        assert fragment in text, f"{fragment!r} not in {text!r}"

@@ -112,6 +112,7 @@ PATHS = [
      "/apis/apps/v1/namespaces/ns/statefulsets/x"),
     ("resourcequotas", "/api/v1/namespaces/ns/resourcequotas",
      "/api/v1/namespaces/ns/resourcequotas/x"),
+    ("configmaps", "/api/v1/namespaces/ns/configmaps", "/api/v1/namespaces/ns/configmaps/x"),
 ]
 
 

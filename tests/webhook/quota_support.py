@@ -8,6 +8,7 @@ from typing import Any
 from tests.webhook.pods import A100, T4, node_inventory
 from vgpu import quota_charge
 from vgpu.config import Config
+from vgpu.init_reuse import first_app, nests
 from vgpu.quota_charge import Charge
 from vgpu.requests import parse_pod
 from vgpu_webhook.derived_requests import container_charge, memory_per_vgpu
@@ -36,10 +37,17 @@ def without_sidecars(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def true_total(obj: dict[str, Any], config: Config, gpus: ClusterGpus) -> Charge:
-    """What vgpu holds for the pod: every GPU container's vGPUs, MiB and cores, summed,
-    from the pod after admission (gpumem resolved where the webhook resolved it)."""
+    """The most vgpu holds for the pod: every GPU container's vGPUs, MiB and cores, summed,
+    from the pod after admission (gpumem resolved where the webhook resolved it), but for
+    the init containers placed inside the first GPU app container's slices, which hold
+    nothing more (vgpu.init_reuse)."""
     parsed = parse_pod(obj, config)
+    app = first_app(parsed.containers)
     total = quota_charge.NONE
+    namespace = obj["metadata"].get("namespace", "default")
     for request in parsed.containers:
-        total += container_charge(request, memory_per_vgpu(request, parsed, config, gpus))
+        if nests(request, app):
+            continue
+        total += container_charge(request, memory_per_vgpu(request, parsed, config, gpus,
+                                                           namespace))
     return total

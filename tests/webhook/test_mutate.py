@@ -5,75 +5,33 @@ Derived quota requests are off here (``PLAIN``); their table is tests/webhook/te
 from __future__ import annotations
 
 import copy
-import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from tests.webhook.pods import HOMOGENEOUS, MIXED, NO_GPUS, admit, ctr, pod
-from vgpu.annotations import GPUMEM_PERCENTAGE
-from vgpu.config import Config, QuotaConfig, ResourceNames
+from tests.webhook.mutate_support import (
+    CORES,
+    CUSTOM,
+    GPU,
+    MEM,
+    PCT,
+    PLAIN,
+    PRIO,
+    SCALED,
+    SCHED,
+    Case,
+    drop,
+    edits,
+    moved,
+    note,
+    res,
+    sched,
+    whole,
+)
+from tests.webhook.pods import HOMOGENEOUS, MIXED, admit, ctr, pod
+from vgpu.config import Config
 from vgpu.pod_history import ADMISSION, decode_admission
 from vgpu.requests import parse_pod
-from vgpu_webhook.gpus import ClusterGpus
-
-GPU, MEM, PCT, CORES, PRIO = ResourceNames().all()
-SCHED = "vgpu-scheduler"
-
-Edit = Callable[[dict[str, Any]], None]
-PLAIN = Config(quota=QuotaConfig(derived_requests=False))
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    pod: dict[str, Any]
-    #: For an allowed pod: the edits the patch must make (None: no patch at all).
-    expect: Edit | None = None
-    denied: str | None = None  # a fragment the denial message must contain
-    code: int = 400
-    gpus: ClusterGpus = NO_GPUS
-    config: Config = PLAIN
-    review: dict[str, Any] = field(default_factory=dict)
-
-
-def edits(*steps: Edit) -> Edit:
-    def run(p: dict[str, Any]) -> None:
-        for step in steps:
-            step(p)
-    return run
-
-
-def sched(p: dict[str, Any]) -> None:
-    p["spec"]["schedulerName"] = SCHED
-
-
-def res(index: int, part: str, values: dict[str, Any], key: str = "containers") -> Edit:
-    def run(p: dict[str, Any]) -> None:
-        p["spec"][key][index].setdefault("resources", {}).setdefault(part, {}).update(values)
-    return run
-
-
-def drop(index: int, part: str, name: str, key: str = "containers") -> Edit:
-    def run(p: dict[str, Any]) -> None:
-        del p["spec"][key][index]["resources"][part][name]
-    return run
-
-
-def note(values: dict[str, int]) -> Edit:
-    def run(p: dict[str, Any]) -> None:
-        p["metadata"].setdefault("annotations", {})[GPUMEM_PERCENTAGE] = json.dumps(
-            values, separators=(",", ":"), sort_keys=True)
-    return run
-
-
-CUSTOM = Config(resource_names=ResourceNames(gpu="example.com/v~gpu", gpumem="example.com/mem",
-                                             gpumem_percentage="example.com/mem-pct",
-                                             gpucores="example.com/cores",
-                                             priority="example.com/prio"), quota=PLAIN.quota)
-SCALED = Config(device_memory_scaling=2.0, quota=PLAIN.quota)
 
 CASES = [
     # --- pods the webhook leaves alone ---------------------------------------------------
@@ -91,15 +49,17 @@ CASES = [
     Case("deployment pod: generateName, no name",
          pod(ctr("c", {GPU: "1", MEM: "3000"}), name=None, generate_name="trainer-5d4f8-"),
          expect=sched),
+    Case("a fault domain stated is kept as it is", pod(ctr("c", {GPU: "1", MEM: "3000"}),
+         annotations={"vgpu.io/fault-domain": " Namespace "}), expect=sched),
     Case("default-scheduler is replaced",
-         pod(ctr("c", {GPU: "2"}), scheduler="default-scheduler"), expect=sched),
+         pod(ctr("c", {GPU: "2"}), scheduler="default-scheduler"), expect=edits(sched, whole())),
     Case("limits-only memory gets a count",
          pod(ctr("c", {MEM: "3000"})), expect=edits(sched, res(0, "limits", {GPU: "1"}))),
     Case("cores only gets a count",
          pod(ctr("c", {CORES: "30"})), expect=edits(sched, res(0, "limits", {GPU: "1"}))),
-    Case("priority only gets a count, keeps the priority, adds no env",
+    Case("priority only asks for no GPU, as in HAMi: routed, nothing added",
          pod(ctr("c", {PRIO: "1"}, env=[{"name": "A", "value": "b"}])),
-         expect=edits(sched, res(0, "limits", {GPU: "1"}))),
+         expect=sched, warns="alone asks for no GPU"),
     Case("requests-only count and memory are mirrored into new limits",
          pod(ctr("c", requests={GPU: "1", MEM: "2Gi", "cpu": "1"})),
          expect=edits(sched, res(0, "limits", {GPU: "1", MEM: "2Gi"}))),
@@ -110,30 +70,39 @@ CASES = [
     Case("limits null is replaced, not patched into",
          pod({"name": "c", "resources": {"limits": None, "requests": {GPU: "1"}}}),
          expect=edits(sched, lambda p: p["spec"]["containers"][0]["resources"].update(
-             {"limits": {GPU: "1"}}))),
+             {"limits": {GPU: "1", CORES: "100"}}), res(0, "requests", {CORES: "100"}))),
     Case("limits and requests both get the count",
          pod(ctr("c", {MEM: "3000", "cpu": "2"}, {MEM: "3000", "cpu": "1"})),
          expect=edits(sched, res(0, "limits", {GPU: "1"}), res(0, "requests", {GPU: "1"}))),
     Case("limits without GPU names, GPU in requests: limits extended, cpu kept",
          pod(ctr("c", {"cpu": "2"}, {GPU: "1", CORES: "50"})),
          expect=edits(sched, res(0, "limits", {GPU: "1", CORES: "50"}))),
+    # Kubelets before 1.31 fail a pod whose init container asks for a resource the node
+    # does not advertise: only the count stays on it, the rest moves to an annotation.
     Case("init container only",
          pod(ctr("main", {"cpu": "1"}), init=(ctr("warmup", {MEM: "1000"}),)),
-         expect=edits(sched, res(0, "limits", {GPU: "1"}, key="initContainers"))),
+         expect=edits(sched, res(0, "limits", {GPU: "1"}, key="initContainers"),
+                      drop(0, "limits", MEM, key="initContainers"),
+                      moved({"warmup": {MEM: "1000"}}))),
     Case("init and regular GPU containers",
          pod(ctr("main", {GPU: "1", CORES: "50"}), init=(ctr("warmup", {CORES: "10"}),)),
-         expect=edits(sched, res(0, "limits", {GPU: "1"}, key="initContainers"))),
+         expect=edits(sched, res(0, "limits", {GPU: "1"}, key="initContainers"),
+                      drop(0, "limits", CORES, key="initContainers"),
+                      moved({"warmup": {CORES: "10"}}))),
+    Case("init container asking for a whole GPU: its 100 cores go to the annotation too",
+         pod(ctr("main", {GPU: "1", MEM: "100"}),
+             init=(ctr("warmup", {GPU: "1"}, {GPU: "1", PRIO: "0"}),)),
+         expect=edits(sched, drop(0, "requests", PRIO, key="initContainers"),
+                      moved({"warmup": {CORES: "100", PRIO: "0"}}))),
     Case("several containers: only the GPU one at index 2 changes",
          pod(ctr("sidecar", {"cpu": "1"}), ctr("log"), ctr("train", {MEM: "8000"})),
          expect=edits(sched, res(2, "limits", {GPU: "1"}))),
     Case("several GPU containers of different shapes",
          pod(ctr("a", {GPU: "2", MEM: "1000"}), ctr("b", {CORES: "25"}),
              ctr("c", requests={PRIO: "0"})),
-         expect=edits(sched, res(1, "limits", {GPU: "1"}),
-                      res(2, "limits", {GPU: "1", PRIO: "0"}),
-                      res(2, "requests", {GPU: "1"}))),
+         expect=edits(sched, res(1, "limits", {GPU: "1"})), warns="alone asks for no GPU"),
     Case("count with no inventory is not judged",
-         pod(ctr("c", {GPU: "64"})), expect=sched),
+         pod(ctr("c", {GPU: "64"})), expect=edits(sched, whole())),
     Case("memory larger than physical fits with memory scaling 2",
          pod(ctr("c", {GPU: "1", MEM: "50000"})), gpus=HOMOGENEOUS, config=SCALED,
          expect=sched),
@@ -193,23 +162,69 @@ CASES = [
          gpus=MIXED, expect=sched),
     Case("only explicit percentages are resolved; the whole-GPU default stays relative",
          pod(ctr("a", {GPU: "1"}), ctr("b", {GPU: "1", PCT: "100"})), gpus=HOMOGENEOUS,
-         expect=edits(sched, drop(1, "limits", PCT), res(1, "limits", {MEM: "40960"}),
-                      note({"b": 100}))),
+         expect=edits(sched, whole(0), whole(1), drop(1, "limits", PCT),
+                      res(1, "limits", {MEM: "40960"}), note({"b": 100}))),
+    # --- HAMi's values vgpu once refused: admitted with HAMi's meaning and a warning ------
+    Case("percentage 0 is the memory default, as in HAMi",
+         pod(ctr("c", {PCT: "0"})), expect=edits(sched, res(0, "limits", {GPU: "1"})),
+         warns="0 means not given"),
+    Case("cores 101 counts as 100, as in HAMi",
+         pod(ctr("c", {GPU: "1", MEM: "10", CORES: "101"})), expect=sched,
+         warns="101 is 100"),
+    Case("count 0 is no GPU, as in HAMi",
+         pod(ctr("c", {GPU: "0", MEM: "10"})), expect=sched, warns="asks for no GPU"),
+    Case("memory and percentage together: gpumem wins, as in HAMi",
+         pod(ctr("c", {MEM: "1000", PCT: "10"})),
+         expect=edits(sched, res(0, "limits", {GPU: "1"})), warns="wins"),
+    Case("memory and percentage split across limits and requests",
+         pod(ctr("c", {MEM: "1000"}, {PCT: "10"})),
+         expect=edits(sched, res(0, "limits", {GPU: "1", PCT: "10"}),
+                      res(0, "requests", {GPU: "1"})), warns="wins"),
+    Case("unknown node policy, HAMi spelling: binpack, as HAMi reads it",
+         pod(ctr("c", {GPU: "1"}), annotations={"hami.io/node-scheduler-policy": "random"}),
+         expect=edits(sched, whole()), warns="binpack"),
+    Case("priority outside 0/1 is handed over as low",
+         pod(ctr("c", {GPU: "1", MEM: "10", PRIO: "5"})), expect=sched, warns="as 1 (low)"),
+    Case("numa-bind not a boolean: no binding, as in HAMi",
+         pod(ctr("c", {GPU: "1"}), annotations={"nvidia.com/numa-bind": "maybe"}),
+         expect=edits(sched, whole()), warns="not a boolean"),
+    Case("HAMi's policy chain and weights are accepted",
+         pod(ctr("c", {GPU: "1", MEM: "10"}),
+             annotations={"hami.io/gpu-scheduler-policy": "mutex, spread, numa",
+                          "hami.io/device-scoring-weights": "slot=1,core=1,memory=3"}),
+         expect=sched),
+    Case("vgpu-mode mig: admitted, told it waits",
+         pod(ctr("c", {GPU: "1", MEM: "10"}), annotations={"nvidia.com/vgpu-mode": "mig"}),
+         expect=sched, warns="MIG"),
+    # --- the operator's HAMi settings --------------------------------------------------
+    Case("runtimeClassName given to a GPU pod that names none",
+         pod(ctr("c", {GPU: "1", MEM: "10"})), config=Config(
+             runtime_class_name="nvidia", quota=PLAIN.quota),
+         expect=edits(sched, lambda p: p["spec"].update(runtimeClassName="nvidia"))),
+    Case("overwriteEnv hides the GPUs from the containers that ask for none",
+         pod(ctr("c", {GPU: "1", MEM: "10"}), ctr("log"),
+             ctr("own", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}])),
+         config=Config(overwrite_env=True, quota=PLAIN.quota),
+         expect=edits(sched, lambda p: p["spec"]["containers"][1].update(
+             env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]))),
+    Case("defaultGpuNum 2 is the count a container with memory gets",
+         pod(ctr("c", {MEM: "10"})), config=Config(default_gpu_num=2, quota=PLAIN.quota),
+         expect=edits(sched, res(0, "limits", {GPU: "2"}))),
+    Case("defaultGpuNum 0: memory without a count is no GPU",
+         pod(ctr("c", {MEM: "10"})), config=Config(default_gpu_num=0, quota=PLAIN.quota),
+         expect=sched, warns="defaultGpuNum is 0"),
     # --- denials -----------------------------------------------------------------------
-    Case("percentage 0", pod(ctr("c", {PCT: "0"})), denied="between 1 and 100"),
-    Case("percentage 150", pod(ctr("c", {GPU: "1", PCT: "150"})), denied="between 1 and 100"),
-    Case("cores 101", pod(ctr("c", {GPU: "1", CORES: "101"})), denied="between 0 and 100"),
-    Case("cores negative", pod(ctr("c", {CORES: "-5"})), denied="between 0 and 100"),
-    Case("count 0", pod(ctr("c", {GPU: "0", MEM: "10"})), denied="ask for at least 1 GPU"),
+    # HAMi's webhook refuses a percentage outside 0-100, in these words.
+    Case("percentage 150", pod(ctr("c", {GPU: "1", PCT: "150"})), denied="between 0 and 100"),
+    Case("cores negative", pod(ctr("c", {CORES: "-5"})), denied="must not be negative"),
+    Case("device-scoring-weights HAMi refuses",
+         pod(ctr("c", {GPU: "1"}), annotations={"hami.io/device-scoring-weights": "slot=1"}),
+         denied="hami.io/device-scoring-weights"),
     Case("more GPUs than any node has", pod(ctr("c", {GPU: "5"})), gpus=HOMOGENEOUS,
          denied="no node has more than 4"),
     Case("more GPUs than any node has, in an init container",
          pod(ctr("c", {GPU: "1"}), init=(ctr("i", {GPU: "5"}),)), gpus=MIXED,
          denied="asks for 5 GPUs (nvidia.com/gpu) but no node has more than 4"),
-    Case("memory and percentage together", pod(ctr("c", {MEM: "1000", PCT: "10"})),
-         denied="keep only one"),
-    Case("memory and percentage split across limits and requests",
-         pod(ctr("c", {MEM: "1000"}, {PCT: "10"})), denied="keep only one"),
     Case("more memory than any GPU offers", pod(ctr("c", {GPU: "1", MEM: "50000"})),
          gpus=MIXED, denied="largest GPU in the cluster offers 40960 MiB"),
     Case("privileged GPU container",
@@ -223,13 +238,9 @@ CASES = [
     Case("unknown GPU policy",
          pod(ctr("c", {GPU: "1"}), annotations={"vgpu.io/gpu-scheduler-policy": "fastest"}),
          denied="unknown policy 'fastest'"),
-    Case("unknown node policy, HAMi spelling",
-         pod(ctr("c", {GPU: "1"}), annotations={"hami.io/node-scheduler-policy": "random"}),
-         denied="hami.io/node-scheduler-policy: unknown policy"),
-    Case("priority outside 0/1", pod(ctr("c", {PRIO: "5"})), denied="use 0 (high) or 1 (low)"),
-    Case("numa-bind not a boolean",
-         pod(ctr("c", {GPU: "1"}), annotations={"nvidia.com/numa-bind": "maybe"}),
-         denied="not a boolean"),
+    Case("fault domain that is not one", pod(ctr("c", {GPU: "1"}), annotations={
+         "vgpu.io/fault-domain": "tenant"}), denied="vgpu.io/fault-domain: 'tenant' is not "
+         "a fault domain; use one of any, namespace"),
     Case("GPU container without a name", pod({"resources": {"limits": {GPU: "1"}}}),
          denied="needs a name"),
     Case("GPU container named like another container",
@@ -265,6 +276,11 @@ def test_decision(case: Case) -> None:
         return
     assert response["allowed"] is True
     assert "status" not in response
+    warnings = " ".join(response.get("warnings", ()))
+    if case.warns is None:
+        assert not warnings
+    else:
+        assert case.warns in warnings
     if case.expect is None:
         assert "patch" not in response and "patchType" not in response
         return
@@ -281,14 +297,3 @@ def test_decision(case: Case) -> None:
     # ... and a second pass (reinvocationPolicy: IfNeeded) changes nothing more.
     again, _ = admit(patched, case.gpus, case.config, **case.review)
     assert again["allowed"] is True and "patch" not in again
-
-
-def test_resolution_keeps_every_other_request_field() -> None:
-    p = pod(ctr("c", {GPU: "2", PCT: "50", CORES: "30", PRIO: "0"}))
-    _, patched = admit(p, HOMOGENEOUS)
-    before = parse_pod(p, Config()).containers[0]
-    after = parse_pod(patched, Config()).containers[0]
-    assert (after.count, after.cores, after.priority) == (before.count, before.cores,
-                                                          before.priority)
-    assert (after.memory_mib, after.memory_percent) == (20480, None)
-

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from tests.webhook.mutate_support import GPU, MEM, PCT, PLAIN, Case, Edit, edits, res, sched
 from tests.webhook.pods import ctr, pod
 from tests.webhook.test_mutate import CASES as MUTATE_CASES
-from tests.webhook.test_mutate import GPU, MEM, PCT, PLAIN, Case, Edit, edits, res, sched
 from tests.webhook.test_mutate import test_decision as check
 from vgpu.config import Config
 from vgpu_webhook.route_around import grant_variable
@@ -42,7 +42,7 @@ CASES = [
          denied="remove spec.schedulerName (the webhook sets 'vgpu-scheduler')", code=403),
     Case("GPU pod for another scheduler with a bad request: the request is refused first",
          pod(ctr("c", {GPU: "1", PCT: "500"}), scheduler="volcano"),
-         denied="between 1 and 100"),
+         denied="between 0 and 100"),
     Case("privileged GPU container for another scheduler",
          pod(ctr("c", {GPU: "1"}, privileged=True), scheduler="x"),
          denied="spec.schedulerName is 'x'", code=403),
@@ -65,8 +65,17 @@ CASES = [
          pod(ctr("c", {GPU: "1"}, privileged=True), scheduler="second-vgpu"), config=SECOND,
          denied="privileged", code=403),
     Case("CUDA_VISIBLE_DEVICES only picks among the GPUs granted: allowed",
-         pod(ctr("c", {GPU: "1"}, env=[{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}])),
+         pod(ctr("c", {GPU: "1", MEM: "10"},
+                env=[{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}])),
          expect=sched),
+    Case("NVIDIA_VISIBLE_DEVICES=none hides every GPU: allowed (overwriteEnv writes it)",
+         pod(ctr("c", {GPU: "1", MEM: "10"}),
+             ctr("log", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}])),
+         expect=sched),
+    Case("NVIDIA_VISIBLE_DEVICES naming GPUs is still refused",
+         pod(ctr("c", {GPU: "1", MEM: "10"}),
+             ctr("log", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])),
+         denied="sets NVIDIA_VISIBLE_DEVICES", code=403),
 ]
 
 

@@ -170,7 +170,7 @@ async def test_probes_and_metrics(env: Env) -> None:
 
         await post(session, env, json.dumps(review(GPU_POD)).encode())
         await post(session, env, json.dumps(review(pod(ctr("c")))).encode())
-        await post(session, env, json.dumps(review(pod(ctr("c", {"nvidia.com/gpu": "0"})))
+        await post(session, env, json.dumps(review(pod(ctr("c", {"nvidia.com/gpu": "-1"})))
                                             ).encode())
         await post(session, env, b"nope")
         async with session.get(env.ops + "/metrics") as response:

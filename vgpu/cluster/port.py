@@ -34,7 +34,7 @@ Kind = Literal[
     "validatingwebhookconfigurations",
     "persistentvolumes", "persistentvolumeclaims", "storageclasses", "csinodes",
     "poddisruptionbudgets", "events", "namespaces", "services", "replicationcontrollers",
-    "replicasets", "statefulsets", "resourcequotas",
+    "replicasets", "statefulsets", "resourcequotas", "configmaps",
 ]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 

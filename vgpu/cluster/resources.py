@@ -69,6 +69,8 @@ RESOURCES: Mapping[str, Resource] = MappingProxyType({r.plural: r for r in (
     Resource("statefulsets", "StatefulSet", "apps/v1", namespaced=True),
     # What `vgpu inspect` and `vgpu why` read to show a namespace's GPU quota.
     Resource("resourcequotas", "ResourceQuota", "v1", namespaced=True),
+    # The GPU types the webhook has seen (vgpu-gpu-types), kept across its restarts.
+    Resource("configmaps", "ConfigMap", "v1", namespaced=True),
 )})
 
 #: Where a namespaced object that names no namespace goes, as with kubectl.

@@ -16,6 +16,7 @@ from files and the environment, and :mod:`~vgpu.config.cli` is ``vgpu config`` a
 
 from __future__ import annotations
 
+from vgpu.config.component_sections import NodeAgentConfig, QuotaConfig, WebhookConfig
 from vgpu.config.loading import camel, describe, from_mapping, load, parse_text, to_mapping
 from vgpu.config.plugin_args import (
     SYSTEM_DEFAULT_CONSTRAINTS,
@@ -25,17 +26,20 @@ from vgpu.config.plugin_args import (
     PodTopologySpreadArgs,
 )
 from vgpu.config.sections import (
+    CORE_POLICY_DEFAULT,
+    CORE_POLICY_DISABLE,
+    CORE_POLICY_FORCE,
     DEFAULT_SCHEDULER_PLUGINS,
     DEFAULT_SCORE_WEIGHTS,
     Config,
-    NodeAgentConfig,
-    QuotaConfig,
     ResourceNames,
     SchedulerConfig,
-    WebhookConfig,
 )
 
 __all__ = [
+    "CORE_POLICY_DEFAULT",
+    "CORE_POLICY_DISABLE",
+    "CORE_POLICY_FORCE",
     "DEFAULT_SCHEDULER_PLUGINS",
     "DEFAULT_SCORE_WEIGHTS",
     "SYSTEM_DEFAULT_CONSTRAINTS",

@@ -11,6 +11,7 @@ import functools
 from dataclasses import dataclass
 
 from vgpu import policy
+from vgpu.config.component_sections import NodeAgentConfig, QuotaConfig, WebhookConfig
 from vgpu.config.isolation_section import IsolationConfig, check_split
 from vgpu.config.knobs import knob as _knob
 from vgpu.config.knobs import section as _section
@@ -39,38 +40,14 @@ class ResourceNames:
         return (self.gpu, self.gpumem, self.gpumem_percentage, self.gpucores, self.priority)
 
 
-@dataclass(frozen=True)
-class WebhookConfig:
-    port: int = _knob(9443, "HTTPS port of /mutate", lo=1, hi=65535)
-    metrics_port: int = _knob(9395, "plain-HTTP port of /healthz, /readyz and /metrics",
-                              lo=1, hi=65535)
-    cert_reload_seconds: float = _knob(
-        10.0, "how often the certificate and key files are checked for a change", lo=0.1,
-        hi=3600)
-    annotation_writers: tuple[str, ...] = _knob(
-        ("system:serviceaccount:vgpu-system:vgpu-scheduler",
-         "system:serviceaccount:vgpu-system:vgpu-nodeagent"),
-        "users (as the API server names them in an admission review's userInfo.username) "
-        "that may set, change or remove vgpu's own pod annotations: the scheduler's and the "
-        "node agent's service accounts; /validate refuses everyone else")
-
+#: HAMi-core's compute limit policies (GPU_CORE_UTILIZATION_POLICY).
+CORE_POLICY_DEFAULT = "default"
+CORE_POLICY_FORCE = "force"
+CORE_POLICY_DISABLE = "disable"
+CORE_POLICIES = (CORE_POLICY_DEFAULT, CORE_POLICY_FORCE, CORE_POLICY_DISABLE)
 
 #: Every resource name under this prefix is vgpu's (:meth:`Config.owns_resource`).
 OWNED_PREFIX = "vgpu.io/"
-
-
-@dataclass(frozen=True)
-class QuotaConfig:
-    """The derived quota requests the webhook writes (docs/contracts.md#quota-resources)."""
-
-    derived_requests: bool = _knob(
-        True, "the webhook writes vgpu.io/vgpus, vgpu.io/memory-mib and vgpu.io/cores on each "
-        "GPU pod, its true totals, so that a namespace's ResourceQuota caps them; false = it "
-        "writes none and leaves the names as pods give them")
-    unknown_gpu_memory_mib: int = _knob(
-        0, "GPU memory (MiB, before deviceMemoryScaling) a memory percentage is charged "
-        "against when no node inventory lists a GPU the pod may land on (nodes scaled from "
-        "zero, say); 0 = such pods are refused", lo=0)
 
 
 #: The scheduler's default profile: plugins in the order their extension points run.
@@ -78,7 +55,7 @@ DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
     "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
     "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity",
-    "IsolationRequired", "VGPU",
+    "IsolationRequired", "FaultDomain", "VGPU", "HamiQuota",
     "DefaultPreemption", "AllocationGate", "VGPUBinder",
 )
 
@@ -212,36 +189,6 @@ class SchedulerConfig:
 
 
 @dataclass(frozen=True)
-class NodeAgentConfig:
-    resource_name: str = _knob("", "resource advertised to the kubelet; empty = resourceNames.gpu")
-    device_plugin_dir: str = _knob("/var/lib/kubelet/device-plugins",
-                                   "kubelet device-plugin folder")
-    heartbeat_seconds: float = _knob(30.0, "how often the inventory heartbeat is written", lo=1)
-    metrics_port: int = _knob(9394, "plain-HTTP port of /healthz and /metrics", lo=1, hi=65535)
-    hami_core_path: str = _knob("", "host path of HAMi-core's libvgpu.so; empty = not mounted")
-    shared_cache_dir: str = _knob("/tmp/vgpu", "folder holding each container's shared cache file")
-    health_quiet_seconds: float = _knob(
-        60.0, "how long a GPU must stay free of faults before it is healthy again", lo=0
-    )
-    allocate_wait_seconds: float = _knob(
-        5.0, "how long Allocate waits for the in-flight pod to reach the local pod watch",
-        lo=0, hi=60
-    )
-    pod_resources_socket: str = _knob(
-        "/var/lib/kubelet/pod-resources/kubelet.sock",
-        "the kubelet's pod-resources socket, read to check each container's GPUs against "
-        "its assignment; empty = off"
-    )
-    pod_resources_seconds: float = _knob(
-        10.0, "how often the kubelet's pod resources are read", lo=0.1, hi=3600
-    )
-    evict_intruders: bool = _knob(
-        False, "evict a pod that holds this node's vGPU device IDs in the kubelet's books but "
-        "was not placed by a vgpu scheduler (the pod-resources check finds it; it always gets "
-        "a Warning event and counts in vgpu_nodeagent_intruder_pods)")
-
-
-@dataclass(frozen=True)
 class Config:
     """Cluster-wide settings. Defaults match HAMi's so existing pods behave the same."""
 
@@ -254,6 +201,23 @@ class Config:
     default_cores: int = _knob(0, "compute percent per vGPU when a container gives none",
                                lo=0, hi=100)
     disable_core_limit: bool = _knob(False, "do not hand a compute limit to containers")
+    gpu_core_policy: str = _knob(
+        CORE_POLICY_DEFAULT, "HAMi-core's compute limit policy, handed to containers as "
+        "GPU_CORE_UTILIZATION_POLICY (HAMi's gpuCorePolicy): default; force = the limit holds "
+        "even for a task alone on its GPU; disable = no limit, as disableCoreLimit",
+        choices=CORE_POLICIES)
+    memory_factor: int = _knob(
+        1, "HAMi's memoryFactor: nvidia.com/gpumem is given in units of this many MiB, and "
+        "so is a HAMi quota's limits.nvidia.com/gpumem", lo=1, hi=1024)
+    default_gpu_num: int = _knob(
+        1, "vGPUs of a container that gives memory or cores but no count (HAMi's "
+        "defaultGPUNum); 0 = such a container asks for no GPU", lo=0, hi=128)
+    runtime_class_name: str = _knob(
+        "", "spec.runtimeClassName the webhook gives a GPU pod that names none (HAMi's "
+        "runtimeClassName); empty = none")
+    overwrite_env: bool = _knob(
+        False, "the webhook sets NVIDIA_VISIBLE_DEVICES=none on each container of a GPU pod "
+        "that asks for no GPU and does not set it (HAMi's overwriteEnv)")
     scheduler_name: str = _knob("vgpu-scheduler", "spec.schedulerName of GPU pods")
     extra_scheduler_names: tuple[str, ...] = _knob(
         (), "other spec.schedulerName values trusted to place GPU pods as vgpu's scheduler "
@@ -277,10 +241,17 @@ class Config:
         problem = check_split(self.isolation.mode, self.device_split_count, self.isolation.mps)
         if problem is not None:
             raise ConfigError(f"isolation.mode mps: {problem}")
+        if self.disable_core_limit and self.gpu_core_policy == CORE_POLICY_FORCE:
+            raise ConfigError("gpuCorePolicy: force contradicts disableCoreLimit: true; keep one")
         if DEFAULT_SCHEDULER in self.extra_scheduler_names:
             raise ConfigError(
                 f"extraSchedulerNames: {DEFAULT_SCHEDULER!r} places pods without vgpu's "
                 f"assignment; list only schedulers that write vgpu.io/assignment")
+
+    @property
+    def core_policy(self) -> str:
+        """The compute limit policy containers get: ``disable`` with ``disableCoreLimit``."""
+        return CORE_POLICY_DISABLE if self.disable_core_limit else self.gpu_core_policy
 
     @property
     def vgpu_schedulers(self) -> frozenset[str]:

@@ -182,7 +182,7 @@ class Allocator:
                       for name, ids in zip(claim.containers, requests, strict=True)]
             served = inflight.served(claim)
         if (self._prepare_host_dirs and self._config.nodeagent.hami_core_path
-                and live.backend == isolation_modes.HAMI_CORE):
+                and live.backend in (isolation_modes.HAMI_CORE, isolation_modes.MPS_HAMI_CORE)):
             for item in result:
                 self._make_cache_dir(served.uid, item.container)
         complete = served.complete
@@ -198,7 +198,8 @@ class Allocator:
         assert claim.pod.assignment is not None  # a claimed pod has one
         self.ledger.restore(inflight.current())
         grants = {name: claim.pod.assignment.containers[name] for name in claim.containers}
-        over = self.ledger.admit(claim.pod.uid, grants, self._devices())
+        over = self.ledger.admit(claim.pod.uid, grants, self._devices(),
+                                 claim.pod.assignment.before_apps)
         if over is None:
             return
         inflight.finish(claim.pod)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from vgpu import served, usage
@@ -31,14 +31,16 @@ from vgpu.annotations import PHASE_SUCCESS
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment, GrantedDevice, assignment_of
 from vgpu.config import Config
-from vgpu.devices import EMPTY, Device, FitReason, Usage, fit, memory_capacity
+from vgpu.devices import EMPTY, Device, FitReason, Usage, fit_held, memory_capacity
 from vgpu.errors import CodecError, RequestError
+from vgpu.init_reuse import footprint
 from vgpu.pods import bind_phase, is_terminated, scheduler_name
 from vgpu.requests import parse_pod
 from vgpu_nodeagent.allocation.inflight_pod import InFlightPod, uid_of
 
 #: Per container name, the slices served to it.
 Grants = Mapping[str, tuple[GrantedDevice, ...]]
+_NONE: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class Ledger:
         self._scaling = config.device_memory_scaling
         self._lock = threading.Lock()
         self._pods: dict[str, dict[str, tuple[GrantedDevice, ...]]] = {}
+        #: Per pod, its init containers that end before its app containers: what they
+        #: were served counts by the largest on each GPU, not added (vgpu.init_reuse).
+        self._before: dict[str, frozenset[str]] = {}
 
     # -- what was served -------------------------------------------------------------------
 
@@ -81,16 +86,21 @@ class Ledger:
         record (or, from an agent before that record, ``bind-phase: success``) holds them."""
         with self._lock:
             if old is not None and (new is None or uid_of(old) != uid_of(new)):
-                self._pods.pop(uid_of(old), None)
+                self._forget(uid_of(old))
             if new is None:
                 return
             uid = uid_of(new)
             if is_terminated(new):
-                self._pods.pop(uid, None)
+                self._forget(uid)
                 return
             recorded = _recorded(new, self._config)
             if recorded is not None:
                 self._pods[uid] = {**self._pods.get(uid, {}), **recorded.containers}
+                self._before[uid] = recorded.before_apps
+
+    def _forget(self, uid: str) -> None:
+        self._pods.pop(uid, None)
+        self._before.pop(uid, None)
 
     def restore(self, pods: Iterable[InFlightPod]) -> None:
         """The containers the in-flight index says were served (a previous run's progress
@@ -100,6 +110,7 @@ class Ledger:
                 if pod.assignment is None or not pod.done:
                     continue
                 held = self._pods.setdefault(pod.uid, {})
+                self._before[pod.uid] = pod.assignment.before_apps
                 for name in pod.done:
                     if name in pod.assignment.containers:
                         held[name] = pod.assignment.containers[name]
@@ -107,38 +118,44 @@ class Ledger:
     def served(self) -> dict[str, Usage]:
         """What is served on each GPU, by uuid."""
         with self._lock:
-            return _tally(g for grants in self._pods.values() for gs in grants.values()
-                          for g in gs)
+            return self._held(lambda uid: True)
+
+    def _held(self, which: Callable[[str], bool]) -> dict[str, Usage]:
+        """What the pods ``which`` picks hold on each GPU."""
+        out: dict[str, Usage] = {}
+        for uid, grants in self._pods.items():
+            if which(uid):
+                for gpu, held in footprint(grants, self._before.get(uid, _NONE)).items():
+                    out[gpu] = out.get(gpu, EMPTY).plus(held)
+        return out
 
     # -- the check -------------------------------------------------------------------------
 
     def admit(self, uid: str, grants: Grants, devices: Mapping[str, Device],
-              ) -> Overcommit | None:
+              before_apps: frozenset[str] = frozenset()) -> Overcommit | None:
         """Record ``grants`` for the pod ``uid`` if every GPU can take them on top of what
         the ledger holds (its own earlier grants aside); else record nothing and say which
-        GPU cannot."""
+        GPU cannot. ``before_apps``: the pod's init containers that end before its app
+        containers (their grants count by the largest on a GPU)."""
         with self._lock:
-            mine = self._pods.get(uid, {})
-            others = _tally(g for other, held in self._pods.items() if other != uid
-                            for gs in held.values() for g in gs)
-            used = _tally(g for name, gs in mine.items() if name not in grants for g in gs)
-            for uuid, usage in others.items():
-                used[uuid] = _add(used.get(uuid, EMPTY), usage)
+            mine = {**self._pods.get(uid, {}), **grants}
+            others = self._held(lambda other: other != uid)
+            held = footprint(mine, before_apps)
             for gs in grants.values():
                 for g in gs:
                     device = devices.get(g.uuid)
                     if device is None:
                         continue  # not this node's GPU: the request was refused before
                     # Capacity only: health is what the kubelet's device list says.
-                    whole = dataclasses.replace(device, healthy=True)
-                    before = used.get(g.uuid, EMPTY)
-                    reason = fit(whole, before, g.memory_mib, g.cores, self._scaling)
+                    whole = dataclasses.replace(device, healthy=True, cordoned=False)
+                    before = others.get(g.uuid, EMPTY)
+                    reason = fit_held(whole, before, held[g.uuid], self._scaling)
                     if reason is not None:
                         return Overcommit(g.uuid, reason,
                                           memory_capacity(device, self._scaling),
                                           device.cores, device.split, before, g)
-                    used[g.uuid] = before.add(g.memory_mib, g.cores)
-            self._pods[uid] = {**mine, **grants}
+            self._pods[uid] = mine
+            self._before[uid] = before_apps
             return None
 
 
@@ -160,14 +177,3 @@ def _recorded(pod: Obj, config: Config) -> Assignment | None:
         return annotated
     except (CodecError, RequestError):
         return None
-
-
-def _tally(grants: Iterable[GrantedDevice]) -> dict[str, Usage]:
-    out: dict[str, Usage] = {}
-    for g in grants:
-        out[g.uuid] = out.get(g.uuid, EMPTY).add(g.memory_mib, g.cores)
-    return out
-
-
-def _add(a: Usage, b: Usage) -> Usage:
-    return Usage(a.memory_mib + b.memory_mib, a.cores + b.cores, a.tasks + b.tasks)

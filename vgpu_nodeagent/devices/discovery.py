@@ -31,6 +31,9 @@ class GpuFacts:
     numa: int = NUMA_UNKNOWN
     mig: bool = False
     healthy: bool = True
+    #: PCI address, ``0000:3b:00`` (:func:`vgpu_nodeagent.devices.xid.pci_address`); empty
+    #: where unknown. The kernel's Xid lines name a GPU by it.
+    pci: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,10 @@ class GpuSample:
     processes: tuple[GpuProcess, ...] = ()
 
 
-#: Called with the UUID of a GPU that had a device fault (``None``: every GPU) and the XID.
+#: Called with the UUID of a GPU that raised an XID (``None``: NVML could not say which)
+#: and the XID, for every critical XID: the agent tells device faults from an
+#: application's (:mod:`vgpu_nodeagent.devices.xid`), and the latter still end every
+#: client of an MPS server on that GPU.
 FaultHandler = Callable[[str | None, int], None]
 
 
@@ -77,7 +83,7 @@ class Discovery(Protocol):
         ...
 
     def watch_faults(self, on_fault: FaultHandler, stop: threading.Event) -> None:
-        """Report device faults until ``stop`` is set (blocks; the agent runs it in a thread)."""
+        """Report XIDs until ``stop`` is set (blocks; the agent runs it in a thread)."""
         ...
 
     def close(self) -> None: ...

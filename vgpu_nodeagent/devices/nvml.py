@@ -24,7 +24,7 @@ from vgpu_nodeagent.devices.discovery import (
 )
 from vgpu_nodeagent.devices.nvml_links import pci_key as sysfs_pci_address
 from vgpu_nodeagent.devices.nvml_links import read_links
-from vgpu_nodeagent.devices.xid import is_device_fault
+from vgpu_nodeagent.devices.xid import is_device_fault, pci_address
 
 _log = logs.get("vgpu.nodeagent.nvml")
 
@@ -80,7 +80,7 @@ class NvmlDiscovery:
                 fact = GpuFacts(
                     uuid=uuid, index=index, model=_text(nvml.nvmlDeviceGetName(handle)),
                     memory_mib=int(nvml.nvmlDeviceGetMemoryInfo(handle).total) // MIB,
-                    numa=self._numa(handle), mig=self._mig(handle),
+                    numa=self._numa(handle), mig=self._mig(handle), pci=self._pci(handle),
                 )
             except nvml.NVMLError as exc:
                 # One broken GPU must not take the others off the node.
@@ -107,6 +107,12 @@ class NvmlDiscovery:
         except (nvml.NVMLError, OSError, ValueError):
             return NUMA_UNKNOWN
         return numa if numa >= 0 else NUMA_UNKNOWN
+
+    def _pci(self, handle: Any) -> str:
+        try:
+            return pci_address(_text(self._nvml.nvmlDeviceGetPciInfo(handle).busId))
+        except self._nvml.NVMLError:
+            return ""
 
     def _mig(self, handle: Any) -> bool:
         nvml = self._nvml
@@ -149,7 +155,8 @@ class NvmlDiscovery:
         return out
 
     def watch_faults(self, on_fault: FaultHandler, stop: threading.Event) -> None:
-        """Wait for critical XID events and report the device faults among them."""
+        """Wait for critical XID events and report each (the agent decides what a device
+        fault is; an application's XID still matters to the clients of an MPS server)."""
         nvml = self._nvml
         try:
             event_set = nvml.nvmlEventSetCreate()
@@ -189,10 +196,10 @@ class NvmlDiscovery:
                 continue
             xid = int(event.eventData)
             uuid = self._uuid_of(event.device)
-            if not is_device_fault(xid):
+            if is_device_fault(xid):
+                _log.warning("GPU fault", xid=xid, uuid=uuid or "all GPUs")
+            else:
                 _log.info("application XID, GPU stays healthy", xid=xid, uuid=uuid)
-                continue
-            _log.warning("GPU fault", xid=xid, uuid=uuid or "all GPUs")
             on_fault(uuid, xid)
 
     def _uuid_of(self, handle: Any) -> str | None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vgpu.codecs import GrantedDevice
-from vgpu.config import Config
+from vgpu.config import CORE_POLICY_DISABLE, CORE_POLICY_FORCE, Config
 
 #: Where the library and the preload list appear inside the container (HAMi's layout).
 LIBRARY_IN_CONTAINER = "/usr/local/vgpu/libvgpu.so"
@@ -53,13 +53,16 @@ def container_envs(devices: Sequence[GrantedDevice], *, pod_uid: str, container:
     envs = {"NVIDIA_VISIBLE_DEVICES": ",".join(d.uuid for d in devices)}
     for i, device in enumerate(devices):
         envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = f"{device.memory_mib}m"
-    if config.disable_core_limit:
+    if config.core_policy == CORE_POLICY_DISABLE:
         # 0 is "no limit" to HAMi-core; the policy variable makes that explicit.
         envs["CUDA_DEVICE_SM_LIMIT"] = "0"
-        envs["GPU_CORE_UTILIZATION_POLICY"] = "disable"
+        envs["GPU_CORE_UTILIZATION_POLICY"] = CORE_POLICY_DISABLE
     else:
         # One limiter per container: every vGPU of a container asked the same share.
         envs["CUDA_DEVICE_SM_LIMIT"] = str(max((d.cores for d in devices), default=0))
+        if config.core_policy == CORE_POLICY_FORCE:
+            # HAMi's gpuCorePolicy: force: the limit holds even for a task alone.
+            envs["GPU_CORE_UTILIZATION_POLICY"] = CORE_POLICY_FORCE
     cache_dir = config.nodeagent.shared_cache_dir.rstrip("/") or "/"
     envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = os.path.join(
         cache_dir, f"{cache_name(pod_uid, container)}.cache")

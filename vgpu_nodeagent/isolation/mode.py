@@ -8,6 +8,8 @@ label (:func:`vgpu.isolation_modes.resolve_mode`). What actually runs can be les
 - ``mps`` while the control daemon is down or its pipe folder is gone: containers get
   HAMi-core's answer instead (a mount of a missing folder would fail the container, and
   a client without a daemon runs unlimited anyway), and the mode says what that is.
+- ``mps-hami-core`` likewise; and without ``nodeagent.hamiCorePath``, plain ``mps``: its
+  limits hold, only CUDA reports the whole GPU as total memory (degraded).
 
 So a pod is always answered (no pod loses its allocation to an isolation fault), and the
 node's inventory tells the scheduler the truth, which keeps pods that require
@@ -67,17 +69,18 @@ class Backend:
     def configure(self, label: str | None) -> isolation_modes.ModeChoice:
         """Apply the node's label; the MPS daemon is made here when the mode needs one."""
         choice = isolation_modes.resolve_mode(self._config.isolation.mode, label)
-        if choice.mode == isolation_modes.MPS:
-            problem = check_split(isolation_modes.MPS, self._config.device_split_count,
+        if isolation_modes.uses_mps(choice.mode):
+            problem = check_split(choice.mode, self._config.device_split_count,
                                   self._config.isolation.mps)
             if problem is not None:
-                # The cluster default cannot be mps here: the config refuses that split.
+                # The cluster default cannot be an MPS mode here: the config refuses that
+                # split.
                 choice = isolation_modes.ModeChoice(
                     self._config.isolation.mode,
-                    f"node label {isolation_modes.NODE_LABEL}=mps: {problem}; running the cluster "
-                    f"default {self._config.isolation.mode!r}")
+                    f"node label {isolation_modes.NODE_LABEL}={choice.mode}: {problem}; "
+                    f"running the cluster default {self._config.isolation.mode!r}")
         self.choice = choice
-        if choice.mode == isolation_modes.MPS and self.daemon is None:
+        if isolation_modes.uses_mps(choice.mode) and self.daemon is None:
             self.daemon = MpsDaemon(self._config.isolation.mps)
         return choice
 
@@ -98,9 +101,19 @@ class Backend:
             problem = f"MPS pipe folder {mps.pipe_dir} is missing"
         if problem is not None:
             return _hami(config, problem, f"MPS configured but {problem}; fell back to ")
-        return Live(isolation_modes.MPS, isolation_modes.MPS, True,
-                    f"NVIDIA MPS per-client limits (pinned device memory, active thread "
-                    f"percentage) through the daemon at {mps.pipe_dir}", choice.error)
+        detail = (f"NVIDIA MPS per-client limits (pinned device memory, active thread "
+                  f"percentage) through the daemon at {mps.pipe_dir}")
+        if choice.mode == isolation_modes.MPS:
+            return Live(isolation_modes.MPS, isolation_modes.MPS, True, detail, choice.error)
+        library = config.nodeagent.hami_core_path
+        if not library:
+            return Live(isolation_modes.MPS, isolation_modes.MPS, True,
+                        f"{detail}; without HAMi-core's memory hooks, so CUDA reports the "
+                        f"whole GPU as total memory", "mps-hami-core configured but "
+                        "nodeagent.hamiCorePath is not set; running mps")
+        return Live(isolation_modes.MPS_HAMI_CORE, isolation_modes.MPS_HAMI_CORE, True,
+                    f"{detail}; HAMi-core ({library}) preloaded for its memory hooks: CUDA "
+                    f"reports the grant as total memory", choice.error)
 
 
 def node_label(port: ClusterPort | None, node: str) -> str | None:

@@ -28,7 +28,7 @@ skips its round while the agent is admitting a pod (see ``quiet`` below).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -36,6 +36,7 @@ import grpc
 from vgpu import logs, loops, meta
 from vgpu.annotations import PHASE_SUCCESS
 from vgpu.cluster.port import Obj
+from vgpu.codecs import Assignment
 from vgpu.errors import CodecError
 from vgpu.pods import bind_phase
 from vgpu.usage import claimed
@@ -137,16 +138,35 @@ def mismatches(view: Sequence[KubeletDevices], pods: Sequence[Obj],
             continue
         if assignment is None:
             continue  # not vgpu's pod: an intruder, if it holds any of our devices
-        assigned = assignment.containers
-        containers = set(assigned) | {c for (ns, p, c), d in by_container.items()
-                                      if (ns, p) == (namespace, name) and d.device_ids}
-        for container in sorted(containers):
-            entry = by_container.get((namespace, name, container))
-            kubelet = entry.gpus(known) if entry is not None else ()
-            wanted = tuple(sorted(s.uuid for s in assigned.get(container, ())))
-            if kubelet != wanted:
-                out.append(Mismatch(namespace, name, container, kubelet, wanted))
+        out.extend(_pod_mismatches(namespace, name, assignment, by_container, known))
     return tuple(out)
+
+
+def _pod_mismatches(namespace: str, name: str, assignment: Assignment,
+                    by_container: Mapping[tuple[str, str, str], KubeletDevices],
+                    known: Collection[str]) -> list[Mismatch]:
+    assigned = assignment.containers
+    containers = set(assigned) | {c for (ns, p, c), d in by_container.items()
+                                  if (ns, p) == (namespace, name) and d.device_ids}
+    lent = frozenset(s.uuid for n in assignment.before_apps for s in assigned[n])
+    out = []
+    for container in sorted(containers):
+        entry = by_container.get((namespace, name, container))
+        if entry is None and container in assignment.before_apps:
+            continue  # an init container: 1.20's List has none, newer ones once ended
+        kubelet = entry.gpus(known) if entry is not None else ()
+        wanted = tuple(sorted(s.uuid for s in assigned.get(container, ())))
+        if kubelet != wanted and not _reused(kubelet, wanted, lent):
+            out.append(Mismatch(namespace, name, container, kubelet, wanted))
+    return out
+
+
+def _reused(kubelet: tuple[str, ...], wanted: tuple[str, ...], lent: frozenset[str]) -> bool:
+    """Whether the kubelet's GPUs for an app container are its assigned ones but for IDs
+    it reused from the pod's init containers: the device manager hands an init
+    container's devices to the first app container that asks, so their GPUs show there
+    (the assignment, not the IDs, decides what the container gets)."""
+    return bool(lent) and len(kubelet) == len(wanted) and set(kubelet) <= set(wanted) | lent
 
 
 def intruders(view: Sequence[KubeletDevices], pods: Sequence[Obj], known: Collection[str],

@@ -1,12 +1,13 @@
 """The values of one scheduling attempt: its scratch space (with the GPU slices Reserve
-claimed, the one place the assignment lives until the binding, and the slices the pod would
-claim on any node), and PreFilter's answers."""
+claimed, the one place the assignment lives until the binding, the slices the pod would
+claim on any node, and the GPUs plugins keep it off), and PreFilter's answers."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,12 +23,35 @@ ASSIGNMENT_KEY = "vgpu/assignment"
 #: :class:`Claimer`: :meth:`CycleState.claim_on` asks it. The state itself, not a second
 #: entry, so that PreFilter writes once.
 CLAIMER_KEY = "vgpu/claimer"
+#: Where plugins that keep the pod off some GPUs leave their :class:`GpuBarrier`.
+BARRIERS_KEY = "vgpu/barriers"
+_NONE_BARRED: Mapping[int, str] = MappingProxyType({})
 
 
 class Claimer(Protocol):
     def claim_on(self, node: NodeInfo) -> Assignment | None:
         """The GPU slices the cycle's pod would take on ``node``, or None: it does not fit
         there."""
+
+
+class GpuBarrier(Protocol):
+    """What a plugin that keeps the cycle's pod off some GPUs tells the plugin that places
+    GPUs (``VGPU``), through the framework, so that neither imports the other (as
+    :class:`Claimer` does for preemption). Written at PreFilter, read at Filter, Score and
+    Reserve, for any node, preemption's simulations included: it must answer from the
+    ``NodeInfo`` it is given alone."""
+
+    #: False when it bars nothing this cycle (it only stamps): the placing plugin may then
+    #: answer for many nodes at once.
+    active: bool
+
+    def barred(self, node: NodeInfo) -> Mapping[int, str]:
+        """Positions (in ``node.devices``) of the GPUs the pod may not take, each with the
+        reason a diagnosis shows."""
+
+    def stamp(self, assignment: Assignment) -> Assignment:
+        """The assignment as Reserve keeps it: with what the barrier's decision relied on
+        recorded in it (it then travels in the Binding)."""
 
 
 class CycleState:
@@ -59,6 +83,29 @@ class CycleState:
     @assignment.setter
     def assignment(self, value: Assignment | None) -> None:
         self._data[ASSIGNMENT_KEY] = value
+
+    @property
+    def barriers(self) -> tuple[GpuBarrier, ...]:
+        found: tuple[GpuBarrier, ...] = self._data.get(BARRIERS_KEY, ())
+        return found
+
+    def add_barrier(self, barrier: GpuBarrier) -> None:
+        # A new tuple, never an append: a clone made after this keeps its own.
+        self._data[BARRIERS_KEY] = (*self.barriers, barrier)
+
+    def barred(self, node: NodeInfo) -> Mapping[int, str]:
+        """The GPUs of ``node`` (by position) that the pod may not take, and why."""
+        found: dict[int, str] = {}
+        for barrier in self.barriers:
+            if barrier.active:
+                for position, why in barrier.barred(node).items():
+                    found.setdefault(position, why)
+        return found or _NONE_BARRED
+
+    def stamp(self, assignment: Assignment) -> Assignment:
+        for barrier in self.barriers:
+            assignment = barrier.stamp(assignment)
+        return assignment
 
     def claim_on(self, node: NodeInfo) -> Assignment | None:
         """The GPU slices the pod of this cycle would take on ``node``, as Reserve would

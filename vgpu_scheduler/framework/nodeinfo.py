@@ -8,11 +8,12 @@ update copies one node (copy-on-write), never the cluster.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import vgpu.annotations as ann
-from vgpu import codecs, heartbeat, meta, times, usage
+from vgpu import codecs, hami_fields, heartbeat, meta, times, usage
 from vgpu.cluster.port import Obj
 from vgpu.codecs import Assignment
 from vgpu.devices import EMPTY, Device, Usage, largest_percent, memory_capacity, takes_tasks
@@ -48,6 +49,15 @@ class NodeStatic:
     links: LinkMatrix | None = None
 
 
+def _cordon(devices: tuple[Device, ...], uuids: frozenset[str]) -> tuple[Device, ...]:
+    """The node's GPUs with those its ``hami.io/device-cordon`` names taking no new
+    slices (their pods keep theirs: usage still counts on them)."""
+    if not uuids:
+        return devices
+    return tuple(dataclasses.replace(d, cordoned=True) if d.uuid in uuids else d
+                 for d in devices)
+
+
 def parse_node(node: Obj) -> NodeStatic:
     name = meta.name(node)
     annotations = meta.annotations_of(node)
@@ -69,7 +79,7 @@ def parse_node(node: Obj) -> NodeStatic:
         except CodecError as exc:
             inventory_error = str(exc)
         else:
-            devices = inventory.devices
+            devices = _cordon(inventory.devices, hami_fields.cordoned(annotations))
             if inventory.links is not None:
                 links = matrix([d.uuid for d in devices], inventory.links)
     heartbeat = None

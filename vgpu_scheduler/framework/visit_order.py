@@ -6,6 +6,7 @@ last) and where the last cycle stopped in, positions out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
@@ -46,6 +47,25 @@ def _deferring(positions: Iterable[int], last: Callable[[int], bool]) -> Iterato
     yield from later
 
 
+def _ordered(mask: npt.NDArray[np.bool_], order: npt.NDArray[np.float64]) -> Iterator[int]:
+    """Positions left by ``mask`` by ``order``, best first, ties by position: the best one
+    by a single pass, the others sorted only when the filters ask past it. Most pods fit
+    the first node they visit, and at 15,000 nodes the gather, partition and sort that
+    every candidate's place needs took 100 µs, the first one's place 15."""
+    keys = np.where(mask, order, -np.inf)
+    top = int(np.argmax(keys)) if len(keys) else 0
+    if len(keys) and mask[top] and not math.isnan(keys[top]):
+        # The first position holding the largest key: the stable sort's first.
+        yield top
+        mask = mask.copy()
+        mask[top] = False
+    found = np.flatnonzero(mask)
+    if len(found) > 1:
+        yield from best_first(found, order[found])
+    else:
+        yield from found.tolist()
+
+
 def candidates(mask: npt.NDArray[np.bool_], order: npt.NDArray[np.float64] | None,
                last: Callable[[int], bool] | None, next_start: int) -> Iterable[int]:
     """Positions left by ``mask``: best first by ``order``; without one, rotated to start at
@@ -53,15 +73,15 @@ def candidates(mask: npt.NDArray[np.bool_], order: npt.NDArray[np.float64] | Non
     for come after all others, in the same order among themselves; ``last`` is asked only
     of the positions the caller reaches (the filters stop at ``nodesToScore`` feasible
     nodes), so its cost follows the nodes visited, not the cluster's size."""
-    found = np.flatnonzero(mask)
-    if len(found) > 1 and order is None and next_start:
-        start = next_start % len(found)
-        found = np.concatenate((found[start:], found[:start]))
     positions: Iterable[int]
-    if order is not None and len(found) > 1:
-        positions = best_first(found, order[found])
+    if order is not None:
+        positions = _ordered(mask, order)
     else:
+        found = np.flatnonzero(mask)
+        if len(found) > 1 and next_start:
+            start = next_start % len(found)
+            found = np.concatenate((found[start:], found[:start]))
         positions = found.tolist()
-    if last is None or len(found) <= 1:
+    if last is None:
         return positions
     return _deferring(positions, last)

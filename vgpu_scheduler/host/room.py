@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vgpu.codecs import Assignment
-from vgpu.devices import EMPTY, fit
+from vgpu.devices import EMPTY, fit, fit_held
+from vgpu.init_reuse import footprint
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 
 
@@ -40,6 +41,17 @@ def no_room(info: NodeInfo, assignment: Assignment | None) -> str | None:
         return None
     devices = {d.uuid: d for d in info.devices}
     used = dict(info.gpu_usage)
+    if assignment.before_apps:
+        # Init containers count by the largest on each GPU (vgpu.init_reuse).
+        for uuid, held in footprint(assignment.containers, assignment.before_apps).items():
+            device = devices.get(uuid)
+            if device is None:
+                return f"GPU {uuid} is gone from node {info.name}"
+            reason = fit_held(device, used.get(uuid, EMPTY), held, info.scaling)
+            if reason is not None:
+                return (f"GPU {uuid} on node {info.name} changed during the cycle "
+                        f"({reason.value})")
+        return None
     for slices in assignment.containers.values():
         for granted in slices:
             device = devices.get(granted.uuid)

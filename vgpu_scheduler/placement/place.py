@@ -13,9 +13,11 @@ slowest link is fastest, and one vGPU leaves fast sets whole; a pod with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
+from vgpu import init_reuse
 from vgpu.annotations import GpuSelector
 from vgpu.codecs import Assignment, GrantedDevice
 from vgpu.devices import (
@@ -41,6 +43,10 @@ NUMA_SPLIT = "not enough fitting GPUs on one NUMA node"
 GpuRanker = Callable[[Sequence[GpuCandidate]], list[GpuCandidate]]
 """A GPU policy bound to the node being placed on: the fitting GPUs, best first."""
 
+#: GPUs a plugin keeps the pod off (by position, with the reason), none by default
+#: (``CycleState.barred``: the fault domains).
+NONE_BARRED: Mapping[int, str] = MappingProxyType({})
+
 
 @dataclass(frozen=True, slots=True)
 class Placement:
@@ -51,11 +57,12 @@ class Placement:
     cores: int
 
     def assignment(self, node: str, devices: Sequence[Device],
-                   priorities: Mapping[str, int] | None = None) -> Assignment:
+                   priorities: Mapping[str, int] | None = None,
+                   before_apps: frozenset[str] = frozenset()) -> Assignment:
         return Assignment(node=node, containers={
             name: tuple(GrantedDevice(devices[pos].uuid, mem, cores) for pos, mem, cores in gpus)
             for name, gpus in self.containers
-        }, priorities=dict(priorities or {}))
+        }, priorities=dict(priorities or {}), before_apps=before_apps)
 
 
 def _fits(device: Device, usage: Usage, request: ContainerRequest, selector: GpuSelector,
@@ -68,23 +75,27 @@ def _fits(device: Device, usage: Usage, request: ContainerRequest, selector: Gpu
 
 
 def fits(devices: Sequence[Device], usages: Sequence[Usage], request: ContainerRequest,
-         selector: GpuSelector, scaling: float) -> tuple[str, ...]:
+         selector: GpuSelector, scaling: float, *,
+         barred: Mapping[int, str] = NONE_BARRED) -> tuple[str, ...]:
     """Whether one container alone fits (no policy needed): () when it does, else the
-    distinct reasons of the GPUs that do not. Stops at the first ``count`` fitting GPUs."""
+    distinct reasons of the GPUs that do not. Stops at the first ``count`` fitting GPUs.
+    ``barred`` GPUs do not fit, for the reason given."""
     need = request.count
     if need > len(devices):
         return (TOO_FEW_GPUS,)
-    reasons: set[FitReason] = set()
+    reasons: set[str] = set()
     found = 0
-    for device, usage in zip(devices, usages, strict=True):
+    for pos, (device, usage) in enumerate(zip(devices, usages, strict=True)):
         reason = _fits(device, usage, request, selector, scaling)
-        if reason is None:
+        if reason is None and pos in barred:
+            reasons.add(barred[pos])
+        elif reason is None:
             found += 1
             if found >= need:
                 return ()
         else:
-            reasons.add(reason)
-    return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
+            reasons.add(reason.value)
+    return tuple(sorted(reasons)) or (TOO_FEW_GPUS,)
 
 
 def _choose(ranked: list[GpuCandidate], count: int, numa_bind: bool) -> list[GpuCandidate] | None:
@@ -123,41 +134,132 @@ def _pick(ranked: list[GpuCandidate], container: ContainerRequest, request: PodR
     return _choose(ranked, container.count, selector.numa_bind) or NUMA_SPLIT
 
 
+@dataclass(frozen=True)
+class _Node:
+    """What placing one pod on one node works with."""
+
+    devices: Sequence[Device]
+    request: PodRequest
+    scaling: float
+    rank: GpuRanker
+    links: LinkMatrix | None
+    barred: Mapping[int, str]
+
+
+def _candidates(node: _Node, work: Sequence[Usage], container: ContainerRequest,
+                within: Collection[int] | None) -> list[GpuCandidate] | tuple[str, ...]:
+    """The GPUs (of ``within``, when given) that fit one vGPU of the container, or why
+    too few do."""
+    selector, scaling = node.request.choices.selector, node.scaling
+    cands: list[GpuCandidate] = []
+    reasons: set[str] = set()
+    for pos, (device, usage) in enumerate(zip(node.devices, work, strict=True)):
+        if within is not None and pos not in within:
+            continue
+        reason = _fits(device, usage, container, selector, scaling)
+        if reason is None and pos in node.barred:
+            reasons.add(node.barred[pos])
+        elif reason is None:
+            cands.append(GpuCandidate(pos, device, usage,
+                                      resolve_memory(container, device, scaling),
+                                      container.cores, memory_capacity(device, scaling)))
+        else:
+            reasons.add(reason.value)
+    if len(cands) < container.count:
+        return tuple(sorted(reasons)) or (TOO_FEW_GPUS,)
+    return cands
+
+
+def _reuse_first(ranked: list[GpuCandidate], held: Collection[int]) -> list[GpuCandidate]:
+    """The ranking with the GPUs the pod's app containers hold first (stably): an init
+    container there holds nothing more once it ends, and the kubelet hands its devices to
+    them."""
+    return sorted(ranked, key=lambda c: c.position not in held)
+
+
 def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodRequest,
-          scaling: float, rank: GpuRanker, *,
-          links: LinkMatrix | None = None) -> Placement | tuple[str, ...]:
+          scaling: float, rank: GpuRanker, *, links: LinkMatrix | None = None,
+          barred: Mapping[int, str] = NONE_BARRED) -> Placement | tuple[str, ...]:
     """Choose GPUs for every container, or say why the node cannot take the pod;
-    ``links`` are the node's (None: unknown)."""
-    selector = request.choices.selector
+    ``links`` are the node's (None: unknown); ``barred`` GPUs are not the pod's to take
+    (the fault domains), for the reason given.
+
+    The app containers and sidecars are placed first, each seeing the slices the earlier
+    ones took. Each init container that ends before them runs alone beside the sidecars,
+    so it is placed against the other pods' usage and the sidecars' only: on the first
+    GPU app container's GPUs when its slice fits inside that container's
+    (:func:`vgpu.init_reuse.nests`), else preferring GPUs the app containers hold."""
+    node = _Node(devices, request, scaling, rank, links, barred)
     work = list(usages)
-    chosen: list[tuple[str, tuple[tuple[int, int, int], ...]]] = []
-    memory = cores = 0
+    beside_inits = list(usages)
+    chosen: dict[str, tuple[tuple[int, int, int], ...]] = {}
     for container in request.containers:
         if container.count > len(devices):
             return (TOO_FEW_GPUS,)
-        cands: list[GpuCandidate] = []
-        reasons: set[FitReason] = set()
-        for pos, (device, usage) in enumerate(zip(devices, work, strict=True)):
-            reason = _fits(device, usage, container, selector, scaling)
-            if reason is None:
-                cands.append(GpuCandidate(pos, device, usage,
-                                       resolve_memory(container, device, scaling),
-                                       container.cores, memory_capacity(device, scaling)))
-            else:
-                reasons.add(reason)
-        if len(cands) < container.count:
-            return tuple(sorted(r.value for r in reasons)) or (TOO_FEW_GPUS,)
-        picked = _pick(rank(cands), container, request, devices=devices, work=work,
-                       scaling=scaling, links=links)
-        if isinstance(picked, str):
-            return (picked,)
-        for c in picked:
+        if container.runs_before_apps:
+            continue
+        placed = _place_one(node, work, container)
+        if isinstance(placed, tuple):
+            return placed
+        for c in placed:
             work[c.position] = work[c.position].add(c.memory_mib, c.cores)
-            memory += c.memory_mib
-            cores += c.cores
-        chosen.append((container.name, tuple((c.position, c.memory_mib, c.cores)
-                                             for c in picked)))
-    return Placement(tuple(chosen), memory, cores)
+            if container.sidecar:
+                beside_inits[c.position] = beside_inits[c.position].add(c.memory_mib, c.cores)
+        chosen[container.name] = tuple((c.position, c.memory_mib, c.cores) for c in placed)
+    app = init_reuse.first_app(request.containers)
+    held = {pos for slices in chosen.values() for pos, _, _ in slices}
+    for container in request.containers:
+        if not container.runs_before_apps:
+            continue
+        found: list[GpuCandidate] | tuple[str, ...] = ()
+        if app is not None and init_reuse.nests(container, app):
+            found = _nest(node, beside_inits, container, {pos for pos, _, _ in chosen[app.name]})
+        if isinstance(found, tuple):
+            found = _place_one(node, beside_inits, container,
+                               rank=lambda cands: _reuse_first(rank(cands), held))
+            if isinstance(found, tuple):
+                return found
+        chosen[container.name] = tuple((c.position, c.memory_mib, c.cores) for c in found)
+    ordered = tuple((c.name, chosen[c.name]) for c in request.containers)
+    return Placement(ordered, *_totals(devices, ordered, request))
+
+
+def _place_one(node: _Node, work: Sequence[Usage], container: ContainerRequest, *,
+               rank: GpuRanker | None = None,
+               within: Collection[int] | None = None) -> list[GpuCandidate] | tuple[str, ...]:
+    cands = _candidates(node, work, container, within)
+    if isinstance(cands, tuple):
+        return cands
+    picked = _pick((rank or node.rank)(cands), container, node.request, devices=node.devices,
+                   work=work, scaling=node.scaling, links=node.links)
+    return (picked,) if isinstance(picked, str) else list(picked)
+
+
+def _nest(node: _Node, work: Sequence[Usage], container: ContainerRequest,
+          inside: Collection[int]) -> list[GpuCandidate] | tuple[str, ...]:
+    """An init container on the first GPU app container's GPUs (its slice fits inside
+    theirs, so each of them takes it): by the links and NUMA rules where they allow,
+    else the policy's first. Nested, it holds and is charged nothing more
+    (vgpu.init_reuse), so it must land there."""
+    found = _place_one(node, work, container, within=inside)
+    if not isinstance(found, tuple):
+        return found
+    cands = _candidates(node, work, container, inside)
+    return cands if isinstance(cands, tuple) else node.rank(cands)[:container.count]
+
+
+def _totals(devices: Sequence[Device],
+            chosen: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...],
+            request: PodRequest) -> tuple[int, int]:
+    """MiB and cores the pod holds on the node, init containers counted by the largest."""
+    before = frozenset(c.name for c in request.containers if c.runs_before_apps)
+    if not before:
+        return (sum(m for _, gpus in chosen for _, m, _ in gpus),
+                sum(k for _, gpus in chosen for _, _, k in gpus))
+    held = init_reuse.footprint(
+        {name: tuple(GrantedDevice(devices[pos].uuid, m, k) for pos, m, k in gpus)
+         for name, gpus in chosen}, before)
+    return sum(u.memory_mib for u in held.values()), sum(u.cores for u in held.values())
 
 
 def fits_empty(devices: Sequence[Device], request: PodRequest, scaling: float, *,

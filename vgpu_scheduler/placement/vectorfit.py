@@ -21,6 +21,7 @@ FIT = 0
 ORDER: tuple[FitReason, ...] = (
     FitReason.TYPE_EXCLUDED,
     FitReason.UNHEALTHY,
+    FitReason.CORDONED,
     FitReason.NO_SLOTS,
     FitReason.MEMORY,
     FitReason.EXCLUSIVE,
@@ -45,6 +46,7 @@ class GpuColumns:
     cores_used: Array
     cores: Array
     model_bits: Array
+    cordoned: npt.NDArray[np.bool_]
 
 
 def classify(gpus: GpuColumns, *, cores: int, memory_mib: int | None,
@@ -60,6 +62,7 @@ def classify(gpus: GpuColumns, *, cores: int, memory_mib: int | None,
         (gpus.model_bits & allowed_models) == 0 if allowed_models is not None
         else np.zeros(gpus.present.shape, dtype=np.bool_),
         ~gpus.healthy,
+        gpus.cordoned,
         gpus.tasks >= gpus.split,
         gpus.memory_used + need > gpus.capacity,
         (cores >= gpus.cores) & busy,
@@ -79,7 +82,7 @@ def fits_idle(gpus: GpuColumns, *, cores: int, memory_mib: int | None,
         need: Array = np.full(gpus.capacity.shape, memory_mib, dtype=np.int64)
     else:
         need = share_of(gpus.capacity, memory_percent if memory_percent is not None else 100)
-    ok: npt.NDArray[np.bool_] = (gpus.present & gpus.healthy & (gpus.split > 0)
+    ok: npt.NDArray[np.bool_] = (gpus.present & gpus.healthy & ~gpus.cordoned & (gpus.split > 0)
                                  & (need <= gpus.capacity) & (cores <= gpus.cores))
     if allowed_models is not None:
         ok &= (gpus.model_bits & allowed_models) != 0

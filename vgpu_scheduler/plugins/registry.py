@@ -17,7 +17,9 @@ from vgpu_scheduler.framework.handle import PluginFactory
 from vgpu_scheduler.plugins.gpu import (
     allocation_gate,
     binder,
+    fault_domain,
     fragmentation_aware,
+    hami_quota,
     isolation_required,
     share,
 )
@@ -55,7 +57,9 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "PodTopologySpread": pod_topology_spread.PodTopologySpread,
     "InterPodAffinity": interpod_affinity.InterPodAffinity,
     "IsolationRequired": isolation_required.IsolationRequired,
+    "FaultDomain": fault_domain.FaultDomain,
     "VGPU": share.VGPU,
+    "HamiQuota": hami_quota.HamiQuota,
     "DefaultPreemption": default_preemption.DefaultPreemption,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,

@@ -7,7 +7,10 @@ and never misses one that can. Score places the pod on each scored node with the
 GPU policy and rates the result with its node policy; Reserve keeps the chosen node's
 placement as the pod's assignment in the cycle state (``CycleState.assignment``), where the
 host, the Permit gate and the binder read it. PreFilter's state answers for the pod on any
-node (``CycleState.claim_on``): the claim preemption holds on its nominated node.
+node (``CycleState.claim_on``): the claim preemption holds on its nominated node. GPUs
+another plugin keeps the pod off (``CycleState.barred``: the fault domains) are not
+candidates, and what such a plugin relied on is recorded in the assignment
+(``CycleState.stamp``).
 
 GPU policies are the built-in ones (:mod:`vgpu_scheduler.placement.policies`) and those the
 profile's plugins provide, handed over by the framework (:meth:`VGPU.use_gpu_policies`).
@@ -22,9 +25,11 @@ import numpy as np
 import numpy.typing as npt
 
 from vgpu import heartbeat
+from vgpu.annotations import PodChoices
 from vgpu.codecs import Assignment
 from vgpu.devices import slice_mib
 from vgpu.errors import ConfigError
+from vgpu.hami_fields import BINPACK, SPREAD, parse_gpu_policy
 from vgpu.requests import PodRequest
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CLAIMER_KEY, CycleState, PreFilterResult
@@ -34,8 +39,8 @@ from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
+from vgpu_scheduler.placement import hami_rank, policies
 from vgpu_scheduler.placement import place as pl
-from vgpu_scheduler.placement import policies
 from vgpu_scheduler.plugins.gpu.share import index as ix
 
 __all__ = ["NO_HEARTBEAT", "STALE", "VGPU", "heartbeat_reason"]
@@ -56,6 +61,9 @@ class _Pre:
     simple: bool
     #: The plugin that wrote it, for :meth:`claim_on`.
     owner: VGPU
+    #: The cycle's state, whose barriers (written by PreFilters that may run after this
+    #: one) are read when a node is placed on.
+    state: CycleState
     #: Per node name, the NodeInfo a placement was computed on and the placement: a
     #: preemption simulation asks about the same node with other pods on it.
     placements: dict[str, tuple[NodeInfo, pl.Placement | tuple[str, ...]]] = field(
@@ -67,7 +75,8 @@ class _Pre:
         result = self.owner.placement(self, node)
         if isinstance(result, tuple):
             return None
-        return result.assignment(node.name, node.devices, self.request.priorities())
+        return result.assignment(node.name, node.devices, self.request.priorities(),
+                                 self.request.before_apps)
 
 
 def _builtin(rank: pl.GpuRanker) -> GpuPolicy:
@@ -100,6 +109,18 @@ class VGPU:
                 f"use one of {', '.join(self._policies)}, or add the plugin that provides it "
                 f"to scheduler.plugins")
 
+    def _hami_policy(self, choices: PodChoices) -> GpuPolicy | None:
+        """HAMi's ranking for a pod whose GPU policy is HAMi's (``hami.io/``), or that
+        gives HAMi's scoring weights and no policy (they weigh the default policy when it
+        is one HAMi has, else HAMi's default, spread)."""
+        hami = choices.hami_gpu
+        if hami is None and choices.weights is not None and choices.gpu_policy is None:
+            hami = parse_gpu_policy(self._gpu_policy if self._gpu_policy in (
+                BINPACK, SPREAD) else SPREAD)
+        if hami is None:
+            return None
+        return _builtin(hami_rank.ranker(hami, choices.weights, choices.selector.numa_bind))
+
     def columns(self) -> Sequence[Column]:
         return self.index.columns()
 
@@ -114,7 +135,7 @@ class VGPU:
         choices = request.choices
         gpu_policy = choices.gpu_policy or self._gpu_policy
         node_policy = choices.node_policy or self._node_policy
-        policy = self._policies.get(gpu_policy)
+        policy = self._hami_policy(choices) or self._policies.get(gpu_policy)
         if policy is None:
             return None, unresolvable(f"GPU policy {gpu_policy!r} is not available")
         npol = policies.NODE_POLICIES.get(node_policy)
@@ -123,7 +144,7 @@ class VGPU:
         # One container whose GPUs any fitting ones do: Filter counts them, no placement.
         simple = len(request.containers) == 1 and not choices.selector.numa_bind and not (
             choices.topology_required and request.max_count > 1)
-        state.write(_KEY, _Pre(request, policy, npol, simple, self))
+        state.write(_KEY, _Pre(request, policy, npol, simple, self, state))
         order = None
         if npol.order is not None:
             capacity = snapshot.column(policies.CAPACITY)
@@ -170,7 +191,8 @@ class VGPU:
             return unresolvable(reason)
         if pre.simple:
             reasons = pl.fits(static.devices, node.usages, pre.request.containers[0],
-                              pre.request.choices.selector, self._scaling)
+                              pre.request.choices.selector, self._scaling,
+                              barred=state.barred(node))
         else:
             result = self.placement(pre, node)
             reasons = result if isinstance(result, tuple) else ()
@@ -189,7 +211,8 @@ class VGPU:
             return hit[1]
         policy = pre.policy
         result = pl.place(node.devices, node.usages, pre.request, self._scaling,
-                          lambda cands: policy(node, cands), links=node.static.links)
+                          lambda cands: policy(node, cands), links=node.static.links,
+                          barred=pre.state.barred(node))
         pre.placements[node.name] = (node, result)
         return result
 
@@ -198,12 +221,14 @@ class VGPU:
                                                            list[Status]] | None:
         """What :meth:`filter` says about the nodes at ``positions``, all at once; None
         when the request is not one this can explain (several containers, NUMA binding,
-        UUID selectors)."""
+        UUID selectors, HAMi's mutex policy or vgpu-mode, GPUs another plugin keeps it
+        off)."""
         pre: _Pre | None = state.read(_KEY)
-        if pre is None or not pre.simple:
+        if pre is None or not pre.simple or any(b.active for b in state.barriers):
             return None
         selector = pre.request.choices.selector
-        if selector.use_uuids or selector.nouse_uuids:
+        if selector.use_uuids or selector.nouse_uuids or selector.idle_only or (
+                selector.mode is not None):
             return None
         return self.index.explain(snapshot, positions, now=state.now, expiry=self._expiry,
                                   request=pre.request.containers[0], selector=selector)
@@ -240,7 +265,8 @@ class VGPU:
         result = self.placement(pre, info)
         if isinstance(result, tuple):
             return unschedulable(*result)
-        state.assignment = result.assignment(node, info.devices, pre.request.priorities())
+        state.assignment = state.stamp(result.assignment(
+            node, info.devices, pre.request.priorities(), pre.request.before_apps))
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:

@@ -1,11 +1,10 @@
 """The vGPU plugin's per-node index: snapshot columns of GPU facts, and the bulk
 explanation of why nodes do not fit.
 
-PreFilter compares a pod's request with these columns (usable GPUs, largest free compute,
-largest free memory and memory percentage per GPU slot, heartbeat, GPU models) to keep
-only nodes that could fit: necessary conditions only, so the exact Filter never misses a
-node that can. When no node fits, :meth:`GpuIndex.explain` gives Filter's answer for many
-nodes at once from the raw per-GPU columns (:mod:`vgpu_scheduler.placement.vectorfit`).
+PreFilter compares a pod's request with these columns (usable GPUs, largest free compute and
+memory and memory percentage per GPU slot, heartbeat, models) to keep only nodes that could fit:
+necessary conditions only, so the exact Filter never misses one. When none fits, ``explain``
+gives Filter's answer for many nodes at once (:mod:`vgpu_scheduler.placement.vectorfit`).
 """
 
 from __future__ import annotations
@@ -43,20 +42,18 @@ def insufficient(resource: str) -> str:
 GPU_CORES = "vgpu.gpu_free_cores"
 GPU_MEMORY = "vgpu.gpu_free_memory"
 GPU_PERCENT = "vgpu.gpu_fit_percent"
-#: GPUs per node kept one by one in the index; a node with more is indexed by its best
-#: GPU in every slot, which keeps the mask a superset.
+#: GPUs per node kept one by one; a node with more has its best GPU in every slot (a superset).
 WIDTH = 8
 # Raw per-GPU state, for explaining failures without a Python loop over every GPU.
 RAW = "vgpu.gpu_raw"
 RAW_FIELDS = ("present", "healthy", "tasks", "split", "memory_used", "capacity",
-              "cores_used", "cores", "model_bits")
+              "cores_used", "cores", "model_bits", "cordoned")
 DEVICES = "vgpu.devices"
 INVENTORY = "vgpu.inventory"
 HEARTBEAT = "vgpu.heartbeat"
 MODELS = "vgpu.models"
 
 Codes = npt.NDArray[np.int64]
-
 
 # Multiplying eight 0/1 bytes by this sums them into the top byte (no carries: at most 8).
 _BYTE_SUM = np.uint64(0x0101010101010101)
@@ -115,9 +112,11 @@ class GpuIndex:
 
     def columns(self) -> Sequence[Column]:
         return (
-            Column(GPU_CORES, np.int32, lambda n: self._per_gpu(n)[0], -1, WIDTH),
-            Column(GPU_MEMORY, np.int64, lambda n: self._per_gpu(n)[1], -1, WIDTH),
-            Column(GPU_PERCENT, np.int32, lambda n: self._per_gpu(n)[2], -1, WIDTH),
+            # The narrowest types for vgpu.limits' bounds: PreFilter reads every slot of
+            # every node (at 15,000 nodes, 50 µs a decision for a 64-bit column alone).
+            Column(GPU_CORES, np.int8, lambda n: self._per_gpu(n)[0], -1, WIDTH),
+            Column(GPU_MEMORY, np.int32, lambda n: self._per_gpu(n)[1], -1, WIDTH),
+            Column(GPU_PERCENT, np.int8, lambda n: self._per_gpu(n)[2], -1, WIDTH),
             Column(HEARTBEAT, np.float64, self._heartbeat, -math.inf),
             Column(policies.MEMORY_USED, np.float64, lambda n: float(n.gpu_memory_used), 0.0),
             Column(policies.MEMORY_TOTAL, np.float64, lambda n: _totals(n)[0], math.inf),
@@ -203,7 +202,7 @@ class GpuIndex:
             for i, (d, u) in enumerate(zip(node.devices, node.usages, strict=True)):
                 values = (1, int(d.healthy), u.tasks, d.split, u.memory_mib,
                           memory_capacity(d, self._scaling), u.cores, d.cores,
-                          self._model_bit(d.model))
+                          self._model_bit(d.model), int(d.cordoned))
                 for row, value in zip(rows, values, strict=True):
                     row[i] = value
         self._raw_memo = (node, rows)
@@ -274,6 +273,7 @@ class GpuIndex:
         raw = [block[:, k, :] for k in range(len(RAW_FIELDS))]
         raw[0] = raw[0].astype(np.bool_)
         raw[1] = raw[1].astype(np.bool_)
+        raw[-1] = raw[-1].astype(np.bool_)
         allowed = self.allowed_models(selector)
         codes = vf.classify(vf.GpuColumns(*raw), cores=request.cores,
                             memory_mib=request.memory_mib,
