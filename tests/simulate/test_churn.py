@@ -127,3 +127,7 @@ def test_cli_churn_writes_json_table_and_plot(tmp_path: Path,
     assert doc["timeline"] and svg.read_text().startswith("<svg")
     assert "waiting GPU-s" in capsys.readouterr().out
     assert main(["simulate", "--capacity", "0.5", "--nodes", str(tmp_path / "n.csv")]) == 2
+    assert main(["simulate", "--churn", "--tenants", "2", "--nodes",
+                 str(tmp_path / "n.csv")]) == 2
+    assert main(["simulate", "--churn", "--capacity", "0", "--nodes", str(tmp_path / "n.csv"),
+                 "--pods", str(tmp_path / "p.csv"), "--no-plot"]) == 2
