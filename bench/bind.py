@@ -215,6 +215,11 @@ def main() -> None:
     args = parser.parse_args()
     if min(args.runs, args.nodes, args.pods, args.gpus) < 1:
         parser.error("--runs, --nodes, --pods and --gpus must be at least 1")
+    if args.placed > args.nodes * (args.gpus - 1) or \
+            args.nodes * args.gpus - args.placed < args.pods:
+        parser.error("--placed takes at most every GPU of a node but its last, and leaves "
+                     "a GPU for each pod of the burst: placed ≤ nodes × (gpus - 1) and "
+                     "pods ≤ nodes × gpus - placed")
     if args.against and args.kubeconfig:
         parser.error("--against starts its own control planes; leave out --kubeconfig")
     if args.against:
