@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from vgpu.errors import ConfigError
-from vgpu_simulate import churn_plot
+from vgpu_simulate import churn_plot, text_table
 from vgpu_simulate.churn import ChurnResult, churn
 from vgpu_simulate.policies import SimPolicy
 from vgpu_simulate.trace import TraceNode, TracePod
@@ -45,12 +45,7 @@ def table(summary: Sequence[dict[str, Any]]) -> str:
              f"{s['unfit']:.0f}",
              f"{s['fragmented_idle_gpu_seconds']:,.0f}", f"{s['seconds']:.1f}"]
             for s in summary]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-             for row in [header, *rows]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return text_table.render(header, rows)
 
 
 def check(args: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from vgpu.errors import ConfigError
 from vgpu.topology import shapes
-from vgpu_simulate import bundled, churn_cli, plot, published
+from vgpu_simulate import bundled, churn_cli, plot, published, text_table
 from vgpu_simulate import policies as sim_policies
 from vgpu_simulate.links import check_shape
 from vgpu_simulate.replay import RunResult, peak_rss_mib, replay
@@ -187,12 +187,7 @@ def table(summary: Sequence[dict[str, Any]], paper: dict[str, published.Publishe
             row[5:5] = [f"{s.get('multi_gpu_pods') or 0:.0f}",
                         "n/a" if best is None else f"{best:.2f}"]
         rows.append(row)
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-             for row in [header, *rows]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return text_table.render(header, rows)
 
 
 def _load(args: argparse.Namespace) -> tuple[list[TraceNode], list[TracePod], str]:
