@@ -58,9 +58,13 @@ class RememberedTypes:
     """Reads the ConfigMap (a watch) and adds the types it lacks (read, merge, write;
     a conflict reads again). Thread-safe; :meth:`learn` never blocks on the API."""
 
-    def __init__(self, port: ClusterPort, namespace: str) -> None:
+    def __init__(self, port: ClusterPort, namespace: str, retry: float = 5.0) -> None:
         self._port = port
         self._namespace = namespace
+        # After a failed write, the wait before the next (doubling, at most 5 minutes): a
+        # missing namespace or right must not become a loop of requests.
+        self._retry = retry
+        self._failed = False
         self._lock = threading.Lock()
         self._known: Kinds = frozenset()
         self._pending: Kinds = frozenset()
@@ -91,15 +95,22 @@ class RememberedTypes:
         self._wake.set()
 
     def run(self, stop: threading.Event) -> None:
-        """Write the types learnt, until ``stop``; a failed round is logged, counted and
-        retried (vgpu.loops)."""
+        """Write the types learnt, until ``stop``; a failed round is logged, counted
+        (vgpu.loops) and tried again after a back-off."""
+        failures = 0
         while not stop.is_set():
             self._wake.wait(timeout=5.0)
             self._wake.clear()
-            if not loops.survive(LOOP, self._round):
-                stop.wait(5.0)
+            if loops.survive(LOOP, self._round) and not self._failed:
+                failures = 0
+                continue
+            failures += 1
+            if stop.wait(min(self._retry * 2 ** min(failures - 1, 16), 300.0)):
+                return
+            self._wake.set()
 
     def _round(self) -> None:
+        self._failed = False
         with self._lock:
             pending = self._pending - self._known
         if not pending:
@@ -108,7 +119,7 @@ class RememberedTypes:
             self._write(pending)
         except ClusterError as exc:
             log.warning("could not remember GPU types; trying again", error=str(exc))
-            self._wake.set()
+            self._failed = True
             return
         with self._lock:
             self._pending -= pending
