@@ -225,6 +225,7 @@ MINIMAL: dict[str, Obj] = {
                               "selector": {"matchLabels": {"app": "x"}},
                               "template": _TEMPLATE}},
     "resourcequotas": {"spec": {"hard": {"requests.vgpu.io/memory-mib": "1000"}}},
+    "configmaps": {"data": {"a": "b"}},
 }
 
 
