@@ -103,22 +103,25 @@ def test_quota_admission_charges_the_derived_requests(stack: FullStack, ns: str)
     pod = gpu_pod("train", gpu_container("main", gpu=2, gpumem=3000, gpucores=30))
     pod["spec"]["initContainers"] = [gpu_container("warm", gpu=1, gpumem=1000)]
     created = stack.create_pod(ns, pod)
-    # The init container's share is charged on the app container; it carries none itself.
+    # As Kubernetes counts init containers (and HAMi): the larger of the init container
+    # and the app containers; the init container's slice nests into one of the app
+    # container's, so the pod is charged its app containers alone, on the app container.
     assert derived(created, "main") == derived(created, "main", "limits") == {
-        quota_charge.VGPUS: "3", quota_charge.MEMORY: "7k", quota_charge.CORES: "60"}
+        quota_charge.VGPUS: "2", quota_charge.MEMORY: "6k", quota_charge.CORES: "60"}
     assert derived(created, "warm") == {}
-    # Quota admission counted it as it admitted it: 2 × 3000 + 1000 MiB, not 3000.
-    assert used(stack, ns, "gpu") == {MEM: 7000, VGPUS: 3, CORES: 60}
+    # Quota admission counted it as it admitted it: 2 × 3000 MiB.
+    assert used(stack, ns, "gpu") == {MEM: 6000, VGPUS: 2, CORES: 60}
     granted = assignment_of(stack.wait_allocated(ns, "train")).containers
-    assert sum(g.memory_mib for slices in granted.values() for g in slices) == 7000
+    assert sum(g.memory_mib for g in granted["main"]) == 6000
+    assert {g.uuid for g in granted.get("warm", ())} <= {g.uuid for g in granted["main"]}
 
     # Two GPU sizes: a percentage is charged on the larger one (never under-charged) ...
     stack.create_pod(ns, gpu_pod("half", gpu_container(gpu=1, gpumem_percentage=50)))
-    assert used(stack, ns, "gpu")[MEM] == 7000 + V100.memory_mib // 2
+    assert used(stack, ns, "gpu")[MEM] == 6000 + V100.memory_mib // 2
     # ... and on the T4 when its annotations allow only T4s (the webhook resolves it).
     stack.create_pod(ns, gpu_pod("half-t4", gpu_container(gpu=1, gpumem_percentage=50),
                                  annotations={"nvidia.com/use-gputype": "T4"}))
-    assert used(stack, ns, "gpu")[MEM] == 7000 + V100.memory_mib // 2 + T4.memory_mib // 2
+    assert used(stack, ns, "gpu")[MEM] == 6000 + V100.memory_mib // 2 + T4.memory_mib // 2
 
 
 def test_a_quota_admits_up_to_it_refuses_the_next_and_a_deletion_lets_it_in(

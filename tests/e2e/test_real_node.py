@@ -183,8 +183,10 @@ def test_the_kubelet_runs_a_pod_whose_gpu_init_container_is_charged_on_its_app_c
     created = stack.create_pod(ns, pod)
     main, = created["spec"]["containers"]
     assert {k: v for k, v in main["resources"]["requests"].items() if k in quota_charge.NAMES} == {
+        # The whole-GPU init container is exclusive (HAMi writes gpucores 100 for it), and
+        # does not nest into main's 2000 MiB slice: both are charged.
         quota_charge.VGPUS: "2", quota_charge.MEMORY: str(A100.memory_mib + 2000),
-        quota_charge.CORES: "0"}
+        quota_charge.CORES: "100"}
     assert all(not k.startswith("vgpu.io/")
                for k in created["spec"]["initContainers"][0]["resources"]["limits"])
     assignment = assignment_of(stack.wait_allocated(ns, "warmed", timeout=60))
