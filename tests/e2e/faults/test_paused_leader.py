@@ -73,10 +73,12 @@ def one_round(env: FaultEnv, round_: int, high: str, filler: str) -> None:
         # behind it while the node watch has only the new node.
         for i in range(BACKLOG):
             kube.patch_annotations("pods", filler, {"fault.vgpu.io/tick": str(i)}, namespace)
-        node = env.nodes(1, memory_mib=16000)
+        # p before its node: were the node first, B could place q there before p arrives
+        # (and p, finding q allocating, would wait), so p's higher priority decides.
         p = gpu_pod(f"p{round_}", namespace, name, c(gpumem=10000))
         p["spec"]["priorityClassName"] = high
         kube.create("pods", p)
+        node = env.nodes(1, memory_mib=16000)
         # Liveness only (the invariant is checked below): generous for a loaded CI host.
         wait_for(lambda: bound(kube, namespace).get(f"p{round_}") == node, 90, "p bound",
                  b.log)
