@@ -21,3 +21,19 @@ def test_rows_true_of_a_view_or_another_width(ok: np.ndarray) -> None:
     strided = ok[:, ::2]
     assert ix.rows_true(strided).tolist() == strided.sum(axis=1).tolist()
     assert ix.rows_true(ok).tolist() == ok.sum(axis=1).tolist()
+
+
+def test_a_gpu_claimed_past_what_the_int32_column_holds_reads_as_full() -> None:
+    # Forged or late slices can sum past 2**31 MiB on one GPU: the narrow memory column
+    # must take it (as no room), not raise while the snapshot is updated.
+    from vgpu import builders
+    from vgpu.devices import Usage
+    from vgpu_scheduler.framework.nodeinfo import NodeInfo, parse_node
+    from vgpu_scheduler.framework.snapshot import Snapshot
+    index = ix.GpuIndex(1.0)
+    node = NodeInfo(parse_node(builders.node("a", builders.devices("a", 2, memory_mib=1000))),
+                    1.0, gpu_usage={"GPU-a-0": Usage(3 * 2**30, 10, 1)})
+    snapshot = Snapshot(index.columns())
+    snapshot.set(node)
+    memory = snapshot.column(ix.GPU_MEMORY)[snapshot.positions["a"]]
+    assert memory[0] == -1 and memory[1] == 1000

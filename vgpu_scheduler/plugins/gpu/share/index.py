@@ -185,7 +185,7 @@ class GpuIndex:
                 cap = memory_capacity(d, self._scaling)
                 free = cap - u.memory_mib
                 cores[i] = d.cores - u.cores
-                memory[i] = free
+                memory[i] = min(max(free, -1), 2**31 - 1)  # the int32 column
                 pct = largest_percent(free, cap)
                 percent[i] = -1 if pct is None else pct
         result = (cores, memory, percent)
