@@ -35,6 +35,7 @@ from vgpu_scheduler.framework import profile
 from vgpu_scheduler.framework.handle import Clock, Host, PluginFactory
 from vgpu_scheduler.framework.runtime import Framework
 from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.host import collector
 from vgpu_scheduler.host.attempt_record import AttemptRecord
 from vgpu_scheduler.host.binding import BindExecutor, InlineBinder, ThreadBinder
 from vgpu_scheduler.host.cache import Cache
@@ -124,6 +125,13 @@ class Scheduler:
 
     def pump(self) -> int:
         """Apply every watch event available now; returns how many."""
+        if self._cluster is not None and not self._informers.synced():
+            # The first lists: millions of objects that live on (:mod:`.collector`); the
+            # listed pods are folded into their nodes now, as ``run`` does once synced.
+            with collector.initial_list():
+                events = self._informers.pump()
+                self.cache.update_snapshot(self.snapshot)
+                return events
         return self._informers.pump()
 
     # -- stepping --------------------------------------------------------------------------

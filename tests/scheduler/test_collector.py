@@ -1,0 +1,69 @@
+"""The cyclic collector around the scheduler's initial list (vgpu_scheduler.host.collector)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from vgpu import builders
+from vgpu.cluster.memory import MemoryCluster
+from vgpu.config import Config
+from vgpu_scheduler.host import collector
+from vgpu_scheduler.host.scheduler import Scheduler
+
+
+@pytest.fixture
+def enabled() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if not was:
+        gc.disable()
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_paused_restores_the_collector_as_it_was(enabled: None, before: bool) -> None:
+    if not before:
+        gc.disable()
+    with collector.paused():
+        assert not gc.isenabled()
+    assert gc.isenabled() is before
+
+
+def test_paused_restores_it_when_the_body_raises(enabled: None) -> None:
+    with pytest.raises(RuntimeError), collector.paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_promote_leaves_what_was_frozen_frozen() -> None:
+    kept = [[]]  # a tracked object that exists now
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        collector.promote()
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+    assert gc.is_tracked(kept[0])
+
+
+def test_promote_freezes_nothing() -> None:
+    if gc.get_freeze_count():
+        pytest.skip("something froze objects before this test")
+    collector.promote()
+    assert gc.get_freeze_count() == 0
+
+
+def test_the_first_pump_folds_the_listed_pods_in_and_leaves_the_collector_on(
+        enabled: None) -> None:
+    cluster = MemoryCluster()
+    cluster.create("nodes", builders.node("n1", builders.devices("n1", 2)))
+    sched = Scheduler(Config(), cluster, clock=lambda: 1000.0)
+    sched.pump()
+    assert gc.isenabled()
+    assert sched.snapshot.get("n1") is not None
+    # Nothing left for the first cycle to copy in.
+    assert sched.cache.update_snapshot(sched.snapshot) == 0
