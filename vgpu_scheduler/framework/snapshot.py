@@ -8,6 +8,9 @@ runs the exact filters only on those nodes.
 
 The scheduling thread updates the snapshot in place at the start of a cycle with the nodes
 changed since the last one (``Cache.update_snapshot``); nothing changes it during a cycle.
+It logs which positions each update touched (:meth:`Snapshot.changed_since`), so that what a
+plugin derives from the columns can be brought up to date row by row
+(:mod:`.row_memo`): between two cycles one node or two change, out of thousands.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
+
+#: Changes the log keeps at least; a derivation older than that is rebuilt in full.
+CHANGE_LOG = 4096
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,9 @@ class Snapshot:
         }
         #: Bumped on every change; a cheap key for anything derived from the snapshot.
         self.generation = 0
+        # The position each change touched: ``_log[i]`` made generation ``_log_base + i + 1``.
+        self._log: list[int] = []
+        self._log_base = 0
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -68,6 +77,21 @@ class Snapshot:
 
     def column(self, name: str) -> npt.NDArray[Any]:
         return self.columns[name][: len(self.nodes)]
+
+    def changed_since(self, generation: int) -> list[int] | None:
+        """The positions changed after ``generation`` (repeats possible), or None when the
+        log no longer reaches back that far: derive everything again."""
+        if not self._log_base <= generation <= self.generation:
+            return None
+        return self._log[generation - self._log_base:]
+
+    def _changed(self, pos: int) -> None:
+        self._log.append(pos)
+        self.generation += 1
+        if len(self._log) > 2 * CHANGE_LOG:
+            # Only recent generations are asked about; older ones rebuild in full.
+            del self._log[:CHANGE_LOG]
+            self._log_base += CHANGE_LOG
 
     def mask(self) -> npt.NDArray[np.bool_]:
         """A fresh all-valid-nodes mask the length of the position space."""
@@ -100,7 +124,7 @@ class Snapshot:
         self.valid[pos] = True
         for name, col in self._columns.items():
             self.columns[name][pos] = col.compute(info)
-        self.generation += 1
+        self._changed(pos)
 
     def remove(self, name: str) -> None:
         pos = self.positions.pop(name, None)
@@ -111,4 +135,4 @@ class Snapshot:
         for cname, col in self._columns.items():
             self.columns[cname][pos] = col.empty
         self._free.append(pos)
-        self.generation += 1
+        self._changed(pos)

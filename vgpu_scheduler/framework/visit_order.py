@@ -66,6 +66,17 @@ def _ordered(mask: npt.NDArray[np.bool_], order: npt.NDArray[np.float64]) -> Ite
         yield from found.tolist()
 
 
+def _rotated(found: npt.NDArray[np.int64], start: int) -> Iterator[int]:
+    """``found`` from ``start`` on, wrapping around, ``HEAD`` at a time: the filters stop
+    at ``nodesToScore`` feasible nodes, and at 15,000 nodes turning every position into a
+    Python int took 150 µs of a CPU-only pod's decision."""
+    if len(found) > 1 and start:
+        start %= len(found)
+        found = np.concatenate((found[start:], found[:start]))
+    for lo in range(0, len(found), HEAD):
+        yield from found[lo:lo + HEAD].tolist()
+
+
 def candidates(mask: npt.NDArray[np.bool_], order: npt.NDArray[np.float64] | None,
                last: Callable[[int], bool] | None, next_start: int) -> Iterable[int]:
     """Positions left by ``mask``: best first by ``order``; without one, rotated to start at
@@ -77,11 +88,7 @@ def candidates(mask: npt.NDArray[np.bool_], order: npt.NDArray[np.float64] | Non
     if order is not None:
         positions = _ordered(mask, order)
     else:
-        found = np.flatnonzero(mask)
-        if len(found) > 1 and next_start:
-            start = next_start % len(found)
-            found = np.concatenate((found[start:], found[:start]))
-        positions = found.tolist()
+        positions = _rotated(np.flatnonzero(mask), next_start)
     if last is None:
         return positions
     return _deferring(positions, last)

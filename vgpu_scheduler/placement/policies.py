@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
+from vgpu_scheduler.framework.row_memo import ALL, Rows
 from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.placement.place import GpuRanker, Placement
 
@@ -53,7 +54,8 @@ GPU_POLICIES: Mapping[str, GpuRanker] = MappingProxyType({
 
 
 NodeScorer = Callable[[NodeInfo, Placement], float]
-NodeOrder = Callable[[Snapshot, "npt.NDArray[np.int64] | int", int], "npt.NDArray[np.float64]"]
+NodeOrder = Callable[[Snapshot, "npt.NDArray[np.int64] | int", int, Rows],
+                     "npt.NDArray[np.float64]"]
 
 # Snapshot columns the vGPU plugin maintains for node policies (sums over healthy GPUs).
 MEMORY_USED = "vgpu.memory_used"
@@ -69,8 +71,9 @@ CAPACITY = "vgpu.capacity"
 class NodePolicy:
     """Scores a node (0–100) with the pod placed on it.
 
-    ``order`` computes the same score for every node at once from snapshot columns, given
-    the MiB the pod would add on each node and the cores it adds; the framework then
+    ``order`` computes the same score for many nodes at once from snapshot columns (the
+    rows given: all, or those changed since the last pod of the shape), given the MiB the
+    pod would add on each of those nodes and the cores it adds; the framework then
     filters nodes best-first, so the first feasible node is the best one. A policy whose
     score needs to know exactly which GPUs the pod gets (a fragmentation measure) sets
     ``needs_placement``; otherwise it is given a :class:`Placement` with totals only.
@@ -91,8 +94,8 @@ def utilization_after(node: NodeInfo, placement: Placement) -> float:
 
 
 def utilization_after_all(snapshot: Snapshot, memory: npt.NDArray[np.int64] | int,
-                          cores: int) -> npt.NDArray[np.float64]:
-    """:func:`utilization_after` for every snapshot position at once.
+                          cores: int, rows: Rows = ALL) -> npt.NDArray[np.float64]:
+    """:func:`utilization_after` for the snapshot positions ``rows`` at once.
 
     The columns are floats, totals infinite on a node without GPU memory or compute (its
     share is then 0, as :func:`utilization_after` says), and every step writes into the
@@ -100,11 +103,11 @@ def utilization_after_all(snapshot: Snapshot, memory: npt.NDArray[np.int64] | in
     temporaries were 240 µs of each decision, these eight passes 60 µs. Integers below
     2**53 add exactly as floats, so the figures are the integer formula's to the bit.
     """
-    mem: npt.NDArray[np.float64] = np.add(snapshot.column(MEMORY_USED), memory)
-    np.divide(mem, snapshot.column(MEMORY_TOTAL), out=mem)
+    mem: npt.NDArray[np.float64] = np.add(snapshot.column(MEMORY_USED)[rows], memory)
+    np.divide(mem, snapshot.column(MEMORY_TOTAL)[rows], out=mem)
     np.minimum(mem, 1.0, out=mem)
-    cpu: npt.NDArray[np.float64] = np.add(snapshot.column(CORES_USED), cores)
-    np.divide(cpu, snapshot.column(CORES_TOTAL), out=cpu)
+    cpu: npt.NDArray[np.float64] = np.add(snapshot.column(CORES_USED)[rows], cores)
+    np.divide(cpu, snapshot.column(CORES_TOTAL)[rows], out=cpu)
     np.minimum(cpu, 1.0, out=cpu)
     np.add(mem, cpu, out=mem)
     np.multiply(mem, 0.5, out=mem)
@@ -117,5 +120,5 @@ NODE_POLICIES: Mapping[str, NodePolicy] = MappingProxyType({
         utilization_after_all),
     "spread": NodePolicy(
         lambda n, p: 100.0 * (1.0 - utilization_after(n, p)),
-        lambda s, m, c: 1.0 - utilization_after_all(s, m, c)),
+        lambda s, m, c, rows: 1.0 - utilization_after_all(s, m, c, rows)),
 })

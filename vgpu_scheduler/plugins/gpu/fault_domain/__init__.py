@@ -85,6 +85,8 @@ class FaultDomain:
 
     def __init__(self, handle: Handle) -> None:
         self._defaults = handle.config.isolation.fault_domains.defaults
+        self._any_default_guards = self._defaults.default != fault_domains.ANY or any(
+            scope != fault_domains.ANY for scope in self._defaults.namespaces.values())
         self._mode = handle.config.isolation.mode
         # Per node, its occupants as of the NodeInfo they were read from: a NodeInfo is
         # replaced whole on every change, so one that is still the same needs no new look
@@ -128,6 +130,12 @@ class FaultDomain:
         return out
 
     def _guarded(self, node: NodeInfo) -> int:
+        if not self._any_default_guards and not any(
+                p.assignment is not None and p.assignment.fault_domain not in (
+                    None, fault_domains.ANY) for p in node.pods.values()):
+            # No default closes a domain and no placement recorded a closed one: nothing
+            # to count, said without building the occupants (every snapshot update asks).
+            return 0
         return sum(1 for tenants in self.occupants(node).values()
                    for t in tenants if t.scope != fault_domains.ANY)
 

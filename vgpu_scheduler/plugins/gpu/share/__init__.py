@@ -1,10 +1,11 @@
 """The vGPU plugin: per-GPU fit, node score by node policy, GPU choice at Reserve.
 
 PreFilter turns the pod's request into a mask over the snapshot's per-node GPU index
-(:mod:`.index`): necessary conditions only, so the exact Filter (which asks
-:func:`vgpu.devices.fit_request` about every GPU) never sees most nodes that cannot fit
-and never misses one that can. Score places the pod on each scored node with the pod's
-GPU policy and rates the result with its node policy; Reserve keeps the chosen node's
+(:mod:`.index`, :mod:`.fit_mask`; kept per request shape and brought up to date row by
+row, :mod:`vgpu_scheduler.framework.row_memo`): necessary conditions only, so the exact
+Filter (which asks :func:`vgpu.devices.fit_request` about every GPU) never sees most nodes
+that cannot fit and never misses one that can. Score places the pod on each scored node
+with the pod's GPU policy and rates the result with its node policy; Reserve keeps the chosen node's
 placement as the pod's assignment in the cycle state (``CycleState.assignment``), where the
 host, the Permit gate and the binder read it. PreFilter's state answers for the pod on any
 node (``CycleState.claim_on``): the claim preemption holds on its nominated node. GPUs
@@ -37,10 +38,12 @@ from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.interfaces import GpuPolicy
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.row_memo import RowMemo, Rows
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
 from vgpu_scheduler.placement import hami_rank, policies
 from vgpu_scheduler.placement import place as pl
+from vgpu_scheduler.plugins.gpu.share import fit_mask
 from vgpu_scheduler.plugins.gpu.share import index as ix
 
 __all__ = ["NO_HEARTBEAT", "STALE", "VGPU", "heartbeat_reason"]
@@ -99,6 +102,8 @@ class VGPU:
             name: _builtin(rank) for name, rank in policies.GPU_POLICIES.items()}
         self.index = ix.GpuIndex(self._scaling,
                                  config.nodeagent.resource_name or config.resource_names.gpu)
+        # Masks and order keys per request shape, brought up to date row by row.
+        self._derived = RowMemo()
 
     def use_gpu_policies(self, provided: Mapping[str, GpuPolicy]) -> None:
         self._policies = {**{name: _builtin(rank) for name, rank in
@@ -145,36 +150,45 @@ class VGPU:
         simple = len(request.containers) == 1 and not choices.selector.numa_bind and not (
             choices.topology_required and request.max_count > 1)
         state.write(_KEY, _Pre(request, policy, npol, simple, self, state))
-        order = None
-        if npol.order is not None:
-            capacity = snapshot.column(policies.CAPACITY)
+        order = None if npol.order is None else self._order(request, node_policy,
+                                                            npol.order, snapshot)
+        return PreFilterResult(mask=self._mask(request, snapshot, state.now), order_key=order,
+                               ranks_for=None if npol.needs_placement else self.name), SUCCESS
+
+    def _order(self, request: PodRequest, name: str, order: policies.NodeOrder,
+               snapshot: Snapshot) -> npt.NDArray[np.float64]:
+        """The node policy's order key, kept per request shape (:mod:`~vgpu_scheduler.
+        framework.row_memo`)."""
+        containers = request.containers
+        cores = sum(c.count * c.cores for c in containers)
+
+        def compute(rows: Rows) -> npt.NDArray[np.float64]:
+            capacity = snapshot.column(policies.CAPACITY)[rows]
             # A number while every container gives MiB (the common case), an array per
             # node only for percentages: a column of one value is N additions for nothing.
             added: npt.NDArray[np.int64] | int = 0
-            for c in request.containers:
+            for c in containers:
                 added = added + c.count * slice_mib(c, capacity)
-            order = npol.order(snapshot, added, sum(c.count * c.cores
-                                                    for c in request.containers))
-        return PreFilterResult(mask=self._mask(request, snapshot, state.now), order_key=order,
-                               ranks_for=None if npol.needs_placement else self.name), SUCCESS
+            return order(snapshot, added, cores, rows)
+
+        key = ("order", name, cores,
+               tuple((c.count, c.memory_mib, c.memory_percent) for c in containers))
+        result: npt.NDArray[np.float64] = self._derived.get(key, snapshot, compute)
+        return result
 
     def _mask(self, request: PodRequest, snapshot: Snapshot,
               now: float) -> npt.NDArray[np.bool_]:
         """Nodes that could fit: fresh, and for every container enough GPU slots whose
-        free compute, memory (or percentage) and model allow it."""
+        free compute, memory (or percentage) and model allow it (that part kept per request
+        shape: it reads no clock)."""
+        allowed = self.index.allowed_models(request.choices.selector)
+        containers = tuple((c.count, c.cores, c.memory_mib, c.memory_percent)
+                           for c in request.containers)
+        fits = self._derived.get(("fit", containers, allowed), snapshot,
+                                 lambda rows: fit_mask.fits(snapshot, rows, containers, allowed))
         mask: npt.NDArray[np.bool_] = snapshot.column(ix.HEARTBEAT) >= heartbeat.oldest_fresh(
             now, self._expiry)
-        cores = snapshot.column(ix.GPU_CORES)
-        for c in request.containers:
-            ok = cores >= c.cores
-            if c.memory_mib is not None:
-                ok &= snapshot.column(ix.GPU_MEMORY) >= c.memory_mib
-            elif c.memory_percent is not None:
-                ok &= snapshot.column(ix.GPU_PERCENT) >= c.memory_percent
-            mask &= ix.rows_true(ok) >= min(c.count, ix.WIDTH)
-        allowed = self.index.allowed_models(request.choices.selector)
-        if allowed is not None:
-            mask &= (snapshot.column(ix.MODELS) & allowed) != 0
+        mask &= fits
         return mask
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:

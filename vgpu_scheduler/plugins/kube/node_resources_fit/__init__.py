@@ -31,6 +31,7 @@ from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.row_memo import RowMemo, Rows
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
 
@@ -127,6 +128,8 @@ class NodeResourcesFit:
         args = handle.config.scheduler.node_resources_fit
         self._ignored = Ignored(frozenset(args.ignored_resources),
                                 frozenset(args.ignored_resource_groups))
+        # Per (CPU, memory) request, brought up to date row by row.
+        self._masks = RowMemo()
 
     def columns(self) -> Sequence[Column]:
         return (
@@ -141,12 +144,17 @@ class NodeResourcesFit:
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
         # CPU, memory and pods narrow the nodes in bulk; Filter checks the other resources.
-        mask = snapshot.column(_FREE_PODS) >= 1
-        if pod.cpu_milli > 0:
-            mask &= snapshot.column(_FREE_CPU) >= pod.cpu_milli
-        if pod.memory > 0:
-            mask &= snapshot.column(_FREE_MEMORY) >= pod.memory
-        return PreFilterResult(mask=mask), SUCCESS
+        cpu, memory = pod.cpu_milli, pod.memory
+
+        def compute(rows: Rows) -> npt.NDArray[np.bool_]:
+            mask: npt.NDArray[np.bool_] = snapshot.column(_FREE_PODS)[rows] >= 1
+            if cpu > 0:
+                mask &= snapshot.column(_FREE_CPU)[rows] >= cpu
+            if memory > 0:
+                mask &= snapshot.column(_FREE_MEMORY)[rows] >= memory
+            return mask
+
+        return PreFilterResult(mask=self._masks.get((cpu, memory), snapshot, compute)), SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         s = node.static
