@@ -47,10 +47,37 @@ def _port(raw: Any, where: str) -> HostPort | None:
     return HostPort(str(protocol), str(ip), host_port)
 
 
+def _binds_none(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod, as decoded JSON, plainly binds no host port: every container a
+    JSON object whose ports (if any) name none. Most pods, and every bound pod of a cold
+    start is read (issue 40); anything else takes the full reading below."""
+    spec = pod.get("spec")
+    if type(spec) is not dict:
+        return False
+    for key in ("initContainers", "containers"):
+        items = spec.get(key)
+        if type(items) is not list:
+            continue  # what the full reading skips too
+        for container in items:
+            if type(container) is not dict:
+                return False
+            ports = container.get("ports")
+            if not ports:
+                continue
+            if type(ports) is not list:
+                return False
+            for port in ports:
+                if type(port) is not dict or port.get("hostPort") not in (None, 0):
+                    return False
+    return True
+
+
 def parse_host_ports(pod: Mapping[str, Any]) -> tuple[HostPort, ...]:
     """Every host port the pod's long-running containers bind: the app containers and the
     sidecars (init containers with ``restartPolicy: Always``); a plain init container
     has ended before they start, as kube-scheduler counts."""
+    if _binds_none(pod):
+        return ()
     out: list[HostPort] = []
     for ref in containers(pod):
         if not isinstance(ref.container, Mapping) or (ref.init and not ref.sidecar):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from vgpu import meta
+from vgpu import meta, shape_memo
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.errors import RequestError
@@ -124,6 +124,22 @@ def _shared(request: PodRequest) -> PodRequest:
     return found
 
 
+def _requests(pod: Obj, spec: Mapping[str, Any], config: Config) -> compute.Requests:
+    """What the pod takes on a node (:func:`compute.pod_requests`), remembered per config
+    by its resources when it has a single container and nothing else that adds to it:
+    the pods of one Deployment ask alike (a third of reading the 150,000 bound pods of a
+    cold start at 15,000 nodes; issue 40)."""
+    apps = spec.get("containers")
+    if (type(spec) is dict and type(apps) is list and len(apps) == 1
+            and type(apps[0]) is dict and not spec.get("initContainers")
+            and not spec.get("overhead")):
+        key = shape_memo.resources_key(apps[0])
+        if key is not None:
+            return shape_memo.memo_for(config).through(  # type: ignore[no-any-return]
+                ("pod requests", key), lambda: compute.pod_requests(pod, config.owns_resource))
+    return compute.pod_requests(pod, config.owns_resource)
+
+
 def _labels(pod: Obj, md: Mapping[str, Any]) -> Mapping[str, str]:
     labels = md.get("labels")
     if isinstance(labels, dict) and all(
@@ -156,7 +172,7 @@ def parse(pod: Obj, config: Config) -> PodInfo:
         "preemption_policy": str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
     }
     try:
-        requests = compute.pod_requests(pod, config.owns_resource)
+        requests = _requests(pod, spec, config)
     except RequestError as exc:
         return PodInfo(**base, cpu_milli=0, memory=0, gpu=None, tolerations=(),
                        node_selector={}, required_terms=None, error=str(exc))
