@@ -180,10 +180,15 @@ _CHOICE_KEYS = (USE_GPUTYPE, NOUSE_GPUTYPE, USE_GPUUUID, NOUSE_GPUUUID, NUMA_BIN
 _NO_CHOICES = PodChoices()
 
 
+def gives_choices(annotations: Mapping[str, object]) -> bool:
+    """Whether any annotation :func:`parse_pod_choices` reads is there."""
+    return any(key in annotations for key in _CHOICE_KEYS)
+
+
 def parse_pod_choices(annotations: Mapping[str, str] | None) -> PodChoices:
     """Parse a pod's selection and policy annotations; a bad one raises RequestError."""
     ann = annotations or {}
-    if not any(key in ann for key in _CHOICE_KEYS):
+    if not gives_choices(ann):
         return _NO_CHOICES
     notes: list[str] = []
     mode = ann.get(hami_fields.VGPU_MODE)

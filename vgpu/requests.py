@@ -11,12 +11,12 @@ the way the API server returns it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from vgpu import init_resources, shape_memo
-from vgpu.annotations import PodChoices, parse_pod_choices
+from vgpu.annotations import PodChoices, gives_choices, parse_pod_choices
 from vgpu.config import Config
 from vgpu.container_request import ContainerRequest, parse_values, resources
 from vgpu.errors import RequestError
@@ -208,12 +208,48 @@ def _request(requests: list[ContainerRequest], annotations: Mapping[str, Any],
                       notes=(*choices.notes, *notes))
 
 
+def _plain_key(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> Hashable | None:
+    """What :func:`parse_pod` reads of a pod that gives no placement annotation and had
+    nothing moved off its init containers, each container plain decoded JSON with a name:
+    per container, in start order, its name, its restart policy and its resources (as
+    :func:`_parse_container` remembers one); None for any other pod."""
+    if init_resources.INIT_RESOURCES in annotations or gives_choices(annotations):
+        return None
+    parts: list[Hashable] = []
+    for key in ("initContainers", "containers"):
+        items = spec.get(key)
+        if type(items) is not list:
+            parts.append(())  # the parse skips it too (_pod_fields checked it is empty)
+            continue
+        these: list[Hashable] = []
+        for container in items:
+            if type(container) is not dict:
+                return None
+            name, restart = container.get("name"), container.get("restartPolicy")
+            resources = shape_memo.resources_key(container)
+            if type(name) is not str or not name or resources is None:
+                return None
+            these.append((name, restart if type(restart) is str else None, resources))
+        parts.append(tuple(these))
+    return ("pod", *parts)
+
+
 def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:
     """Parse every GPU container of a pod and its placement annotations.
 
     Raises :class:`RequestError` with a message naming the container and resource.
     """
-    _, annotations = _pod_fields(pod)
+    spec, annotations = _pod_fields(pod)
+    key = _plain_key(spec, annotations)
+    if key is None:
+        return _parse_pod(pod, annotations, config)
+    # The pods of one Deployment read alike: remembered per config (what raises is not).
+    return shape_memo.memo_for(config).through(  # type: ignore[no-any-return]
+        key, lambda: _parse_pod(pod, annotations, config))
+
+
+def _parse_pod(pod: Mapping[str, Any], annotations: Mapping[str, Any],
+               config: Config) -> PodRequest:
     seen: set[str] = set()
     notes: list[str] = []
     moved = init_resources.decode(annotations)

@@ -9,7 +9,7 @@ import pytest
 
 from vgpu.config import Config
 from vgpu.errors import RequestError
-from vgpu.requests import parse_container, parse_gpu_pod
+from vgpu.requests import _parse_pod, parse_container, parse_gpu_pod, parse_pod
 from vgpu.shape_memo import Memo, resources_key
 
 
@@ -73,3 +73,62 @@ def test_a_bad_value_is_refused_every_time() -> None:
     for _ in range(2):
         with pytest.raises(RequestError, match="must not be negative"):
             parse_container(bad, Config())
+
+
+def _gpu(name: str, gpus: str = "1", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "resources": {"limits": {"nvidia.com/gpu": gpus}}, **extra}
+
+
+def _pod(apps: list[Any], init: list[Any] | None = None,
+         annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": apps}
+    if init is not None:
+        spec["initContainers"] = init
+    return {"metadata": {"name": "p", "annotations": annotations or {}}, "spec": spec}
+
+
+@pytest.mark.parametrize("pod", [
+    _pod([_gpu("main")]),
+    _pod([_gpu("main", "2"), {"name": "side"}]),
+    _pod([_gpu("main")], init=[_gpu("setup")]),
+    _pod([_gpu("main")], init=[_gpu("proxy", restartPolicy="Always")]),
+    _pod([_gpu("main")], annotations={"nvidia.com/use-gputype": "A100"}),
+    _pod([_gpu("main")], annotations={"vgpu.io/gpu-policy": "spread"}),
+    _pod([{"name": "main", "resources": {"limits": {"nvidia.com/gpu": True}}}]),
+    _pod(["not a container"]),
+])
+def test_a_pod_reads_the_same_from_the_memo(pod: dict[str, Any]) -> None:
+    config = Config()
+    try:
+        fresh: Any = _parse_pod(pod, pod["metadata"]["annotations"], config)
+    except RequestError as exc:
+        fresh = str(exc)
+    for _ in range(2):
+        try:
+            got: Any = parse_pod(pod, config)
+        except RequestError as exc:
+            got = str(exc)
+        assert got == fresh
+
+
+def test_the_pod_memo_follows_what_the_parse_reads() -> None:
+    config = Config()
+    one, two = parse_pod(_pod([_gpu("main")]), config), parse_pod(_pod([_gpu("main", "2")]),
+                                                                  config)
+    assert (one.containers[0].count, two.containers[0].count) == (1, 2)
+    # Another name, a sidecar instead of a plain init container, a placement annotation.
+    assert parse_pod(_pod([_gpu("other")]), config).containers[0].name == "other"
+    plain = parse_pod(_pod([_gpu("main")], init=[_gpu("s")]), config)
+    sidecar = parse_pod(_pod([_gpu("main")], init=[_gpu("s", restartPolicy="Always")]), config)
+    assert plain != sidecar
+    chosen = parse_pod(_pod([_gpu("main")], annotations={"nvidia.com/use-gputype": "A100"}),
+                       config)
+    assert chosen.choices.selector.use_types == ("A100",)
+    assert parse_pod(_pod([_gpu("main")]), config).choices.selector.use_types == ()
+
+
+def test_duplicate_names_raise_every_time() -> None:
+    config = Config()
+    for _ in range(2):
+        with pytest.raises(RequestError, match="unique"):
+            parse_pod(_pod([_gpu("main"), _gpu("main")]), config)
