@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import gc
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from vgpu import builders
 from vgpu.cluster.memory import MemoryCluster
+from vgpu.cluster.port import ALL, Kind, ListResult, Selector
 from vgpu.config import Config
 from vgpu_scheduler.host import collector
 from vgpu_scheduler.host.scheduler import Scheduler
@@ -67,3 +70,54 @@ def test_the_first_pump_folds_the_listed_pods_in_and_leaves_the_collector_on(
     assert sched.snapshot.get("n1") is not None
     # Nothing left for the first cycle to copy in.
     assert sched.cache.update_snapshot(sched.snapshot) == 0
+
+
+def test_paused_resumes_early_when_asked(enabled: None) -> None:
+    with collector.paused() as resume:
+        assert not gc.isenabled()
+        resume()
+        assert gc.isenabled()
+        resume()  # twice is once
+    assert gc.isenabled()
+
+
+class _SlowToList(MemoryCluster):
+    """A cluster whose pod list blocks until ``release`` is set: an informer that has not
+    synced yet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def list(self, kind: Kind, selector: Selector = ALL) -> ListResult:
+        if kind == "pods":
+            self.release.wait(10)
+        return super().list(kind, selector)
+
+
+@pytest.mark.parametrize("timeout", [None, 0.2])
+def test_run_pauses_the_collector_until_synced_or_the_sync_timeout(
+        enabled: None, timeout: float | None) -> None:
+    cluster = _SlowToList()
+    cluster.create("nodes", builders.node("n1", builders.devices("n1", 2)))
+    sched = Scheduler(Config(), cluster, clock=time.time)
+    stop = threading.Event()
+    thread = threading.Thread(target=sched.run, args=(stop,),
+                              kwargs={"watch_timeout": 0.2, "sync_timeout": timeout})
+    thread.start()
+    try:
+        time.sleep(0.6)
+        # Still listing: paused, unless the wait outlasted its timeout.
+        assert gc.isenabled() is (timeout is not None)
+        cluster.release.set()
+        deadline = time.monotonic() + 10
+        while not sched.synced() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        assert gc.isenabled()
+    finally:
+        cluster.release.set()
+        stop.set()
+        thread.join(timeout=10)
+        gc.unfreeze()
+    assert not thread.is_alive()

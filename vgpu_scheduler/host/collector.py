@@ -5,28 +5,39 @@ parses, the cache's records) that all live on. The collector's thresholds make i
 over them again and again while they pile up: at 15,000 nodes and 150,000 bound pods its
 full passes were a third of the cold start (bench/scheduling.py --nodes), and they find
 nothing (decoded JSON holds no cycle). So the collector waits while the first list is
-applied; what it built then goes straight to the oldest generation, where the next full
-pass the collector schedules (or the one ``Scheduler.run`` makes right after the sync)
-still sees it. Reference counting frees everything else as before.
+applied (the stepping ``pump``), or while the informers' threads list (``Scheduler.run``,
+for as long as the sync takes up to its timeout); what it built then goes straight to the
+oldest generation, where the next full pass the collector schedules (or the one
+``Scheduler.run`` makes right after the sync) still sees it. Reference counting frees
+everything else as before.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
 @contextmanager
-def paused() -> Iterator[None]:
-    """Collect no cycles inside; the collector is restored as it was on the way out."""
+def paused() -> Iterator[Callable[[], None]]:
+    """Collect no cycles inside, or until the callable given is called (a wait that runs
+    long: objects that are garbage in cycles must not pile up for good); the collector is
+    restored as it was on the way out."""
     was_enabled = gc.isenabled()
+    resumed = False
+
+    def resume() -> None:
+        nonlocal resumed
+        if was_enabled and not resumed:
+            resumed = True
+            gc.enable()
+
     gc.disable()
     try:
-        yield
+        yield resume
     finally:
-        if was_enabled:
-            gc.enable()
+        resume()
 
 
 def promote() -> None:

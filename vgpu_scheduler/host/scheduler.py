@@ -185,7 +185,10 @@ class Scheduler:
     def synced(self) -> bool:
         return self._informers.synced()
 
-    def _wait_synced(self, stop: threading.Event, sync_timeout: float | None) -> None:
+    def _wait_synced(self, stop: threading.Event, sync_timeout: float | None,
+                     slow: Callable[[], None] = lambda: None) -> None:
+        """Until every informer has listed (or ``stop``); ``slow`` is called each time
+        ``sync_timeout`` passes without it."""
         waited = 0.0
         while not self.synced() and not stop.is_set():
             stop.wait(0.05)
@@ -193,6 +196,7 @@ class Scheduler:
             if sync_timeout is not None and waited >= sync_timeout:
                 _log.warning("informers not synced yet; not scheduling until they are",
                              seconds=round(waited))
+                slow()
                 waited = 0.0
 
     def run(self, stop: threading.Event, *, watch_timeout: float = 1.0,
@@ -205,8 +209,11 @@ class Scheduler:
         election), the informers run from the start but the loop schedules only while it is
         set, and returns as soon as it is cleared.
         """
-        threads = self.start_informers(stop, watch_timeout=watch_timeout)
-        self._wait_synced(stop, sync_timeout)
+        # As the stepping pump's first lists (:mod:`.collector`): no cycle collection while
+        # the informers list, unless the sync outlasts its timeout.
+        with collector.paused() as resume:
+            threads = self.start_informers(stop, watch_timeout=watch_timeout)
+            self._wait_synced(stop, sync_timeout, slow=resume)
         # The listed pods' changes are folded into their nodes at the first read: do it now,
         # so that the first decision does not pay for it and the result is frozen below.
         self.cache.update_snapshot(self.snapshot)
