@@ -11,7 +11,7 @@ incoming pod is checked against.
 Cold start is what a restarted scheduler does before its first decision: list nodes and
 pods through the cluster port, decoding them from JSON as the API adapter does (the bodies
 are encoded before the clock starts: that is the API server's work), rebuild the cache
-from the inventories and the pods' assignments, and collect and freeze what was listed
+from the inventories and the pods' assignments, and freeze what was listed
 (``Scheduler.run``).
 
 Memory: the in-memory cluster lives in the same process, so the scheduler's share is the
@@ -124,10 +124,8 @@ def run(config: Config, *, node_count: int, gpus: int, placed: int,
     scheduler = Scheduler(config, cluster, clock=clock)
     scheduler.pump()
     # What the scheduling loop does once synced (Scheduler.run): the listed pods are
-    # folded into their nodes, and one full pass of the cyclic collector before what was
-    # listed is frozen; part of the cold start.
+    # folded into their nodes and what was listed is frozen; part of the cold start.
     scheduler.cache.update_snapshot(scheduler.snapshot)
-    gc.collect()
     gc.freeze()
     cold_wall, cold_cpu = time.perf_counter() - t0, time.process_time() - c0
 

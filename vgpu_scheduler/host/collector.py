@@ -6,10 +6,10 @@ over them again and again while they pile up: at 15,000 nodes and 150,000 bound 
 full passes were a third of the cold start (bench/scheduling.py --nodes), and they find
 nothing (decoded JSON holds no cycle). So the collector waits while the first list is
 applied (the stepping ``pump``), or while the informers' threads list (``Scheduler.run``,
-for as long as the sync takes up to its timeout); what it built then goes straight to the
-oldest generation, where the next full pass the collector schedules (or the one
-``Scheduler.run`` makes right after the sync) still sees it. Reference counting frees
-everything else as before.
+for as long as the sync takes up to its timeout); what the pump built goes straight to the
+oldest generation, where the next full pass the collector schedules still sees it, and
+``Scheduler.run`` freezes what was listed once synced. Reference counting frees everything
+else as before.
 """
 
 from __future__ import annotations
