@@ -109,7 +109,7 @@ def _parse_container(container: Mapping[str, Any], config: Config, *, init: bool
         return named, request, tuple(mine)
 
     named, request, said = shape_memo.memo_for(config).through(
-        (name, init, where, restart, key), read)
+        ("container", name, init, where, restart, key), read)
     notes.extend(said)
     return named, request
 
@@ -231,7 +231,7 @@ def _plain_key(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> Hasha
                 return None
             these.append((name, restart if type(restart) is str else None, resources))
         parts.append(tuple(these))
-    return ("pod", *parts)
+    return ("pod request", *parts)
 
 
 def parse_pod(pod: Mapping[str, Any], config: Config) -> PodRequest:

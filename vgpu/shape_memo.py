@@ -3,9 +3,11 @@ Deployment, Job or StatefulSet ask alike, and a scheduler starting on a cluster 
 bound pods parsed the same few dozen resource stanzas 150,000 times (13 % of its cold
 start at 15,000 nodes; issue 40).
 
-One memo per config object, found by identity (hashing a config by value would cost
-more than the parse) and checked through a weak reference, so that a config created
-where a freed one lived never reads the other's entries."""
+Its users share one memo per config, each key a tuple whose first item names what it
+remembers (``"container"``, ``"pod request"``, ``"node requests"``), so that keys of two
+kinds never meet. One memo per config object, found by identity (hashing a config by
+value would cost more than the parse) and checked through a weak reference, so that a
+config created where a freed one lived never reads the other's entries."""
 
 from __future__ import annotations
 

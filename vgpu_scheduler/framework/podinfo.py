@@ -136,7 +136,7 @@ def _requests(pod: Obj, spec: Mapping[str, Any], config: Config) -> compute.Requ
         key = shape_memo.resources_key(apps[0])
         if key is not None:
             return shape_memo.memo_for(config).through(  # type: ignore[no-any-return]
-                ("pod requests", key), lambda: compute.pod_requests(pod, config.owns_resource))
+                ("node requests", key), lambda: compute.pod_requests(pod, config.owns_resource))
     return compute.pod_requests(pod, config.owns_resource)
 
 

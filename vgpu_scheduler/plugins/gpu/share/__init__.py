@@ -157,8 +157,7 @@ class VGPU:
 
     def _order(self, request: PodRequest, name: str, order: policies.NodeOrder,
                snapshot: Snapshot) -> npt.NDArray[np.float64]:
-        """The node policy's order key, kept per request shape (:mod:`~vgpu_scheduler.
-        framework.row_memo`)."""
+        """The node policy's order key, kept per request shape (``framework.row_memo``)."""
         containers = request.containers
         cores = sum(c.count * c.cores for c in containers)
 
