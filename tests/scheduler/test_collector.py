@@ -95,9 +95,16 @@ class _SlowToList(MemoryCluster):
         return super().list(kind, selector)
 
 
-@pytest.mark.parametrize("timeout", [None, 0.2])
+@pytest.mark.parametrize(("timeout", "longest", "resumed"), [
+    (None, 60.0, False),
+    (0.2, 60.0, True),
+    # No warning timeout: the pause still ends.
+    (None, 0.2, True),
+])
 def test_run_pauses_the_collector_until_synced_or_the_sync_timeout(
-        enabled: None, timeout: float | None) -> None:
+        enabled: None, monkeypatch: pytest.MonkeyPatch, timeout: float | None,
+        longest: float, resumed: bool) -> None:
+    monkeypatch.setattr(collector, "LONGEST_PAUSE_SECONDS", longest)
     cluster = _SlowToList()
     cluster.create("nodes", builders.node("n1", builders.devices("n1", 2)))
     sched = Scheduler(Config(), cluster, clock=time.time)
@@ -107,8 +114,8 @@ def test_run_pauses_the_collector_until_synced_or_the_sync_timeout(
     thread.start()
     try:
         time.sleep(0.6)
-        # Still listing: paused, unless the wait outlasted its timeout.
-        assert gc.isenabled() is (timeout is not None)
+        # Still listing: paused, unless the wait outlasted its timeout or the longest pause.
+        assert gc.isenabled() is resumed
         cluster.release.set()
         deadline = time.monotonic() + 10
         while not sched.synced() and time.monotonic() < deadline:

@@ -18,6 +18,10 @@ import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+#: The longest a sync keeps the collector paused, whatever its warning timeout (none
+#: included): cyclic garbage must not pile up behind an API server that never answers.
+LONGEST_PAUSE_SECONDS = 60.0
+
 
 @contextmanager
 def paused() -> Iterator[Callable[[], None]]:

@@ -187,12 +187,16 @@ class Scheduler:
 
     def _wait_synced(self, stop: threading.Event, sync_timeout: float | None,
                      slow: Callable[[], None] = lambda: None) -> None:
-        """Until every informer has listed (or ``stop``); ``slow`` is called each time
-        ``sync_timeout`` passes without it."""
-        waited = 0.0
+        """Until every informer has listed (or ``stop``), warning each time
+        ``sync_timeout`` passes; ``slow`` is called once the wait has lasted
+        ``collector.LONGEST_PAUSE_SECONDS`` or a ``sync_timeout``, whichever is first."""
+        waited = total = 0.0
         while not self.synced() and not stop.is_set():
             stop.wait(0.05)
             waited += 0.05
+            total += 0.05
+            if total >= collector.LONGEST_PAUSE_SECONDS:
+                slow()
             if sync_timeout is not None and waited >= sync_timeout:
                 _log.warning("informers not synced yet; not scheduling until they are",
                              seconds=round(waited))
@@ -210,7 +214,7 @@ class Scheduler:
         set, and returns as soon as it is cleared.
         """
         # As the stepping pump's first lists (:mod:`.collector`): no cycle collection while
-        # the informers list, unless the sync outlasts its timeout.
+        # the informers list, unless the sync outlasts its timeout or the longest pause.
         with collector.paused() as resume:
             threads = self.start_informers(stop, watch_timeout=watch_timeout)
             self._wait_synced(stop, sync_timeout, slow=resume)
