@@ -37,6 +37,7 @@ from vgpu_scheduler.host.binding import BindExecutor
 from vgpu_scheduler.host.cache import Cache
 from vgpu_scheduler.host.in_doubt import InDoubt
 from vgpu_scheduler.host.pod_records import PodRecord
+from vgpu_scheduler.host.preemptions import PreemptionRunner
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.queued_pod import POD_SPEC, QueuedPod
 from vgpu_scheduler.host.room import Refused
@@ -57,6 +58,7 @@ class ScheduleOne:
     def __init__(self, framework: Framework, snapshot: Snapshot, *, cache: Cache,
                  queue: SchedulingQueue, waiting: WaitingRoom, watched: Watched,
                  cluster: ClusterPort | None, clock: Clock, binder: BindExecutor,
+                 preemptions: PreemptionRunner | None = None,
                  listeners: list[Callable[[AttemptRecord], None]],
                  in_doubt_seconds: float = 35.0, scheduled_events: bool = True) -> None:
         self._framework = framework
@@ -69,6 +71,7 @@ class ScheduleOne:
         self._clock = clock
         #: Where binding cycles run; the threaded loop swaps in a pool.
         self.binder = binder
+        self._preemptions = preemptions
         self._listeners = listeners
         self._in_doubt_seconds = in_doubt_seconds
         # The Binding carries what a Scheduled event says: one write a pod, off by default.
@@ -120,6 +123,9 @@ class ScheduleOne:
         finally:
             if held is not None:
                 self._cache.settle_lent(held)
+            if self._preemptions is not None:
+                # The attempt has parked the preemptor: its calls may run now.
+                self._preemptions.submit()
 
     def _attempt(self, qp: QueuedPod) -> None:
         started = clocks()
