@@ -113,8 +113,9 @@ def test_a_failed_eviction_un_nominates_the_preemptor_and_it_is_retried() -> Non
     # events, and the pod backs off.
     assert sched.cache.pod(uid) is None
     assert "nominatedNodeName" not in status(cluster, "high")
-    assert messages(cluster, "high", "FailedScheduling")[-1].startswith(
-        "preemption: evicting default/")
+    assert messages(cluster, "high", "FailedScheduling") == [
+        "0/1 nodes are available: 1 insufficient GPU memory. preemption: evicting "
+        "default/low failed: evict pod default/low: connection reset."]
     assert sched.queue.counts()["backoff"] == 1 and sched.queue.preempting() == 0
     plugin = next(p for p in sched.framework.plugins if isinstance(p, DefaultPreemption))
     assert plugin.started.get(uid) is None

@@ -12,9 +12,13 @@ that other pods keep being placed while a preemption's evictions take their roun
 Calls that went through release the pod: it waits for its victims to leave, or is tried
 at once if something woke it meanwhile. Calls that failed (a PodDisruptionBudget refused
 an eviction, an API error) un-nominate it: its room is given up (which wakes the pods that
-could use it) and it is tried again after a backoff, its ``FailedScheduling`` event saying
-why. The calls clear the nominatedNodeName they set; the fence before every write is the
-cluster port's, on whichever thread writes.
+could use it) and it is tried again after a backoff. The calls clear the nominatedNodeName
+they set; the fence before every write is the cluster port's, on whichever thread writes.
+
+The attempt's ``FailedScheduling`` event waits for the calls (:meth:`report_later`), so
+that it tells what became of the preemption: the nomination, or why it failed. Two events
+an attempt would be one too many, and the second would mostly be held back by the event
+limiter, which spaces a pod's repeats.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from __future__ import annotations
 import functools
 import threading
 from collections import Counter
+from dataclasses import dataclass
 
 from vgpu import logs, loops
 from vgpu.cluster.port import ClusterPort
 from vgpu.errors import ClusterError
+from vgpu_scheduler.framework.diagnosis import Diagnosis, summarize
 from vgpu_scheduler.framework.handle import PreemptionCalls
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.host.binding import BindExecutor, InlineBinder
@@ -40,6 +46,15 @@ COMPONENT = "vgpu-scheduler"
 WORKERS = 16
 
 
+@dataclass
+class _Preemption:
+    pod: PodInfo
+    node: str
+    calls: PreemptionCalls
+    #: The attempt's diagnosis, for its event once the calls are done.
+    diagnosis: Diagnosis | None = None
+
+
 class PreemptionRunner:
     def __init__(self, queue: SchedulingQueue, cache: Cache, cluster: ClusterPort | None,
                  executor: BindExecutor | None = None) -> None:
@@ -49,7 +64,7 @@ class PreemptionRunner:
         #: Where the calls run; the threaded loop swaps in a pool.
         self.executor: BindExecutor = executor or InlineBinder()
         self._lock = threading.Lock()
-        self._pending: list[tuple[PodInfo, str, PreemptionCalls]] = []
+        self._pending: list[_Preemption] = []
         #: Preemptions finished, by result (``success``, ``failed``).
         self.results: Counter[str] = Counter()
 
@@ -58,39 +73,60 @@ class PreemptionRunner:
         :meth:`submit`."""
         self._queue.hold(pod.pod_id)
         with self._lock:
-            self._pending.append((pod, node, calls))
+            self._pending.append(_Preemption(pod, node, calls))
+
+    def report_later(self, pod_id: str, diagnosis: Diagnosis) -> bool:
+        """The attempt's failure, to be reported once its preemption's calls are done;
+        False when it started none."""
+        with self._lock:
+            for preemption in self._pending:
+                if preemption.pod.pod_id == pod_id:
+                    preemption.diagnosis = diagnosis
+                    return True
+        return False
 
     def submit(self) -> None:
         """After an attempt, in the scheduling loop: the preemptions it decided go to the
         executor (the preemptor is parked and held by now)."""
         with self._lock:
             batch, self._pending = self._pending, []
-        for pod, node, calls in batch:
-            self.executor.submit(functools.partial(self._run, pod, node, calls))
+        for preemption in batch:
+            self.executor.submit(functools.partial(self._run, preemption))
 
     def close(self, cancel: bool = False) -> None:
         self.executor.close(cancel)
 
-    def _run(self, pod: PodInfo, node: str, calls: PreemptionCalls) -> None:
+    def _run(self, preemption: _Preemption) -> None:
+        pod = preemption.pod
         try:
-            failure = calls()
+            failure = preemption.calls()
         except Exception as exc:  # a bug must not leave the pod held for good
-            _log.exception("preemption calls failed", pod=pod.key, node=node)
+            _log.exception("preemption calls failed", pod=pod.key, node=preemption.node)
             loops.record("preemption")
             failure = f"preemption: internal error: {exc}"
         with self._lock:
             self.results["success" if failure is None else "failed"] += 1
         if failure is None:
             self._queue.release(pod.pod_id)
-            return
-        # The room was held for victims that are not all leaving: give it up first, so the
-        # pods it wakes are not woken into a node the preemptor still holds.
-        self._cache.clear_nomination(pod.pod_id)
-        self._queue.release(pod.pod_id, failed=failure)
-        if self._cluster is None:
+        else:
+            # The room was held for victims that are not all leaving: give it up first, so
+            # the pods it wakes are not woken into a node the preemptor still holds.
+            self._cache.clear_nomination(pod.pod_id)
+            self._queue.release(pod.pod_id, failed=failure)
+        self._report(preemption, failure)
+
+    def _report(self, preemption: _Preemption, failure: str | None) -> None:
+        diagnosis = preemption.diagnosis
+        if diagnosis is not None:
+            if failure is not None:
+                diagnosis.post_filter_message = failure
+            message: str | None = summarize(diagnosis)
+        else:
+            message = failure
+        if message is None or self._cluster is None:
             return
         try:
-            self._cluster.record_event(pod.pod, "Warning", "FailedScheduling", failure,
-                                       COMPONENT)
+            self._cluster.record_event(preemption.pod.pod, "Warning", "FailedScheduling",
+                                       message, COMPONENT)
         except ClusterError as exc:
-            _log.warning("could not record event", pod=pod.key, error=str(exc))
+            _log.warning("could not record event", pod=preemption.pod.key, error=str(exc))

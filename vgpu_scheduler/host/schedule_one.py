@@ -25,7 +25,7 @@ from vgpu import logs, loops
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ClusterError, NotFoundError
 from vgpu_scheduler.framework.cycle_state import CycleState
-from vgpu_scheduler.framework.diagnosis import summarize
+from vgpu_scheduler.framework.diagnosis import Diagnosis, summarize
 from vgpu_scheduler.framework.handle import Clock
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.runtime import Framework
@@ -97,8 +97,11 @@ class ScheduleOne:
             _log.warning("could not record event", pod=pod.key, error=str(exc))
 
     def _fail(self, qp: QueuedPod, started: tuple[float, float], *, message: str,
-              rejected_by: set[str], unschedulable: bool, node: str | None = None) -> None:
-        self._event(qp.info, "Warning", "FailedScheduling", message)
+              rejected_by: set[str], unschedulable: bool, node: str | None = None,
+              diagnosis: Diagnosis | None = None) -> None:
+        if diagnosis is None or self._preemptions is None or \
+                not self._preemptions.report_later(qp.key, diagnosis):
+            self._event(qp.info, "Warning", "FailedScheduling", message)
         self._queue.requeue(qp, unschedulable=unschedulable, rejected_by=rejected_by,
                             message=message)
         self._emit(qp.info.key, node, "unschedulable" if unschedulable else "error", message,
@@ -144,7 +147,8 @@ class ScheduleOne:
             message = summarize(diagnosis) if diagnosis is not None else result.status.message
             self._fail(qp, started, message=message,
                        rejected_by=diagnosis.rejecting_plugins if diagnosis else set(),
-                       unschedulable=result.status.code is not Code.ERROR)
+                       unschedulable=result.status.code is not Code.ERROR,
+                       diagnosis=diagnosis)
             return
         self._reserve_and_permit(qp, result.state, result.node, started)
 
