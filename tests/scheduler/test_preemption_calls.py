@@ -11,6 +11,7 @@ import pytest
 
 from tests.scheduler.helpers import FakeClock
 from tests.scheduler.preemption_support import HIGH, LOW, MID, pod
+from vgpu.cluster.fence import FencedError
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
@@ -110,7 +111,7 @@ class Recording(MemoryCluster):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.calls: list[str] = []
-        self.fail: dict[str, ClusterError] = {}
+        self.fail: dict[str, ClusterError | FencedError] = {}
 
     def evict(self, namespace: str, name: str, *, uid: str = "") -> None:
         self.calls.append(f"evict {name}")
@@ -230,3 +231,14 @@ def test_a_started_preemption_is_remembered_until_the_watch_shows_it(
     started.record("uid-p", Started("n1", frozenset({"uid-v"})))
     started.seen(old, new)
     assert (started.get("uid-p") is not None) is kept
+
+
+def test_a_fenced_replica_stops_sending_and_undoes_nothing() -> None:
+    cluster = Recording(disruption_conditions=False)
+    cluster.fail["v2"] = FencedError("evict pod default/v2: not sent, this replica's lease "
+                                     "was not renewed within 10 s")
+    failure = _carry(cluster, _candidate(V1, V2, V3), nominated="n2")
+    assert failure == ("preemption: evict pod default/v2: not sent, this replica's lease "
+                       "was not renewed within 10 s")
+    # The nomination it showed is not cleared: that write would be refused too.
+    assert cluster.calls == ["evict v1", "event v1 Preempted", "evict v2"]

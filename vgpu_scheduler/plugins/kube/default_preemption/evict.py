@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 
 from vgpu import logs, meta, times
+from vgpu.cluster.fence import FencedError
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ClusterError, ConflictError, EvictionRefusedError, NotFoundError
 from vgpu_scheduler.framework.handle import Clock
@@ -76,14 +77,20 @@ class Carrier:
         """Every call in order; None, or why the preemption stopped (after the plan's
         ``on_failure`` calls were sent)."""
         gone: set[str] = set()
-        for call in plan.calls:
-            if not isinstance(call, Nominate) and call.victim.info.pod_id in gone:
-                continue
-            failure = self._send(call, gone)
-            if failure is not None:
-                for undo in plan.on_failure:
-                    self._send(undo, gone)
-                return failure
+        try:
+            for call in plan.calls:
+                if not isinstance(call, Nominate) and call.victim.info.pod_id in gone:
+                    continue
+                failure = self._send(call, gone)
+                if failure is not None:
+                    for undo in plan.on_failure:
+                        self._send(undo, gone)
+                    return failure
+        except FencedError as exc:
+            # This replica may no longer lead: nothing more goes out, undo included (the
+            # next leader reads what went out from the API server).
+            _log.info("preemption stopped: fenced", pod=self.preemptor.key, error=str(exc))
+            return f"preemption: {exc}"
         return None
 
     def _send(self, call: Call, gone: set[str]) -> str | None:
