@@ -126,3 +126,31 @@ def test_a_version_that_cannot_be_read_is_tried_again_later() -> None:
 ])
 def test_parse_version(body: Any, version: ServerVersion | None) -> None:
     assert parse_version(body) == version
+
+
+def test_callers_during_the_look_up_wait_for_its_answer() -> None:
+    import threading
+
+    started, answer = threading.Event(), threading.Event()
+    calls = []
+
+    def fetch() -> Any:
+        calls.append(1)
+        started.set()
+        answer.wait(10)
+        return {"major": "1", "minor": "20"}
+
+    found = Discovery(fetch)
+    results: list[Any] = []
+    first = threading.Thread(target=lambda: results.append(found.eviction_api() or
+                                                           found.version()))
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=lambda: results.append(found.version()))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()  # waiting for the first look-up, not answering "unknown"
+    answer.set()
+    first.join(10)
+    second.join(10)
+    assert results == [ServerVersion(1, 20), ServerVersion(1, 20)] and len(calls) == 1

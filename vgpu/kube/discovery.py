@@ -69,6 +69,7 @@ class Discovery:
         self._retry = retry_seconds
         self._clock = clock
         self._lock = threading.Lock()
+        self._fetching = threading.Lock()
         self._version: ServerVersion | None = None
         self._tried_at: float | None = None
         self._eviction: str | None = None
@@ -80,17 +81,22 @@ class Discovery:
         with self._lock:
             if self._version is not None:
                 return self._version
-            now = self._clock()
-            if self._tried_at is not None and now - self._tried_at < self._retry:
-                return None
-            self._tried_at = now
-        try:
-            found = parse_version(self._fetch())
-        except ClusterError:
-            found = None
-        with self._lock:
-            self._version = self._version or found
-            return self._version
+        # One look-up at a time: callers that come meanwhile wait for its answer.
+        with self._fetching:
+            with self._lock:
+                if self._version is not None:
+                    return self._version
+                now = self._clock()
+                if self._tried_at is not None and now - self._tried_at < self._retry:
+                    return None
+                self._tried_at = now
+            try:
+                found = parse_version(self._fetch())
+            except ClusterError:
+                found = None
+            with self._lock:
+                self._version = found
+                return found
 
     def disruption_conditions(self) -> bool:
         version = self.version()

@@ -285,8 +285,10 @@ class SchedulingQueue:
     def release(self, key: str, failed: str | None = None) -> None:
         """The held pod's preemption calls are done. It is tried again at once if
         something woke it meanwhile, else it waits for what can help it (its victims
-        leaving); ``failed``: they failed, and it is tried again after a backoff, with
-        that message."""
+        leaving), with no backoff: the attempt made room, which stays idle, held for it,
+        until it is tried (kube-scheduler v1.20 moves it to the active queue when its own
+        nomination's update arrives). ``failed``: the calls failed, and it is tried again
+        after a backoff, with that message."""
         now = self._clock()
         with self._cond:
             woken = self._held.pop(key, None)
@@ -300,9 +302,11 @@ class SchedulingQueue:
                 qp.message = failed
                 qp.rejected_by = set()
                 self._push_backoff(qp)
-            elif woken:
-                del self._unschedulable[key]
-                self._wake(qp, now)
+            else:
+                qp.backoff_until = min(qp.backoff_until, now)
+                if woken:
+                    del self._unschedulable[key]
+                    self._wake(qp, now)
 
     def preempting(self) -> int:
         """Pods held while their preemption's API calls run."""
