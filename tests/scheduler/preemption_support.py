@@ -130,8 +130,9 @@ class World:
         info, state = self.prepare(obj)
         if offset is not None:
             self.plugin.offset = lambda n: offset
+        # Every candidate with its victims, as kube's DryRunPreemption lists them.
         return self.plugin.find_candidates(state, info, self.sched.snapshot,
-                                           self.positions(nodes))
+                                           self.positions(nodes), every=True)
 
     def best(self, obj: Obj) -> Candidate:
         return pick_one(self.dry_run(obj)[0])

@@ -56,6 +56,11 @@ from vgpu_scheduler.plugins.kube.default_preemption.started import (
 from vgpu_scheduler.plugins.kube.default_preemption.victims import (
     NO_VICTIMS,
     Candidate,
+    Dominated,
+    Lower,
+    Rank,
+    bound,
+    lower_priority,
     select_victims,
 )
 
@@ -66,6 +71,7 @@ NO_PODS = 2**40
 NEVER_PREEMPTS = "preemption: not eligible due to preemptionPolicy=Never."
 WAITING = "preemption: not eligible due to a terminating pod on the nominated node."
 _NO_VICTIMS = unresolvable(NO_VICTIMS)
+_RESOURCES_FIT = "NodeResourcesFit"
 
 
 _PRIORITY = attrgetter("info.priority")
@@ -172,10 +178,11 @@ class DefaultPreemption:
         return True
 
     def find_candidates(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
-                        potential: cand.Positions,
+                        potential: cand.Positions, *, every: bool = False,
                         ) -> tuple[list[Candidate], dict[str, Status]]:
         """kube's ``DryRunPreemption`` over the ``potential`` positions: the candidates
-        (those breaking no budget first) and the other nodes' statuses."""
+        (those breaking no budget first; ``every``: also those that cannot be chosen,
+        with their victims, as kube lists them) and the other nodes' statuses."""
         outranks = snapshot.column(MIN_PRIORITY)[potential] < pod.priority
         if not outranks.any():
             # Nobody on these nodes has a lower priority: the cheap answer for most pods.
@@ -184,16 +191,34 @@ class DefaultPreemption:
         has_lower = dict(zip(potential.tolist(), outranks.tolist(), strict=True))
         now = state.now
 
-        def simulate(node: NodeInfo) -> Candidate | Status:
+        # The bound that lets a node be passed over reads NodeResourcesFit's sums.
+        bounded = not every and _RESOURCES_FIT in self._handle.config.scheduler.plugins \
+            and _RESOURCES_FIT not in state.skip_filter
+        lowers: dict[str, Lower] = {}
+
+        def lower_of(node: NodeInfo) -> Lower:
+            found = lowers.get(node.name)
+            if found is None:
+                found = lowers[node.name] = lower_priority(pod, node, self.fresh, now)
+            return found
+
+        def simulate(node: NodeInfo, cutoff: Rank | None) -> Candidate | Dominated | Status:
             if not has_lower[snapshot.positions[node.name]]:
                 return _NO_VICTIMS
             return select_victims(self._handle, state.clone(), pod, node, budgets=budgets,
-                                  fresh=self.fresh, now=now)
+                                  fresh=self.fresh, now=now, lower=lower_of(node),
+                                  cutoff=cutoff if bounded else None)
+
+        def best_on(node: NodeInfo) -> Rank | None:
+            if not has_lower[snapshot.positions[node.name]]:
+                return None
+            return bound(pod, node, lower_of(node))
 
         nodes = [n for n in (snapshot.nodes[p] for p in potential.tolist()) if n is not None]
         wanted = cand.wanted_candidates(len(nodes), self.min_candidate_percentage,
                                         self.min_candidate_absolute)
-        return cand.dry_run(simulate, nodes, self.offset(len(nodes)), wanted)
+        return cand.dry_run(simulate, nodes, self.offset(len(nodes)), wanted,
+                            best_on if bounded else None)
 
     def _conditions(self) -> bool:
         cluster = self._handle.cluster
