@@ -105,8 +105,10 @@ def test_a_pod_waits_for_the_victims_of_its_last_preemption(victim: Obj, status:
                                "nominated node.")
 
 
-def _leaving(reason: str | None) -> Obj:
-    obj = _terminating(pod("p1", LOW, on="node1"), by_preemption=False)
+def _leaving(reason: str | None, *, deleting: bool = True) -> Obj:
+    obj = pod("p1", LOW, on="node1")
+    if deleting:
+        obj = _terminating(obj, by_preemption=False)
     obj["metadata"]["uid"] = "uid-p1"
     if reason is not None:
         obj["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
@@ -114,22 +116,28 @@ def _leaving(reason: str | None) -> Obj:
     return obj
 
 
-@pytest.mark.parametrize(("conditions", "reason", "mine", "waits"), [
+@pytest.mark.parametrize(("conditions", "reason", "mine", "deleting", "waits"), [
     # 1.26 on: only kube's mark says "preempted" (an eviction's own says nothing of why)...
-    (True, "PreemptionByScheduler", False, True),
-    (True, "EvictionByEvictionAPI", False, False),
+    (True, "PreemptionByScheduler", False, True, True),
+    (True, "EvictionByEvictionAPI", False, True, False),
     # ...unless it is a victim of the preemption this scheduler started for the pod, whose
-    # mark and nomination the watch has not shown yet.
-    (True, "EvictionByEvictionAPI", True, True),
-    (True, None, True, True),
+    # mark and nomination the watch has not shown yet, or even its deletion (a pod with
+    # no grace period is deleted at once, never marked as being deleted).
+    (True, "EvictionByEvictionAPI", True, True, True),
+    (True, None, True, True, True),
+    (True, None, True, False, True),
+    (False, None, True, False, True),
     # Before 1.26 nobody marks victims: any lower-priority pod leaving is waited for, as
     # kube-scheduler does without the PodDisruptionConditions feature.
-    (False, None, False, True),
+    (False, None, False, True, True),
+    (False, None, False, False, False),
 ], ids=["marked", "evicted by someone", "ours, mark not seen", "ours, evicted before 1.26",
-        "before 1.26"])
+        "ours, deletion not seen", "ours, deletion not seen, before 1.26", "before 1.26",
+        "not leaving"])
 def test_which_leaving_pods_a_preemptor_waits_for(conditions: bool, reason: str | None,
-                                                  mine: bool, waits: bool) -> None:
-    world = World([node("node1", ("0", "0"), pods=1)], [_leaving(reason)],
+                                                  mine: bool, deleting: bool,
+                                                  waits: bool) -> None:
+    world = World([node("node1", ("0", "0"), pods=1)], [_leaving(reason, deleting=deleting)],
                   cluster=MemoryCluster(disruption_conditions=conditions))
     preemptor = pod("p", HIGH)
     if mine:

@@ -160,11 +160,14 @@ class DefaultPreemption:
             return False  # the node cannot take the pod any more: preempt elsewhere
         started = self.started.get(pod.pod_id)
         mine = started.victims if started is not None and started.node == name else frozenset()
-        deleting = {key: placed for key, placed in node.pods.items()
-                    if placed.info.priority < pod.priority and not placed.nominated
-                    and meta.deleting(self.fresh(placed))}
-        leaving = {key for key, placed in deleting.items() if placed.info.pod_id in mine}
-        if len(leaving) < len(deleting):
+        lower = {key: placed for key, placed in node.pods.items()
+                 if placed.info.priority < pod.priority and not placed.nominated}
+        # Its own victims' evictions went through: leaving, whether or not the watch shows
+        # them deleted yet (a pod with no grace period is gone without being marked).
+        leaving = {key for key, placed in lower.items() if placed.info.pod_id in mine}
+        deleting = {key: placed for key, placed in lower.items()
+                    if key not in leaving and meta.deleting(self.fresh(placed))}
+        if deleting:
             # Asked only now, off the common path: the first time, a look-up of the API
             # server's version.
             conditions = self._conditions()
