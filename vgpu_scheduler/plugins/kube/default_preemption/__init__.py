@@ -158,8 +158,20 @@ class DefaultPreemption:
             self._handle.run_filters(state, pod, node)
         if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             return False  # the node cannot take the pod any more: preempt elsewhere
+        leaving = self._leaving(pod, node)
+        if not leaving:
+            return False
+        room = NodeInfo.of(node.static, node.scaling,
+                           {k: p for k, p in node.pods.items() if k not in leaving})
+        self._handle.nominate(pod, name, state.claim_on(room))
+        return True
+
+    def _leaving(self, pod: PodInfo, node: NodeInfo) -> set[str]:
+        """The pods of lower priority leaving ``node``, the pod's nominated node, because
+        a scheduler preempted them."""
         started = self.started.get(pod.pod_id)
-        mine = started.victims if started is not None and started.node == name else frozenset()
+        mine = started.victims if started is not None and started.node == node.name \
+            else frozenset()
         lower = {key: placed for key, placed in node.pods.items()
                  if placed.info.priority < pod.priority and not placed.nominated}
         # Its own victims' evictions went through: leaving, whether or not the watch shows
@@ -173,12 +185,7 @@ class DefaultPreemption:
             conditions = self._conditions()
             leaving |= {key for key, placed in deleting.items()
                         if terminating_by_preemption(self.fresh(placed), conditions)}
-        if not leaving:
-            return False
-        room = NodeInfo.of(node.static, node.scaling,
-                           {k: p for k, p in node.pods.items() if k not in leaving})
-        self._handle.nominate(pod, name, state.claim_on(room))
-        return True
+        return leaving
 
     def find_candidates(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                         potential: cand.Positions, *, every: bool = False,

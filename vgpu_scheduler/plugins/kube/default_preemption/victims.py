@@ -30,16 +30,16 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from vgpu import meta, times, usage
+from vgpu import meta, times
 from vgpu.cluster.port import Obj
 from vgpu.pods import node_name
-from vgpu_scheduler.framework import compute
 from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
-from vgpu_scheduler.framework.status import Status, error, unresolvable
+from vgpu_scheduler.framework.status import Status, unresolvable
 from vgpu_scheduler.plugins.kube.default_preemption.budgets import Budget, violations
+from vgpu_scheduler.plugins.kube.default_preemption.trial import Trial
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 
@@ -123,70 +123,6 @@ def lower_priority(pod: PodInfo, node: NodeInfo, fresh: Fresh,
     return victims, displaced
 
 
-class _Trial:
-    """The node as the simulation changes it, with the PreFilter state kept in step.
-    Its totals change by what each pod takes, as the cache changes them."""
-
-    def __init__(self, handle: Handle, state: CycleState, pod: PodInfo,
-                 node: NodeInfo) -> None:
-        self.handle, self.state, self.pod, self.node = handle, state, pod, node
-        self.pods = dict(node.pods)
-        self.usages = dict(node.gpu_usage)
-        self.cpu, self.memory, self.count = (node.requested_cpu, node.requested_memory,
-                                             node.pod_count)
-        self.other = node.requested_other
-        self.room = node
-
-    def _move(self, placed: NodePod, sign: int) -> None:
-        if sign > 0:
-            self.pods[placed.info.pod_id] = placed
-        else:
-            del self.pods[placed.info.pod_id]
-        usage.apply(self.usages, placed.assignment, sign)
-        self.cpu += sign * placed.info.cpu_milli
-        self.memory += sign * placed.info.memory
-        self.other = compute.added(self.other, ((placed.info.resources, sign),))
-        self.count += sign
-
-    def _rebuild(self) -> NodeInfo:
-        return self.node.replace(requested_cpu=self.cpu, requested_memory=self.memory,
-                                 pod_count=self.count, gpu_usage=dict(self.usages),
-                                 pods=dict(self.pods), requested_other=self.other)
-
-    def remove(self, removed: Sequence[NodePod]) -> Status | None:
-        for placed in removed:
-            self._move(placed, -1)
-        self.room = self._rebuild()
-        for placed in removed:
-            status = self.handle.remove_pod(self.state, self.pod, placed, self.room)
-            if not status.ok:
-                return error(f"running RemovePod on PreFilter plugin {status.plugin!r}: "
-                             f"{status.message}")
-        return None
-
-    def fits(self) -> Status:
-        return self.handle.run_filters(self.state, self.pod, self.room)
-
-    def give_back(self, placed: NodePod) -> Status | bool:
-        """Put a pod back; it stays if the preemptor still fits (True), else it is taken
-        away again (False)."""
-        self._move(placed, +1)
-        trial = self._rebuild()
-        status = self.handle.add_pod(self.state, self.pod, placed, trial)
-        if not status.ok:
-            return error(f"running AddPod on PreFilter plugin {status.plugin!r}: "
-                         f"{status.message}")
-        if self.handle.run_filters(self.state, self.pod, trial).ok:
-            self.room = trial
-            return True
-        self._move(placed, -1)
-        status = self.handle.remove_pod(self.state, self.pod, placed, self.room)
-        if not status.ok:
-            return error(f"running RemovePod on PreFilter plugin {status.plugin!r}: "
-                         f"{status.message}")
-        return False
-
-
 def least_victims(pod: PodInfo, node: NodeInfo, victims: Sequence[Victim]) -> int:
     """How many of ``victims`` must go, at least, before NodeResourcesFit lets ``pod`` on
     ``node``: its CPU, memory and pod slot, each freed by the largest victims first. 0 when
@@ -254,7 +190,7 @@ def select_victims(handle: Handle, state: CycleState, pod: PodInfo, node: NodeIn
         lower_priority(pod, node, fresh, now)
     if not victims and not displaced:
         return unresolvable(NO_VICTIMS)
-    trial = _Trial(handle, state, pod, node)
+    trial = Trial(handle, state, pod, node)
     failed = trial.remove([*displaced, *(v.pod for v in victims)])
     if failed is not None:
         return failed
@@ -267,6 +203,17 @@ def select_victims(handle: Handle, state: CycleState, pod: PodInfo, node: NodeIn
         best = bound(pod, node, (victims, displaced))
         if best is not None and best <= cutoff:
             return Dominated(node.name)
+    chosen = _reprieve(trial, victims, budgets)
+    if isinstance(chosen, Status):
+        return chosen
+    return Candidate(node.name, *chosen, tuple(displaced), trial.room)
+
+
+def _reprieve(trial: Trial, victims: list[Victim], budgets: Sequence[Budget],
+              ) -> tuple[tuple[Victim, ...], frozenset[str]] | Status:
+    """Give the victims back most important first, those whose eviction would break a
+    budget before the others; the victims are those the pod does not fit with (most
+    important first), and the keys of those that break a budget."""
     victims.sort(key=lambda v: v.importance)
     broken = violations([v.info for v in victims], budgets)
     violating = [v for v, b in zip(victims, broken, strict=True) if b]
@@ -284,8 +231,7 @@ def select_victims(handle: Handle, state: CycleState, pod: PodInfo, node: NodeIn
                     breaking.add(victim.info.key)
     if violating and others:
         chosen.sort(key=lambda v: v.importance)
-    return Candidate(node.name, tuple(chosen), frozenset(breaking), tuple(displaced),
-                     trial.room)
+    return tuple(chosen), frozenset(breaking)
 
 
 def earliest_start(victims: Sequence[Victim]) -> float:
