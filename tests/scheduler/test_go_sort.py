@@ -60,3 +60,10 @@ def test_any_length_sorts_and_keeps_every_item(keys: list[int]) -> None:
 def test_past_twelve_go_is_not_stable() -> None:
     keys = GO_VECTORS[1][0]
     assert _sorted(keys) != sorted(range(len(keys)), key=lambda i: keys[i])
+
+
+@given(st.lists(st.integers(0, 3), max_size=30))
+def test_sorting_by_key_is_sorting_by_less_on_the_key(keys: list[int]) -> None:
+    items = list(range(len(keys)))
+    go_sort.sort_by_key(items, keys.__getitem__)
+    assert items == _sorted(keys)

@@ -30,9 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from vgpu import hami_fields
-from vgpu.devices import Device, Usage, memory_capacity, resolve_memory
+from vgpu.devices import Device, Usage, memory_capacity, slice_mib
 from vgpu.hami_fields import DEFAULT_WEIGHTS, HamiGpuPolicy, ScoringWeights
 from vgpu.requests import ContainerRequest
 from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
@@ -123,6 +124,16 @@ class HamiOrder:
         self._weights = weights
         self._devices = devices
         self._scaling = scaling
+        self._capacity = [memory_capacity(d, scaling) for d in devices]
+        totals = np.array([[d.split, d.cores, cap] for d, cap in zip(
+            devices, self._capacity, strict=True)], dtype=np.float32).reshape(-1, 3)
+        #: GPUs HAMi scores 0 (no slot, compute or memory to measure against); their
+        #: totals read 1 so that no division warns (the score is overwritten).
+        self._none = (totals == 0).any(axis=1)
+        totals[totals == 0] = 1
+        self._split: npt.NDArray[np.float32] = totals[:, 0]
+        self._cores: npt.NDArray[np.float32] = totals[:, 1]
+        self._total: npt.NDArray[np.float32] = totals[:, 2]
         #: The list the last app container's sort left (positions in ``devices``).
         self._carried = list(range(len(devices)))
         #: Per position, its place in the list sorted for the container being ranked.
@@ -132,16 +143,28 @@ class HamiOrder:
         """Sort the list for ``container``, every GPU scored with its usage in ``work``;
         ``carry``: an app container, which sorts (and leaves) the list the app container
         before it left; otherwise the node's own order, left as it was."""
-        keys = {}
-        for pos, (d, u) in enumerate(zip(self._devices, work, strict=True)):
-            s = score(d, u, resolve_memory(container, d, self._scaling), container.cores,
-                      capacity_mib=memory_capacity(d, self._scaling), weights=self._weights)
-            keys[pos] = self._key(d, u, s)
+        keys = {pos: self._key(d, u, s) for pos, (d, u, s) in enumerate(zip(
+            self._devices, work, self._scores(work, container), strict=True))}
         order = list(self._carried) if carry else list(range(len(self._devices)))
-        go_sort.sort(order, lambda a, b: keys[a] < keys[b])
+        go_sort.sort_by_key(order, keys.__getitem__)
         if carry:
             self._carried = order
         self._place = {pos: i for i, pos in enumerate(order)}
+
+    def _scores(self, work: Sequence[Usage], container: ContainerRequest) -> list[float]:
+        """:func:`score` of every GPU at once (float32 arrays: the same roundings)."""
+        w = self._weights
+        tasks = np.array([1 + u.tasks for u in work], dtype=np.float32)
+        cores = np.array([container.cores + u.cores for u in work], dtype=np.float32)
+        memory = np.array([slice_mib(container, cap) + u.memory_mib
+                           for cap, u in zip(self._capacity, work, strict=True)],
+                          dtype=np.float32)
+        total = (_F32(w.slot) * (tasks / self._split) + _F32(w.core) * (cores / self._cores)
+                 + _F32(w.memory) * (memory / self._total))
+        result = _F32(WEIGHT) * total
+        result[self._none] = 0
+        scores: list[float] = result.tolist()
+        return scores
 
     def __call__(self, cands: Sequence[GpuCandidate]) -> list[GpuCandidate]:
         return sorted(cands, key=lambda c: -self._place[c.position])

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from vgpu import init_reuse
 from vgpu.annotations import GpuSelector
@@ -50,7 +50,6 @@ GpuRanker = Callable[[Sequence[GpuCandidate]], list[GpuCandidate]]
 Budget = Callable[[int, int], bool]
 
 
-@runtime_checkable
 class StepRanker(Protocol):
     """A ranking that orders every GPU of the node at each container, from the order it
     left at the one before (HAMi's sort, :mod:`.hami_rank`): told each container first."""
@@ -158,8 +157,8 @@ class _Node:
     links: LinkMatrix | None
     barred: Mapping[int, str]
     budget: Budget | None
-    #: ``rank`` when it orders every GPU at each container.
-    stepper: StepRanker | None
+    #: ``rank.step`` when it orders every GPU at each container (a :class:`StepRanker`).
+    step: Callable[[Sequence[Usage], ContainerRequest, bool], None] | None
 
 
 def _candidates(node: _Node, work: Sequence[Usage], container: ContainerRequest,
@@ -207,8 +206,9 @@ def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodReques
     so it is placed against the other pods' usage and the sidecars' only: on the first
     GPU app container's GPUs when its slice fits inside that container's
     (:func:`vgpu.init_reuse.nests`), else preferring GPUs the app containers hold."""
+    # An attribute lookup, not isinstance on a Protocol: this runs for every placement.
     node = _Node(devices, request, scaling, rank, links, barred, budget,
-                 rank if isinstance(rank, StepRanker) else None)
+                 getattr(rank, "step", None))
     work = list(usages)
     beside_inits = list(usages)
     chosen: dict[str, tuple[tuple[int, int, int], ...]] = {}
@@ -249,8 +249,8 @@ def _place_one(node: _Node, work: Sequence[Usage], container: ContainerRequest,
                within: Collection[int] | None = None) -> list[GpuCandidate] | tuple[str, ...]:
     """``chosen``: what the pod's containers took so far, which its budget counts (None:
     the container adds nothing the budget counts)."""
-    if node.stepper is not None:
-        node.stepper.step(work, container, not container.init)
+    if node.step is not None:
+        node.step(work, container, not container.init)
     cands = _candidates(node, work, container, within)
     if isinstance(cands, tuple):
         return cands
