@@ -27,6 +27,8 @@ from vgpu_scheduler.host.scheduler import Scheduler
 
 SCORE = "pkg/scheduler/score.go"
 FIT = "pkg/device/nvidia/device.go"
+#: Every row here says it is HAMi's code, not one of HAMi's tables, that gives its answer.
+D = "derived from the code: "
 NODE_POLICY = {"hami.io/node-scheduler-policy": "binpack"}
 #: (node, GPU index) -> (tasks, MiB, cores) of other pods, each task its own pod.
 Held = Mapping[tuple[str, int], tuple[int, int, int]]
@@ -82,14 +84,14 @@ def _rows() -> list[Row]:
         # ComputeDefaultScore before the pod: a = 10 x (6/10 + 6/100 + 600/16384) = 6.97,
         # b = 10 x (1/10 + 20/100 + 2000/16384) = 4.22; binpack takes the last of the
         # ascending sort (the highest), spread the lowest.
-        Row(f"{SCORE}: scoreNode/binpack: six small tasks outscore one large",
+        Row(f"{SCORE}: {D}scoreNode/binpack: six small tasks outscore one large",
             lambda: placed({"a": [16384], "b": [16384]}, small, pod, NODE_POLICY),
             "a/GPU-a-0"),
-        Row(f"{SCORE}: scoreNode/spread: one large task is the emptier node",
+        Row(f"{SCORE}: {D}scoreNode/spread: one large task is the emptier node",
             lambda: placed({"a": [16384], "b": [16384]}, small, pod,
                            {"hami.io/node-scheduler-policy": "spread"}), "b/GPU-b-0"),
         # x = 10 x (1/10 + 50/100 + 5000/10000) = 11, y = 10 x (1/10 + 40/100 + 800/2000) = 9.
-        Row(f"{SCORE}: scoreNode/binpack: the fuller node, not the one fuller with the pod",
+        Row(f"{SCORE}: {D}scoreNode/binpack: the fuller node, not the one fuller with the pod",
             lambda: placed({"x": [10000], "y": [2000]}, sizes, pod, NODE_POLICY), "x/GPU-x-0"),
     ]
     quota = {"limits.nvidia.com/gpumem": "2000"}
@@ -108,10 +110,10 @@ def _rows() -> list[Row]:
          [_c("a", percent=25), _c("b", percent=25)],
          {"hami.io/gpu-scheduler-policy": "spread"}, "n/GPU-n-3,GPU-n-2"),
     ]:
-        rows.append(Row(f"{FIT}: Fit/fitQuota skips a GPU the quota refuses: {case}",
+        rows.append(Row(f"{FIT}: {D}Fit/fitQuota skips a GPU the quota refuses: {case}",
                         lambda c=containers, a=annos: placed(four, {}, c, a, quota),
                         want))
-    rows.append(Row(f"{FIT}: Fit/fitQuota: no GPU within the quota leaves the node out",
+    rows.append(Row(f"{FIT}: {D}Fit/fitQuota: no GPU within the quota leaves the node out",
                     lambda: placed(four, {}, [_c(percent=100)], {},
                                    {"limits.nvidia.com/gpumem": "1000"}), "pending"))
     # gpu-0: 2 tasks, 4000 MiB, 20 %; gpu-1: 1 task, 3000 MiB, 40 %; the pod 1000 MiB, 10 %:
@@ -119,7 +121,7 @@ def _rows() -> list[Row]:
     # in float32. Go sorts 2 elements by insertion, keeping their order; Fit takes gpu-1.
     tie = {("n", 0): (2, 4000, 20), ("n", 1): (1, 3000, 40)}
     for policy in ("spread", "binpack"):
-        rows.append(Row(f"{SCORE}: fitInDevices/sort.Sort keeps equal GPUs in order, Fit "
+        rows.append(Row(f"{SCORE}: {D}fitInDevices/sort.Sort keeps equal GPUs in order, Fit "
                         f"takes the last ({policy})",
                         lambda p=policy: placed({"n": [10000, 10000]}, tie, pod,
                                                 {"hami.io/gpu-scheduler-policy": p}),
@@ -128,12 +130,12 @@ def _rows() -> list[Row]:
     # Go's pdqsort partitions and the busy ones end [3, 6, 4] (Go 1.26's sort.Sort on these
     # keys, run: 10 1 2 0 12 5 11 7 8 9 3 6 4), where a stable sort ends [3, 4, 6].
     busy = {("n", i): (1, 1000, 10) for i in (3, 4, 6)}
-    rows.append(Row(f"{SCORE}: fitInDevices/sort.Sort past 12 GPUs is Go's pdqsort",
+    rows.append(Row(f"{SCORE}: {D}fitInDevices/sort.Sort past 12 GPUs is Go's pdqsort",
                     lambda: placed({"n": [16384] * 13}, busy, pod,
                                    {"hami.io/gpu-scheduler-policy": "binpack"}),
                     "n/GPU-n-4"))
     # Two containers: the second sorts the list the first left (one node copy per pod).
-    rows.append(Row(f"{SCORE}: fitInDevices/a second container sorts the list the first "
+    rows.append(Row(f"{SCORE}: {D}fitInDevices/a second container sorts the list the first "
                     f"left", lambda: placed({"n": [10000, 10000, 10000]}, {}, [
                         _c("a", gpumem=1000, cores=10), _c("b", gpumem=1000, cores=10)],
                         {"hami.io/gpu-scheduler-policy": "spread"}),
