@@ -191,11 +191,11 @@ def run(workload: wl.Workload, scheduler: str, opts: Options) -> dict[str, Any]:
             seen, _, errors = agents.finish()
         if errors:
             out["agent_errors"] = errors[:5]
-        sent = out.pop("_sent")
+        sent, cpu, load = out.pop("_sent"), out.pop("_cpu"), out.pop("_load")
         bound = {k: seen[k] for k in sent if k in seen}
-        if bound:
-            out.update(figures(sent={k: sent[k] for k in bound}, bound=bound,
-                               cpu=out.pop("_cpu"), load=out.pop("_load")))
+        if bound:  # all of them, but after a timeout
+            out.update(figures(sent={k: sent[k] for k in bound}, bound=bound, cpu=cpu,
+                               load=load))
         all_pods = [p for ns in namespaces
                     for p in kube.list("pods", Selector(namespace=ns)).items]
         nodes = kube.list("nodes").items

@@ -80,9 +80,9 @@ def _vgpu_config(path: str | None, parser: argparse.ArgumentParser) -> dict[str,
     return loaded
 
 
-def _listing() -> str:
+def _listing(nodes: int) -> str:
     lines = []
-    for w in wl.WORKLOADS:
+    for w in (wl.scaled(w, nodes) for w in wl.WORKLOADS):
         steps = [f"{op.count} nodes" + (f" in {len(op.zones)} zones" if op.zones else "")
                  if isinstance(op, wl.CreateNodes) else
                  f"churn every {op.interval_ms} ms" if isinstance(op, wl.Churn) else
@@ -96,7 +96,7 @@ def _listing() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n\n".join(__doc__.split("\n\n")[2:4]))
+                                     epilog="\n\n".join(__doc__.split("\n\n")[2:]))
     parser.add_argument("--nodes", type=int, default=500,
                         help="cluster size; upstream's 500Nodes counts scaled to it")
     parser.add_argument("--workloads", default=",".join(wl.BY_NAME),
@@ -109,19 +109,22 @@ def main() -> None:
                              "'scheduler: {nodesToScore: 0}')")
     parser.add_argument("--timeout", type=float, default=600,
                         help="seconds a step may take to have its pods bound")
-    parser.add_argument("--create-threads", type=int, default=16)
-    parser.add_argument("--agent-threads", type=int, default=16)
+    parser.add_argument("--create-threads", type=int, default=16,
+                        help="threads creating the pods and nodes (no client rate limit)")
+    parser.add_argument("--agent-threads", type=int, default=16,
+                        help="threads of the agents' stand-in sending its patches")
     parser.add_argument("--no-webhook", dest="webhook", action="store_false",
                         help="leave the validating webhook out")
     parser.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
                         help="run vgpu-scheduler without leader election")
-    parser.add_argument("--list", action="store_true", help="print the workloads and exit")
+    parser.add_argument("--list", action="store_true",
+                        help="print the workloads at --nodes, step by step, and exit")
     args = parser.parse_args()
-    if args.list:
-        print(_listing())
-        return
     if args.nodes < 1 or args.gpus < 1 or args.timeout <= 0:
         parser.error("--nodes and --gpus must be at least 1, --timeout above 0")
+    if args.list:
+        print(_listing(args.nodes))
+        return
     workloads = _names(args.workloads, list(wl.BY_NAME), "workloads", parser)
     schedulers = _names(args.schedulers, SCHEDULERS, "schedulers", parser)
     opts = Options(gpus=args.gpus, timeout=args.timeout, create_threads=args.create_threads,
