@@ -51,7 +51,7 @@ def side_by_side(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     out["ratios"] = {"pods_per_s": _ratio(vgpu.get("pods_per_s"), kube.get("pods_per_s")),
                      "p99": _ratio(vgpu.get("p99_ms"), kube.get("p99_ms"))}
     met = {"completed": "error" not in vgpu,
-           "no_hard_rule_broken": vgpu["hard_total"] == 0,
+           "no_hard_rule_broken": vgpu["hard_total"] == 0,  # (None: not checked)
            "pods_per_s": (out["ratios"]["pods_per_s"] or 0) >= 1.0,
            "p99": out["ratios"]["p99"] is not None and out["ratios"]["p99"] <= 1.0}
     mine, theirs = _worst_anti(vgpu), _worst_anti(kube)
@@ -66,9 +66,11 @@ def summary(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     target."""
     broken = {s: {w: r[s]["hard_total"] for w, r in results.items()
                   if s in r and r[s]["hard_total"]} for s in SCHEDULERS}
+    failed = {s: {w: r[s]["error"] for w, r in results.items() if "error" in r.get(s, {})}
+              for s in SCHEDULERS}
     missed = {w: [t for t, ok in r["targets_met"].items() if not ok]
               for w, r in results.items() if "targets_met" in r}
-    return {"hard_rules_broken": broken,
+    return {"hard_rules_broken": broken, "errors": {s: e for s, e in failed.items() if e},
             "targets_missed": {w: t for w, t in missed.items() if t},
             "targets_met_everywhere": bool(missed) and not any(missed.values())}
 
@@ -106,7 +108,8 @@ def table(results: Mapping[str, Mapping[str, Any]]) -> str:
         kube, vgpu = r.get(KUBE), r.get(VGPU)
         ratios = r.get("ratios", {})
         pods = (vgpu or kube or {}).get("pods", "—")
-        hard = " / ".join(str(x["hard_total"]) if x else "—" for x in (kube, vgpu))
+        hard = " / ".join("—" if x is None or x["hard_total"] is None else str(x["hard_total"])
+                          for x in (kube, vgpu))
         soft = " / ".join(soft_brief(x["soft"]) if x else "—" for x in (kube, vgpu))
         lines.append(
             f"| {name} | {pods} | {_cell(kube, 'pods_per_s')} | {_cell(vgpu, 'pods_per_s')} "
@@ -120,5 +123,6 @@ def brief_line(workload: str, scheduler: str, run: Mapping[str, Any]) -> str:
     p99 = run.get("p99_ms")
     return (f"{workload} {scheduler}: {run.get('pods', 0)} pods, {run.get('pods_per_s')} "
             f"pods/s, p99 {'—' if p99 is None else f'{p99 / 1000:.2f} s'}, hard rules broken "
-            f"{run['hard_total']}, {soft_brief(run['soft'])}"
+            f"{'—' if run['hard_total'] is None else run['hard_total']}, "
+            f"{soft_brief(run['soft'])}"
             + (f"; ERROR {run['error']}" if "error" in run else ""))

@@ -128,25 +128,29 @@ def _scheduler(stack: contextlib.ExitStack, scheduler: str, *, cp: Any, kubeconf
     return sched.proc.pid, sched
 
 
-def _setup(kube: KubeCluster, cp: Any, workload: wl.Workload, opts: Options
-           ) -> tuple[list[str], list[str]]:
-    """The PriorityClass, every namespace the ops name, the nodes; (namespaces, nodes)."""
+def _namespaces(kube: KubeCluster, cp: Any, workload: wl.Workload) -> list[str]:
+    """The PriorityClass and every namespace the ops name."""
     kube.request_json("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
                       "create priority class",
                       body={"metadata": {"name": wl.PRIORITY_CLASS}, "value": 10})
     namespaces: list[str] = []
-    names: list[str] = []
     for i, op in enumerate(workload.ops):
         if isinstance(op, wl.CreatePods | wl.Churn):
             ns = wl.namespace_of(op, i) if isinstance(op, wl.CreatePods) else f"namespace-{i}"
             if ns not in namespaces:
                 namespaces.append(ns)
                 cp.ensure_namespace(ns)
-        elif isinstance(op, wl.CreateNodes):
+    return namespaces
+
+
+def _nodes(kube: KubeCluster, workload: wl.Workload, opts: Options) -> list[str]:
+    names: list[str] = []
+    for i, op in enumerate(workload.ops):
+        if isinstance(op, wl.CreateNodes):
             nodes = wl.nodes(op, f"node-{i}", opts.gpus, time.time())
             parallel(opts.create_threads, lambda n: kube.create("nodes", n), nodes)
             names += [n["metadata"]["name"] for n in nodes]
-    return namespaces, names
+    return names
 
 
 def run(workload: wl.Workload, scheduler: str, opts: Options) -> dict[str, Any]:
@@ -158,10 +162,12 @@ def run(workload: wl.Workload, scheduler: str, opts: Options) -> dict[str, Any]:
         kube = connect(kubeconfig, qps=0, pool_size=64)
         assert kube is not None
         name = f"{short}-{workload.name.lower()}"
-        namespaces, node_names = _setup(kube, cp, workload, opts)
+        namespaces = _namespaces(kube, cp, workload)
         creator: KubeCluster = kube
         pids = {"kube-apiserver": cp_pids[1], "etcd": cp_pids[0]}
         if opts.webhook:
+            # Before the nodes: a webhook already serving as they join, as in a cluster
+            # (its start-up, which lists the nodes, is not what is measured).
             pids["webhook"] = stack.enter_context(validating_webhook(kube, kubeconfig,
                                                                      Path(tmp), name))
             for ns in namespaces:
@@ -169,6 +175,7 @@ def run(workload: wl.Workload, scheduler: str, opts: Options) -> dict[str, Any]:
                 assert client is not None
                 tenant(client, ns)
                 creator = client
+        node_names = _nodes(kube, workload, opts)
         waited = [op for op in workload.ops if isinstance(op, wl.CreatePods) and op.wait]
         agents = Agents(kubeconfig, None, sum(op.count for op in waited), opts.agent_threads)
         try:

@@ -136,7 +136,13 @@ def main() -> None:
         workload = wl.scaled(wl.BY_NAME[name], args.nodes)
         runs = {}
         for scheduler in schedulers:
-            runs[scheduler] = run(workload, scheduler, opts)
+            try:
+                runs[scheduler] = run(workload, scheduler, opts)
+            except (SystemExit, Exception) as exc:
+                # A harness failure (a process that did not start, the API server gone):
+                # this run's error, nothing of it measured or checked; the others go on.
+                runs[scheduler] = {"error": f"{type(exc).__name__}: {exc}"[:2000],
+                                   "hard_total": None, "soft": {}}
             print(brief_line(name, scheduler, runs[scheduler]), flush=True)
             print(f"run {name} {scheduler}: {json.dumps(runs[scheduler])}", flush=True)
         results[name] = side_by_side(runs)

@@ -231,3 +231,14 @@ def test_churn_recreates_each_object_every_other_tick() -> None:
     assert live() == []
     churn.tick()
     assert len(live()) == 3 and not set(live()) & set(first)
+
+
+def test_a_run_that_failed_is_reported_not_counted_as_clean() -> None:
+    failed = {"error": "SystemExit: the webhook did not become ready", "hard_total": None,
+              "soft": {}}
+    out = side_by_side({KUBE: run_of(100, 1000), VGPU: failed})
+    assert out["targets_met"]["completed"] is False
+    assert out["targets_met"]["no_hard_rule_broken"] is False
+    s = summary({"w": out})
+    assert s["errors"] == {VGPU: {"w": failed["error"]}} and not s["targets_met_everywhere"]
+    assert "| 0 / — |" in table({"w": out})
