@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import vgpu_scheduler.plugins.kube.default_preemption as plugin_module
@@ -50,9 +50,29 @@ def _choice(found: list[Candidate]) -> tuple[str, list[str], int] | None:
     return best.node, sorted(v.info.name for v in best.victims), best.violations
 
 
+#: The search starts at n1, where two of three small pods must go; n0, found next, needs
+#: only its one large pod gone and wins. A bound that overstates the fewest victims n0
+#: needs would pass it over (the random clusters find such a case only now and then).
+FEWER_BUT_LARGER = {
+    "nodes": [node(f"n{n}", ("2000m", "10000")) for n in range(2)],
+    "pods": [pod("p0.0", -5, ("900m", "100"), on="n0"),
+             *(pod(f"p1.{i}", -5, ("300m", "100"), on="n1") for i in range(3))],
+    "budgets": [], "preemptor": pod("p", 10, ("1500m", "100")), "offset": 1, "wanted": 2}
+#: n1, first, gives a pod of priority 7; n0 one of priority 0 (the 300m pod of priority
+#: 7 beside it stays) and wins. A bound that took n0's highest priorities would pass it
+#: over.
+LOWER_PRIORITY_LATER = {
+    "nodes": [node(f"n{n}", ("2000m", "10000")) for n in range(2)],
+    "pods": [pod("p0.0", 0, ("900m", "100"), on="n0"), pod("p0.1", 7, ("300m", "100"), on="n0"),
+             pod("p1.0", 7, ("900m", "100"), on="n1")],
+    "budgets": [], "preemptor": pod("p", 10, ("1500m", "100")), "offset": 1, "wanted": 2}
+
+
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(clusters())
+@example(FEWER_BUT_LARGER)
+@example(LOWER_PRIORITY_LATER)
 def test_passing_over_dominated_nodes_chooses_as_the_full_simulation(case: dict[str, Any]
                                                                      ) -> None:
     world = World(case["nodes"], case["pods"], case["budgets"])
