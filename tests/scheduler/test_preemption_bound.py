@@ -66,6 +66,14 @@ LOWER_PRIORITY_LATER = {
     "pods": [pod("p0.0", 0, ("900m", "100"), on="n0"), pod("p0.1", 7, ("300m", "100"), on="n0"),
              pod("p1.0", 7, ("900m", "100"), on="n1")],
     "budgets": [], "preemptor": pod("p", 10, ("1500m", "100")), "offset": 1, "wanted": 2}
+#: Alike victims, but n0's started later than n1's and wins (the 300m pod that started
+#: first stays). A bound that took n0's earliest start would pass it over.
+LATER_START_LATER = {
+    "nodes": [node(f"n{n}", ("2000m", "10000")) for n in range(2)],
+    "pods": [pod("p0.0", 0, ("900m", "100"), on="n0", start=5),
+             pod("p0.1", 0, ("300m", "100"), on="n0", start=0),
+             pod("p1.0", 0, ("900m", "100"), on="n1", start=1)],
+    "budgets": [], "preemptor": pod("p", 10, ("1500m", "100")), "offset": 1, "wanted": 2}
 
 
 @settings(max_examples=60, deadline=None,
@@ -73,6 +81,7 @@ LOWER_PRIORITY_LATER = {
 @given(clusters())
 @example(FEWER_BUT_LARGER)
 @example(LOWER_PRIORITY_LATER)
+@example(LATER_START_LATER)
 def test_passing_over_dominated_nodes_chooses_as_the_full_simulation(case: dict[str, Any]
                                                                      ) -> None:
     world = World(case["nodes"], case["pods"], case["budgets"])
