@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import vgpu_scheduler.plugins.kube.default_preemption as plugin_module
+import vgpu_scheduler.plugins.kube.default_preemption.victims as victims_module
 from tests.scheduler.preemption_support import World, budget, node, pod, rejected
 from vgpu_scheduler.plugins.kube.default_preemption.candidates import pick_one
 from vgpu_scheduler.plugins.kube.default_preemption.victims import (
@@ -115,7 +116,8 @@ def test_the_bound_is_never_better_than_a_nodes_own_candidate(case: dict[str, An
             assert best_possible(victims, least) >= rank(candidate)
 
 
-def test_a_cluster_of_alike_nodes_is_decided_on_one_full_simulation() -> None:
+def test_a_cluster_of_alike_nodes_is_decided_on_one_full_simulation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """PreemptionBasic's shape: every node needs three of its four alike pods gone; the
     first is simulated in full, the others cannot beat it. Nor can the node a pod of
     the preemptor's priority holds already (its earlier preemption): no candidate."""
@@ -126,18 +128,15 @@ def test_a_cluster_of_alike_nodes_is_decided_on_one_full_simulation() -> None:
     world = World(nodes, pods)
     world.plugin.offset = lambda n: 2
     simulated = []
-    select = plugin_module.select_victims
+    select = victims_module.select_victims
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         simulated.append(args[3].name)
         return select(*args, **kwargs)
 
-    plugin_module.select_victims = spy  # type: ignore[assignment]
-    try:
-        status = world.post_filter(pod("p", 10, ("3000m", "100")),
-                                   rejected(*(f"n{n}" for n in range(6))))
-    finally:
-        plugin_module.select_victims = select  # type: ignore[assignment]
+    monkeypatch.setattr(plugin_module, "select_victims", spy)
+    status = world.post_filter(pod("p", 10, ("3000m", "100")),
+                               rejected(*(f"n{n}" for n in range(6))))
     assert status.ok and world.nominated("p") == "n2"
     assert simulated == ["n2"]
     assert len([n for n in world.names() if n.startswith("low2.")]) == 1
