@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     events = _connect(args.kubeconfig, sc.event_qps, sc.event_burst, 4)
     leases = (ClusterLeaseStore(_connect(args.kubeconfig, 0, 1, 2))
               if election is not None else None)
-    service = Service(cfg, cluster, events=events, leases=leases,
+    service = Service(cfg, cluster, event_port=events, leases=leases,
                       options=Options(metrics_port=sc.metrics_port, address=args.address,
                                       election=election))
     if service.elector is not None:

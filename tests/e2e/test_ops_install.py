@@ -176,11 +176,10 @@ def sa(name: str) -> str:
 CAN = {
     "vgpu-scheduler": [
         ("list", "pods", "-A"), ("watch", "pods", "-A"), ("get", "pods", "-n", "team-a"),
-        ("patch", "pods", "-n", "team-a"), ("create", "pods", "--subresource=binding", "-A"),
+        ("create", "pods", "--subresource=binding", "-A"),
         ("patch", "pods", "--subresource=status", "-n", "team-a"),
-        ("list", "nodes"), ("watch", "nodes"), ("get", "nodes"),
-        ("create", "events", "-n", "team-a"), ("patch", "events", "-n", "team-a"),
-        ("create", "events.events.k8s.io", "-n", "team-a"),
+        ("list", "nodes"), ("watch", "nodes"),
+        ("create", "events", "-n", "team-a"),
         ("create", "leases.coordination.k8s.io", "-n", "vgpu-system"),
         ("get", "leases.coordination.k8s.io/vgpu-scheduler", "-n", "vgpu-system"),
         ("update", "leases.coordination.k8s.io/vgpu-scheduler", "-n", "vgpu-system"),
@@ -220,7 +219,11 @@ CANNOT = {
     "vgpu-scheduler": [("patch", "nodes"), ("update", "leases.coordination.k8s.io/other",
                                                       "-n", "vgpu-system"),
                        ("create", "leases.coordination.k8s.io", "-n", "kube-system"),
-                       ("update", "pods", "-n", "team-a")],
+                       # With a pod patch a stolen token could change any pod's image.
+                       ("update", "pods", "-n", "team-a"), ("patch", "pods", "-n", "team-a"),
+                       ("patch", "pods", "-n", "kube-system"),
+                       ("patch", "events", "-n", "team-a"), ("get", "nodes/node-a"),
+                       ("create", "events.events.k8s.io", "-n", "team-a")],
     "vgpu-webhook": [("get", "pods", "-A"), ("patch", "nodes"), ("get", "nodes/some-node")],
     "vgpu-nodeagent": [("list", "nodes"), ("create", "pods", "--subresource=binding", "-A"),
                        ("update", "pods", "-n", "team-a"), ("patch", "pods", "-n", "team-a"),

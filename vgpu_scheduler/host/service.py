@@ -48,7 +48,7 @@ class Options:
 
 class Service:
     def __init__(self, config: Config, cluster: ClusterPort, *,
-                 events: ClusterPort | None = None, leases: LeaseStore | None = None,
+                 event_port: ClusterPort | None = None, leases: LeaseStore | None = None,
                  options: Options | None = None) -> None:
         self.options = options or Options()
         if self.options.election is not None and leases is None:
@@ -58,7 +58,7 @@ class Service:
         self.leading = threading.Event()
         self.lost = False
         self.port = RecordingPort(
-            cluster, events,
+            cluster, event_port,
             limiter=EventLimiter(sc.event_repeat_seconds, sc.event_repeat_max_seconds))
         self.scheduler = Scheduler(config, self.port)
         self.metrics = Metrics(self.scheduler, State(leading=self.leading.is_set))
