@@ -44,6 +44,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="port of /metrics and /healthz (default: nodeagent.metricsPort, "
                              "9394); 0 turns them off")
+    parser.add_argument("--proc-root", default="/proc", metavar="DIR",
+                        help="the host's /proc, where the usage watchdog reads a GPU "
+                             "process's cgroup by its host PID: the agent's own /proc with "
+                             "hostPID, else the host's mounted read-only (default: /proc)")
     parser.add_argument("--no-cluster", action="store_true",
                         help="run without cluster access: the inventory is logged instead "
                              "of published, and Allocate fails (it cannot find the pod)")
@@ -90,8 +94,12 @@ def run(args: argparse.Namespace) -> int:
 
     discovery = filtered(_discovery(args), section.exclude_devices)
     port = _cluster(args)
+    if not os.path.isdir(args.proc_root):
+        raise ConfigError(f"--proc-root {args.proc_root}: no such folder (mount the host's "
+                          "/proc there, read-only)")
     agent = NodeAgent(cfg, discovery, port,
-                      Options(node_name=args.node_name, metrics_port=metrics_port))
+                      Options(node_name=args.node_name, metrics_port=metrics_port,
+                              proc_root=args.proc_root))
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

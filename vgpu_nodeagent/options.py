@@ -21,5 +21,6 @@ class Options:
     poll_seconds: float = 0.1
     #: How long the informer's watch calls last before they are renewed.
     watch_timeout: float = 30.0
-    #: Where the watchdog reads processes' cgroups (the host's /proc, with hostPID).
+    #: Where the watchdog reads processes' cgroups by host PID: the host's /proc (the
+    #: agent's own with hostPID, else the host's mounted read-only: ``--proc-root``).
     proc_root: str = "/proc"

@@ -43,6 +43,8 @@ UPGRADE_TAG = "ci-upgrade"
 #: What docs/operator-guide.md#install bases a Kubernetes 1.20 install without GPUs on.
 BASE = "overlays/k8s-1.20-fake-gpus"
 NAMESPACE = "vgpu-system"
+#: The node agent's own namespace (it alone needs the host).
+AGENT_NAMESPACE = "vgpu-node"
 NODE = "node-a"
 #: The users' namespace.
 WORKLOADS = "team-a"
@@ -169,9 +171,13 @@ def sample_sum(samples: Samples, name: str, **labels: str) -> float:
                if n == name and labels.items() <= dict(got).items())
 
 
+def namespace_of(component: str) -> str:
+    return AGENT_NAMESPACE if component == "nodeagent" else NAMESPACE
+
+
 def component_pods(port: KubeCluster, component: str) -> list[Obj]:
     """vgpu's running pods of one component (not being deleted)."""
-    return [p for p in port.list("pods", Selector(namespace=NAMESPACE)).items
+    return [p for p in port.list("pods", Selector(namespace=namespace_of(component))).items
             if meta.labels_of(p).get("app.kubernetes.io/component") == component
             and not meta.deleting(p) and (p.get("status") or {}).get("phase") == "Running"]
 
@@ -191,7 +197,7 @@ def rollouts(cluster: RealCluster, user: UserKustomization, timeout: int = 240) 
     """``kubectl rollout status`` of every Deployment and DaemonSet the install has."""
     for obj in user.rendered(cluster):
         if obj["kind"] in ("Deployment", "DaemonSet"):
-            cluster.kubectl("rollout", "status", "-n", NAMESPACE,
+            cluster.kubectl("rollout", "status", "-n", obj["metadata"]["namespace"],
                             f"{obj['kind'].lower()}/{obj['metadata']['name']}",
                             f"--timeout={timeout}s", timeout=timeout + 30)
 

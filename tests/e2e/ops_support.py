@@ -68,7 +68,8 @@ def _kustomize(kubectl: Path, folder: str) -> list[Obj]:
 
 
 def check_rendered(objs: list[Obj]) -> None:
-    """What every rendering must hold: every object lands in vgpu-system, the images
+    """What every rendering must hold: every object lands in vgpu-system (the node agent's
+    in vgpu-node), the images
     transformer reached every container, generated ConfigMaps are referred to by their
     hashed names."""
     assert objs
@@ -76,7 +77,9 @@ def check_rendered(objs: list[Obj]) -> None:
     for o in objs:
         if o["kind"] not in ("Namespace", "MutatingWebhookConfiguration") and \
                 not o["kind"].startswith("Cluster"):
-            assert o["metadata"].get("namespace") in (None, "vgpu-system"), o["metadata"]
+            expected = "vgpu-node" if o["metadata"]["name"].startswith("vgpu-nodeagent") or \
+                o["metadata"]["name"].startswith("vgpu-fake-devices") else "vgpu-system"
+            assert o["metadata"].get("namespace") in (None, expected), o["metadata"]
         spec = o.get("spec", {})
         template = spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get(
             "template")

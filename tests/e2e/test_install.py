@@ -25,6 +25,7 @@ import pytest
 from tests.controlplane.real_cluster import RealCluster
 from tests.e2e.harness_processes import wait_until
 from tests.e2e.install_support import (
+    AGENT_NAMESPACE,
     GPU,
     IMAGE,
     NAMESPACE,
@@ -179,7 +180,7 @@ def test_each_components_metrics_through_the_api_server_proxy_show_the_grants(
                   for slices in assignment(port.get("pods", p, WORKLOADS)).containers.values()
                   for s in slices)
     (agent,) = component_pods(port, "nodeagent")
-    samples = scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods/{meta.name(agent)}:9394"
+    samples = scrape(cluster, f"/api/v1/namespaces/{AGENT_NAMESPACE}/pods/{meta.name(agent)}:9394"
                               "/proxy/metrics")
     assert sample_sum(samples, "vgpu_container_memory_granted_bytes",
                       namespace=WORKLOADS, pod="notebook") == 3000 * 1024 * 1024
@@ -234,7 +235,7 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
     granted = sum(s.memory_mib for p in gpu_pods for c in assignment(p).containers.values()
                   for s in c)
     (agent,) = component_pods(port, "nodeagent")
-    samples = scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods/{meta.name(agent)}:9394"
+    samples = scrape(cluster, f"/api/v1/namespaces/{AGENT_NAMESPACE}/pods/{meta.name(agent)}:9394"
                               "/proxy/metrics")
     assert sample_sum(samples, "vgpu_container_memory_granted_bytes",
                       namespace=WORKLOADS) == granted * 1024 * 1024
@@ -247,7 +248,7 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
     holder = port.get("leases", "vgpu-scheduler", NAMESPACE)["spec"]["holderIdentity"]
     assert holder in {meta.name(p) for p in component_pods(port, "scheduler")}
     # The agent's documented strategy: a rolling update, one node at a time.
-    strategy = json.loads(cluster.kubectl("get", "daemonset", "-n", NAMESPACE,
+    strategy = json.loads(cluster.kubectl("get", "daemonset", "-n", AGENT_NAMESPACE,
                                           "vgpu-nodeagent", "-o", "json").stdout)["spec"][
         "updateStrategy"]
     assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
@@ -262,7 +263,7 @@ def test_uninstall_leaves_nothing_in_the_way_and_a_reinstall_runs_gpu_pods(
     # webhook configuration, which would otherwise send pods to a webhook that is no more.
     for obj in installed:
         left = cluster.kubectl("get", obj["kind"].lower(), obj["metadata"]["name"], "-n",
-                               NAMESPACE, check=False)
+                               obj["metadata"].get("namespace") or NAMESPACE, check=False)
         assert left.returncode != 0 and "NotFound" in left.stderr, (obj["kind"], left.stdout)
     # Pods are created as if vgpu had never been here (a GPU pod too: nothing refuses it,
     # nothing schedules it); the GPU pods keep running.

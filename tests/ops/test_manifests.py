@@ -49,7 +49,7 @@ def test_every_file_a_kustomization_names_exists(folder: Path) -> None:
 def test_base_has_every_piece() -> None:
     components = ("scheduler", "webhook", "nodeagent", "certs")
     assert sorted((o["kind"], o["metadata"]["name"]) for o in BASE) == sorted([
-        ("Namespace", "vgpu-system"),
+        ("Namespace", "vgpu-system"), ("Namespace", "vgpu-node"),
         *(("ServiceAccount", f"vgpu-{c}") for c in components),
         *((kind, f"vgpu-{c}") for c in components
           for kind in ("ClusterRole", "ClusterRoleBinding")),
@@ -66,8 +66,10 @@ def test_base_has_every_piece() -> None:
         ("Job", "vgpu-certs"), ("CronJob", "vgpu-certs"),
     ])
     # The config ConfigMap comes from a generator.
-    generator = kustomization(MANIFESTS / "base" / "core")["configMapGenerator"][0]
-    assert (generator["name"], generator["files"]) == ("vgpu-config", ["config.yaml"])
+    generators = kustomization(MANIFESTS / "base" / "core")["configMapGenerator"]
+    assert [(g["name"], g["namespace"], g["files"]) for g in generators] == [
+        ("vgpu-config", "vgpu-system", ["config.yaml"]),
+        ("vgpu-nodeagent-config", "vgpu-node", ["config.yaml"])]
     assert find(BASE, "Deployment", "vgpu-scheduler")["spec"]["replicas"] == 2
     assert find(BASE, "Deployment", "vgpu-webhook")["spec"]["replicas"] == 2
 

@@ -21,7 +21,7 @@ class WebhookConfig:
         hi=3600)
     annotation_writers: tuple[str, ...] = _knob(
         ("system:serviceaccount:vgpu-system:vgpu-scheduler",
-         "system:serviceaccount:vgpu-system:vgpu-nodeagent"),
+         "system:serviceaccount:vgpu-node:vgpu-nodeagent"),
         "users (as the API server names them in an admission review's userInfo.username) "
         "that may set, change or remove vgpu's own pod annotations: the scheduler's and the "
         "node agent's service accounts; /validate refuses everyone else")
