@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import socket
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vgpu import logs
 from vgpu.config import Config
+from vgpu.errors import ClusterError
+from vgpu_webhook import node_scope
+from vgpu_webhook.agent_nodes import AgentNodes
 from vgpu_webhook.denials import DenialRecorder
 from vgpu_webhook.gpus import GpuView
 from vgpu_webhook.metrics import Metrics
@@ -40,6 +44,10 @@ log = logs.get("vgpu.webhook")
 #: one object on CREATE; 4 MiB leaves room and still bounds what a client can make us hold.
 MAX_BODY = 4 * 1024 * 1024
 JSON = "application/json"
+#: How long /node-scope waits to read the agent's pod (the registration allows 5 s).
+LOOKUP_SECONDS = 3.0
+Route = Literal["mutate", "validate", "node-scope"]
+Verdict = AdmissionVerdict | Awaitable[AdmissionVerdict]
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -57,7 +65,8 @@ class WebhookServer:
     def __init__(self, config: Config, view: GpuView, tls: CertReloader, *, host: str = "",
                  port: int | None = None, metrics_port: int | None = None,
                  reload_interval: float = 10.0, metrics: Metrics | None = None,
-                 denials: DenialRecorder | None = None) -> None:
+                 denials: DenialRecorder | None = None,
+                 agent_nodes: AgentNodes | None = None) -> None:
         self.config = config
         self.view = view
         self.tls = tls
@@ -67,6 +76,7 @@ class WebhookServer:
         self.reload_interval = reload_interval
         self.metrics = metrics or Metrics()
         self.denials = denials
+        self.agent_nodes = agent_nodes or AgentNodes(None)
         self._runners: list[web.AppRunner] = []
         self._watch: asyncio.Task[None] | None = None
 
@@ -74,15 +84,37 @@ class WebhookServer:
 
     async def mutate(self, request: web.Request) -> web.Response:
         return await self._review(
-            request, lambda r: decide(r, self.config, self.view.snapshot), validating=False)
+            request, lambda r: decide(r, self.config, self.view.snapshot), route="mutate")
 
     async def validate(self, request: web.Request) -> web.Response:
         return await self._review(request, lambda r: validate(r, self.config),
-                                  validating=True)
+                                  route="validate")
+
+    async def node_scope(self, request: web.Request) -> web.Response:
+        return await self._review(request, self._node_scope, route="node-scope")
+
+    async def _node_scope(self, request: Mapping[str, Any]) -> AdmissionVerdict:
+        agents = self.config.webhook.node_agents
+        who = node_scope.identity(request)
+        if who.username not in agents:
+            return node_scope.decide(request, agents, None)
+        try:
+            if self.agent_nodes.needs_lookup(who):
+                # A blocking read of the API server, off the loop and bounded.
+                node = await asyncio.wait_for(
+                    asyncio.to_thread(self.agent_nodes.node_of, who), LOOKUP_SECONDS)
+            else:
+                node = self.agent_nodes.node_of(who)
+        except (ClusterError, TimeoutError) as exc:
+            log.warning("cannot read the node agent's pod", pod=who.pod, error=str(exc))
+            return deny(f"cannot tell the node of the node agent's pod {who.namespace}/"
+                        f"{who.pod} now (retry): {exc or 'the API server did not answer'}",
+                        code=503)
+        return node_scope.decide(request, agents, node)
 
     async def _review(self, request: web.Request,
-                      verdict_of: Callable[[Mapping[str, Any]], AdmissionVerdict], *,
-                      validating: bool) -> web.Response:
+                      verdict_of: Callable[[Mapping[str, Any]], Verdict], *,
+                      route: Route) -> web.Response:
         started = time.perf_counter()
         outcome = "error"
         try:
@@ -94,7 +126,8 @@ class WebhookServer:
                 log.info("not an admission review", error=str(exc), peer=request.remote)
                 return web.Response(status=400, text=f"{exc}\n")
             try:
-                verdict = verdict_of(review.request)
+                found = verdict_of(review.request)
+                verdict = await found if inspect.isawaitable(found) else found
                 outcome = verdict.outcome
             except Exception:
                 # Fail closed as the registration's failurePolicy would, but with an
@@ -108,8 +141,9 @@ class WebhookServer:
             # than the decision itself.
             if verdict.outcome == "denied":
                 who = review.describe()
-                log.info("pod denied", **who, message=verdict.message)
-                if self.denials is not None:
+                log.info("denied" if route == "node-scope" else "pod denied", **who,
+                         route=route, message=verdict.message)
+                if self.denials is not None and route != "node-scope":
                     self.denials.record(who["namespace"], who["pod"].rstrip("*"),
                                         verdict.message)
             elif verdict.outcome == "mutated":
@@ -117,7 +151,9 @@ class WebhookServer:
             return web.Response(body=answer(review.uid, verdict), content_type=JSON)
         finally:
             seconds = time.perf_counter() - started
-            if validating:
+            if route == "node-scope":
+                self.metrics.node_scope[outcome].inc()
+            elif route == "validate":
                 self.metrics.validation[outcome].inc()
                 self.metrics.validation_latency.observe(seconds)
             else:
@@ -158,6 +194,7 @@ class WebhookServer:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post("/mutate", self.mutate)
         app.router.add_post("/validate", self.validate)
+        app.router.add_post("/node-scope", self.node_scope)
         return app
 
     def ops_app(self) -> web.Application:

@@ -13,6 +13,7 @@ from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import connect
 from vgpu_webhook.admission_server import WebhookServer
+from vgpu_webhook.agent_nodes import AgentNodes
 from vgpu_webhook.denials import DenialRecorder
 from vgpu_webhook.tls import CertReloader
 from vgpu_webhook.watch import no_cluster, watch_nodes
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                                port=_port(args.port, "--port"),
                                metrics_port=_port(args.metrics_port, "--metrics-port"),
                                reload_interval=cfg.webhook.cert_reload_seconds,
-                               denials=denials)
+                               denials=denials, agent_nodes=AgentNodes(cluster))
         asyncio.run(_serve(server))
     finally:
         stop.set()

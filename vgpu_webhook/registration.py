@@ -154,3 +154,119 @@ def admission_policy(config: Config) -> list[dict[str, Any]]:
         "spec": {"policyName": POLICY, "validationActions": ["Deny"]},
     }
     return [policy, binding]
+
+
+# -- the node agents' writes (vgpu_webhook.node_scope) ---------------------------------------
+
+NODE_SCOPE = "vgpu-node-scope"
+#: Every field of a pod's status in Kubernetes 1.32 but ``conditions``: the policy compares
+#: each (CEL has no "the object less one field"); /node-scope compares all there are.
+POD_STATUS_FIELDS = ("containerStatuses", "ephemeralContainerStatuses", "hostIP", "hostIPs",
+                     "initContainerStatuses", "message", "nominatedNodeName",
+                     "observedGeneration", "phase", "podIP", "podIPs", "qosClass", "reason",
+                     "resize", "resourceClaimStatuses", "startTime")
+#: The metadata a node agent leaves as it is (its annotations aside).
+KEPT_METADATA = ("labels", "finalizers", "ownerReferences")
+
+
+def node_scope_rules() -> list[dict[str, Any]]:
+    return [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+             "resources": ["nodes", "pods", "pods/status"]}]
+
+
+def node_scope_webhook(config: Config) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration's entry for ``/node-scope``: every write of a
+    node agent (and, before 1.28, which drops matchConditions, every Node and pod status
+    update: the overlays for those releases make it failurePolicy Ignore)."""
+    return {
+        "name": "node-scope.vgpu.io",
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"name": "vgpu-webhook", "namespace": "vgpu-system",
+                                     "path": "/node-scope", "port": 443}},
+        "rules": [{**rule, "scope": "*"} for rule in node_scope_rules()],
+        "matchPolicy": "Equivalent",
+        "matchConditions": [{"name": "a-node-agent",
+                             "expression": writer_condition(config.webhook.node_agents)}],
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "timeoutSeconds": 5,
+    }
+
+
+def _same(field: str) -> str:
+    new, old = f"object.{field}", f"oldObject.{field}"
+    parent, _, name = field.rpartition(".")
+    return (f"(has(object.{parent}.{name}) == has(oldObject.{parent}.{name}) && "
+            f"(!has(object.{parent}.{name}) || {new} == {old}))")
+
+
+def _vgpu_notes_only() -> str:
+    """CEL: the write sets, changes or removes no annotation outside ``vgpu.io/``."""
+    new, old = "object.metadata.annotations", "oldObject.metadata.annotations"
+    foreign = f"!k.startsWith('{protected.PREFIX}')"
+    return (f"!(has({new}) && {new}.exists(k, {foreign} && !(has({old}) && k in {old} && "
+            f"{old}[k] == {new}[k]))) && !(has({old}) && {old}.exists(k, {foreign} && "
+            f"!(has({new}) && k in {new})))")
+
+
+def _conditions_kept() -> str:
+    """CEL: a pod's conditions but ``vgpu.io/`` ones are as they were."""
+    def others(obj: str) -> str:
+        return (f"(has({obj}.status.conditions) ? {obj}.status.conditions.filter(c, "
+                f"!c.type.startsWith('{protected.PREFIX}')) : [])")
+    return f"{others('object')} == {others('oldObject')}"
+
+
+def node_scope_policy(config: Config) -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy (1.30+) holding the node agents to their own node:
+    the node its token names (``authentication.kubernetes.io/node-name``, from 1.30 on),
+    and its binding."""
+    labels = {"app.kubernetes.io/name": "vgpu", "app.kubernetes.io/component": "nodeagent"}
+    key = "authentication.kubernetes.io/node-name"
+    extra = "request.userInfo.extra"
+    kept = " && ".join([_same(f"metadata.{f}") for f in KEPT_METADATA] + [_vgpu_notes_only()])
+    status = " && ".join([_same(f"status.{f}") for f in POD_STATUS_FIELDS]
+                         + [_conditions_kept()])
+    message = ("'the node agent of node ' + (variables.node == '' ? '(none: its token names "
+               "no node; Kubernetes 1.30+ with ServiceAccountTokenPodNodeInfo)' : "
+               "variables.node) + ' may write only its own Node and the pods bound to its "
+               "node, and there only vgpu.io/ annotations and vgpu.io/ conditions, not ' + "
+               "request.resource.resource + (request.subResource == '' ? '' : '/' + "
+               "request.subResource) + ' ' + request.name")
+    policy: dict[str, Any] = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": NODE_SCOPE, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": node_scope_rules()},
+            "matchConditions": [{"name": "a-node-agent",
+                                 "expression": writer_condition(config.webhook.node_agents)}],
+            "variables": [{"name": "node", "expression":
+                           f"has({extra}) && '{key}' in {extra} && size({extra}['{key}']) "
+                           f"== 1 ? {extra}['{key}'][0] : ''"}],
+            "validations": [
+                {"expression": "variables.node != '' && (request.resource.resource == "
+                               "'nodes' ? oldObject.metadata.name == variables.node : "
+                               "(has(oldObject.spec.nodeName) && oldObject.spec.nodeName == "
+                               "variables.node))",
+                 "messageExpression": message, "reason": "Forbidden"},
+                {"expression": f"{kept} && {_whole('spec')} && (request.resource.resource == "
+                               f"'nodes' ? {_whole('status')} : ({status}))",
+                 "messageExpression": message, "reason": "Forbidden"},
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": NODE_SCOPE, "labels": dict(labels)},
+        "spec": {"policyName": NODE_SCOPE, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
+
+
+def _whole(field: str) -> str:
+    """CEL: a top-level field (a Node's taints, a pod's containers) is as it was."""
+    return (f"(has(object.{field}) == has(oldObject.{field}) && (!has(object.{field}) || "
+            f"object.{field} == oldObject.{field}))")

@@ -57,12 +57,15 @@ def test_base_has_every_piece() -> None:
         ("RoleBinding", "vgpu-scheduler-leader-election"),
         ("Role", "vgpu-certs"), ("RoleBinding", "vgpu-certs"),
         ("Role", "vgpu-webhook"), ("RoleBinding", "vgpu-webhook"),
+        ("Role", "vgpu-webhook-agent-pods"), ("RoleBinding", "vgpu-webhook-agent-pods"),
         ("Deployment", "vgpu-scheduler"), ("Deployment", "vgpu-webhook"),
         ("Service", "vgpu-webhook"), ("PodDisruptionBudget", "vgpu-webhook"),
         ("MutatingWebhookConfiguration", "vgpu-webhook"), ("DaemonSet", "vgpu-nodeagent"),
         ("ValidatingWebhookConfiguration", "vgpu-webhook"),
         ("ValidatingAdmissionPolicy", "vgpu-annotations"),
         ("ValidatingAdmissionPolicyBinding", "vgpu-annotations"),
+        ("ValidatingAdmissionPolicy", "vgpu-node-scope"),
+        ("ValidatingAdmissionPolicyBinding", "vgpu-node-scope"),
         ("Job", "vgpu-certs"), ("CronJob", "vgpu-certs"),
     ])
     # The config ConfigMap comes from a generator.
@@ -145,3 +148,18 @@ def test_every_pod_runs_a_vgpu_command_line_that_parses(where: str, args: list[s
     expanded = [re.sub(r"\$\(\w+\)", "vgpu-system", a) for a in args]
     parsed = cli.build_parser(expanded).parse_args(expanded)
     assert parsed._subcommand == command
+
+
+def test_the_fail_open_patches_of_1_20_and_1_21_are_one_text() -> None:
+    """kustomize reads no file outside a kustomization's folder: the k8s-1.21 overlay has
+    copies of the k8s-1.20 overlay's webhook patches."""
+    for name in ("mutating-fail-open.yaml", "validating-fail-open.yaml"):
+        assert (MANIFESTS / "overlays" / "k8s-1.21" / name).read_text() == \
+            (MANIFESTS / "overlays" / "k8s-1.20" / name).read_text()
+    # Every webhook of each configuration is patched.
+    for kind, name in (("MutatingWebhookConfiguration", "mutating-fail-open.yaml"),
+                       ("ValidatingWebhookConfiguration", "validating-fail-open.yaml")):
+        hooks = find(BASE, kind, "vgpu-webhook")["webhooks"]
+        ops = yaml.safe_load((MANIFESTS / "overlays" / "k8s-1.20" / name).read_text())
+        assert sorted({op["path"].split("/")[2] for op in ops}) == \
+            [str(i) for i in range(len(hooks))]

@@ -24,6 +24,7 @@ import pytest
 from tests.ops.api_calls import ApiCall, calls_of
 from tests.ops.manifest_sources import ROOT, Obj, pod_specs
 from tests.ops.rendered import INSTALLS, render
+from vgpu.config import Config
 from vgpu_certs import cli as certs_cli
 from vgpu_webhook import remembered
 
@@ -115,19 +116,23 @@ def test_each_account_is_granted_exactly_what_its_code_calls(
 @dataclass(frozen=True)
 class Narrow:
     namespace: str | None
-    names: frozenset[str]
+    #: None: whatever the name (the code reads objects it learns the names of).
+    names: frozenset[str] | None
 
 
 def narrowed(account: str, component_namespace: str) -> dict[tuple[str, str], Narrow]:
     """(group, resource) an account is granted only in one namespace or on named objects,
     from the names the code uses: the scheduler's Lease (the Deployment's
-    ``--lease-name``), the webhook's remembered GPU types, the certs Secret and the
-    webhook configurations ``vgpu certs`` keeps."""
+    ``--lease-name``), the webhook's remembered GPU types and the node agents' pods (the
+    namespace of ``webhook.nodeAgents``), the certs Secret and the webhook configurations
+    ``vgpu certs`` keeps."""
     own = component_namespace
+    (agent,) = {a.split(":")[2] for a in Config().webhook.node_agents}
     table = {
         "vgpu-scheduler": {("coordination.k8s.io", "leases"): Narrow(own, frozenset(
             {"vgpu-scheduler"}))},
-        "vgpu-webhook": {("", "configmaps"): Narrow(own, frozenset({remembered.NAME}))},
+        "vgpu-webhook": {("", "configmaps"): Narrow(own, frozenset({remembered.NAME})),
+                         ("", "pods"): Narrow(agent, None)},
         "vgpu-certs": {
             ("", "secrets"): Narrow(own, frozenset({certs_cli.DEFAULT_SECRET})),
             ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): Narrow(
@@ -152,7 +157,7 @@ def test_rights_on_vgpus_own_objects_are_narrowed_to_them(
         assert grant.namespace == rule.namespace, grant
         if grant.call.verb in UNNAMEABLE:
             assert not grant.name, grant
-        else:
+        elif rule.names is not None:
             assert grant.name in rule.names, grant
 
 

@@ -25,6 +25,11 @@ class WebhookConfig:
         "users (as the API server names them in an admission review's userInfo.username) "
         "that may set, change or remove vgpu's own pod annotations: the scheduler's and the "
         "node agent's service accounts; /validate refuses everyone else")
+    node_agents: tuple[str, ...] = _knob(
+        ("system:serviceaccount:vgpu-node:vgpu-nodeagent",),
+        "users (as in an admission review's userInfo.username) that are node agents: "
+        "/node-scope lets them write only their own Node and the pods bound to their node, "
+        "and there only vgpu.io/ annotations and a pod's vgpu.io/ conditions")
 
 
 @dataclass(frozen=True)
