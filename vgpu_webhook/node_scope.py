@@ -15,7 +15,7 @@ Which node the agent is on comes from its token, never from the request body: th
 ``pod-uid``, 1.20+ with a projected token), which the caller looks up
 (:mod:`vgpu_webhook.agent_nodes`). The ValidatingAdmissionPolicy of
 ``manifests/policy`` applies the same rule inside the API server on 1.30+
-(:func:`vgpu_webhook.registration.node_scope_policy`).
+(:func:`vgpu_webhook.component_policies.node_scope_policy`).
 
 Pure: the review's ``request``, the agents' usernames and the agent's node in, an
 :class:`~vgpu_webhook.verdict.AdmissionVerdict` out.

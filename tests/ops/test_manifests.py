@@ -66,6 +66,8 @@ def test_base_has_every_piece() -> None:
         ("ValidatingAdmissionPolicyBinding", "vgpu-annotations"),
         ("ValidatingAdmissionPolicy", "vgpu-node-scope"),
         ("ValidatingAdmissionPolicyBinding", "vgpu-node-scope"),
+        ("ValidatingAdmissionPolicy", "vgpu-certs-ca-bundle"),
+        ("ValidatingAdmissionPolicyBinding", "vgpu-certs-ca-bundle"),
         ("Job", "vgpu-certs"), ("CronJob", "vgpu-certs"),
     ])
     # The config ConfigMap comes from a generator.

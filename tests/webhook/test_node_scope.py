@@ -22,9 +22,9 @@ from vgpu.config import Config
 from vgpu.errors import ClusterError, NotFoundError
 from vgpu_webhook.admission_server import WebhookServer
 from vgpu_webhook.agent_nodes import AgentNodes
+from vgpu_webhook.component_policies import node_scope_policy, node_scope_webhook
 from vgpu_webhook.gpus import GpuView
 from vgpu_webhook.node_scope import NODE_NAME, POD_NAME, POD_UID, decide, identity
-from vgpu_webhook.registration import node_scope_policy, node_scope_webhook
 from vgpu_webhook.tls import CertReloader
 
 CONFIG = Config()
