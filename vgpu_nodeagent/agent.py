@@ -329,7 +329,8 @@ class NodeAgent:
         if self.options.metrics_port is not None:
             self.metrics_server = MetricsServer(self.metrics.registry, self.healthz,
                                                 self.options.metrics_port,
-                                                self.options.metrics_host)
+                                                self.options.metrics_host,
+                                                serving=self.options.metrics_serving)
             self.metrics_server.start()
         _log.info("node agent started", node=self.node, resource=self.resource_name,
                   discovery=self.discovery.name, gpus=len(self._facts), split=self.split,

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.controlplane.binaries import ControlPlaneError
 from tests.controlplane.images import BUSYBOX
@@ -157,13 +156,6 @@ def kubectl_vgpu(cluster: RealCluster, *args: str) -> str:
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(cluster: RealCluster, path: str) -> Samples:
-    """A ``/metrics`` page fetched through the API server's proxy (``kubectl get --raw``)."""
-    text = cluster.kubectl("get", "--raw", path).stdout
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def sample_sum(samples: Samples, name: str, **labels: str) -> float:

@@ -24,6 +24,13 @@ import pytest
 
 from tests.controlplane.real_cluster import RealCluster
 from tests.e2e.harness_processes import wait_until
+from tests.e2e.install_probes import (
+    metrics_show_the_grants,
+    reader_token,
+    scrape,
+    stolen_agent_token_writes_only_its_own_node,
+    stolen_scheduler_token_cannot_patch_a_pod,
+)
 from tests.e2e.install_support import (
     AGENT_NAMESPACE,
     GPU,
@@ -47,7 +54,6 @@ from tests.e2e.install_support import (
     rollouts,
     running,
     sample_sum,
-    scrape,
     slices_per_gpu,
     webhook_configurations,
 )
@@ -173,33 +179,27 @@ def test_kubectl_vgpu_inspect_and_why_answer_against_the_cluster(
     assert "mutated by the vgpu webhook" in why, why
 
 
-def test_each_components_metrics_through_the_api_server_proxy_show_the_grants(
+def test_each_components_metrics_over_https_with_a_readers_token_show_the_grants(
         cluster: RealCluster, user: UserKustomization) -> None:
+    """As a Prometheus scrapes them: pod IPs, HTTPS, the token of an account bound to
+    vgpu-metrics-reader; no token, or a token not allowed the path, is refused; the
+    webhook's Service carries admissions only (install_probes.py)."""
     port = api(cluster)
     granted = sum(s.memory_mib for p in ("notebook", "pair")
                   for slices in assignment(port.get("pods", p, WORKLOADS)).containers.values()
                   for s in slices)
-    (agent,) = component_pods(port, "nodeagent")
-    samples = scrape(cluster, f"/api/v1/namespaces/{AGENT_NAMESPACE}/pods/{meta.name(agent)}:9394"
-                              "/proxy/metrics")
-    assert sample_sum(samples, "vgpu_container_memory_granted_bytes",
-                      namespace=WORKLOADS, pod="notebook") == 3000 * 1024 * 1024
-    assert sample_sum(samples, "vgpu_container_memory_granted_bytes",
-                      namespace=WORKLOADS) == granted * 1024 * 1024
-    leader = port.get("leases", "vgpu-scheduler", NAMESPACE)["spec"]["holderIdentity"]
-    samples = scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods/{leader}:9396/proxy/metrics")
-    assert sample_sum(samples, "vgpu_scheduler_node_gpu_memory_allocated_bytes",
-                      node=NODE) == granted * 1024 * 1024
-    assert sample_sum(samples, "vgpu_scheduler_bindings_total", result="success") >= 2
-    mutated = 0.0
-    for hook in component_pods(port, "webhook"):
-        samples = scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods/{meta.name(hook)}:9395"
-                                  "/proxy/metrics")
-        mutated += sample_sum(samples, "vgpu_webhook_requests_total", outcome="mutated")
-    assert mutated >= 2
-    # And through the webhook's Service, as a Prometheus without pod discovery would.
-    assert scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/services/vgpu-webhook:metrics"
-                           "/proxy/metrics")
+    metrics_show_the_grants(cluster, granted)
+
+
+def test_a_stolen_component_token_makes_only_that_components_writes(
+        cluster: RealCluster, user: UserKustomization,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """RBAC and /node-scope through the real API server (install_probes.py): the
+    scheduler's token cannot patch a pod; the agent's, bound to its pod as the kubelet's
+    is, writes its Node's vgpu.io/ annotations, not a label of it, not another Node."""
+    folder = tmp_path_factory.mktemp("tokens")
+    stolen_scheduler_token_cannot_patch_a_pod(cluster, folder)
+    stolen_agent_token_writes_only_its_own_node(cluster, folder)
 
 
 def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
@@ -235,8 +235,7 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
     granted = sum(s.memory_mib for p in gpu_pods for c in assignment(p).containers.values()
                   for s in c)
     (agent,) = component_pods(port, "nodeagent")
-    samples = scrape(cluster, f"/api/v1/namespaces/{AGENT_NAMESPACE}/pods/{meta.name(agent)}:9394"
-                              "/proxy/metrics")
+    samples = scrape(agent, 9394, reader_token(cluster))
     assert sample_sum(samples, "vgpu_container_memory_granted_bytes",
                       namespace=WORKLOADS) == granted * 1024 * 1024
     # Every component runs the new image in new pods; a new scheduler leads.

@@ -28,191 +28,35 @@ import ast
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from tests.ops.api_reading import (
+    BY_KIND,
+    FIXED,
+    IMPLEMENTS,
+    PORT_METHODS,
+    REVIEWS,
+    UNIQUE,
+    ApiCall,
+    Module,
+    Unresolved,
+    closure,
+    is_kind_type,
+    kinds_of_annotation,
+    last_name,
+    literal_kinds,
+    load,
+    names_in,
+)
 from vgpu.cluster.resources import RESOURCES
 
-ROOT = Path(__file__).resolve().parents[2]
-
-#: Port methods whose first argument is the resource: (verb, subresource).
-BY_KIND = {"list": ("list", ""), "watch": ("watch", ""), "get": ("get", ""),
-           "create": ("create", ""), "delete": ("delete", ""), "replace": ("update", ""),
-           "patch_annotations": ("patch", ""), "patch_status": ("patch", "status")}
-#: Port methods of one request each, with the number of positional arguments the port's
-#: signature takes (a method of the same name elsewhere takes another number).
-FIXED = {"bind": (4, ("", "pods", "binding", "create")),
-         "evict": (2, ("", "pods", "eviction", "create")),
-         "record_event": (5, ("", "events", "", "create"))}
-#: The delegated authentication and authorization of the metrics servers (vgpu.kube.reviews).
-REVIEWS = {"review_token": ("authentication.k8s.io", "tokenreviews", "", "create"),
-           "review_access": ("authorization.k8s.io", "subjectaccessreviews", "", "create")}
-#: A class defining this many port methods implements the port: it forwards, it does not call.
-IMPLEMENTS = 5
-PORT_METHODS = {*BY_KIND, *FIXED}
-#: Port methods no other class of the product defines: a call of one is the port's,
-#: whatever holds it. Any other name counts only on a receiver that holds the port.
-UNIQUE = {"patch_annotations", "patch_status", "record_event"}
-
-
-class Unresolved(AssertionError):
-    """A port call whose resource the code does not say in a way this reader follows."""
-
-
-@dataclass(frozen=True, order=True)
-class ApiCall:
-    group: str
-    resource: str
-    subresource: str
-    verb: str
-
-    @property
-    def path(self) -> str:
-        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
-
-
-@dataclass
-class _Module:
-    name: str
-    tree: ast.Module
-    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for node in ast.walk(self.tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
-
-    def enclosing(self, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:
-        while node in self.parents:
-            node = self.parents[node]
-            if isinstance(node, kinds):
-                return node
-        return None
-
-
-def _last_name(node: ast.expr) -> str:
-    """``x`` of ``a.b._x`` and of ``x``, without leading underscores; "" otherwise."""
-    if isinstance(node, ast.Attribute):
-        return node.attr.lstrip("_")
-    if isinstance(node, ast.Name):
-        return node.id.lstrip("_")
-    return ""
-
-
-def _names(node: ast.expr) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
-        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)} | \
-        {n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
-         and isinstance(n.value, str)}
-
-
-def _path(module: str) -> Path | None:
-    base = ROOT.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _product(module: str) -> bool:
-    top = module.split(".", maxsplit=1)[0]
-    return top == "vgpu" or top.startswith("vgpu_")
-
-
-def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return True
-    return False
-
-
-@functools.cache
-def _load(module: str) -> _Module | None:
-    path = _path(module)
-    if path is None:
-        return None
-    return _Module(module, ast.parse(path.read_text(), str(path)))
-
-
-def _imports(mod: _Module) -> Iterator[str]:
-    package = mod.name if _path(mod.name) and _path(mod.name).name == "__init__.py" \
-        else mod.name.rpartition(".")[0]
-    for node in ast.walk(mod.tree):
-        if _type_checking_only(node, mod.parents):
-            continue
-        if isinstance(node, ast.Import):
-            yield from (a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
-            yield base
-            yield from (f"{base}.{a.name}" for a in node.names)
-
-
-def closure(entry: str) -> list[_Module]:
-    """The product modules ``entry`` runs: it and everything it imports, transitively
-    (a package's ``__init__`` with each of its modules imported)."""
-    seen: dict[str, _Module] = {}
-    todo = [entry]
-    while todo:
-        name = todo.pop()
-        if name in seen or not _product(name):
-            continue
-        mod = _load(name)
-        if mod is None:
-            continue
-        seen[name] = mod
-        parts = name.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
-        todo += [m for m in _imports(mod) if _product(m)]
-    return sorted(seen.values(), key=lambda m: m.name)
-
-
-# -- what a kind expression can be -----------------------------------------------------
-
-
-def _kinds_of_annotation(node: ast.expr | None, mod: _Module) -> set[str] | None:
-    """The plurals a declared type allows: ``Literal[...]``, a module alias of one, or
-    a container of such (``tuple[Kind, ...]``). ``None`` when it is ``Kind`` itself (the
-    whole port: the caller follows the parameter instead) or not about kinds at all."""
-    if node is None:
-        return None
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return {node.value} if node.value in RESOURCES else None
-    text = ast.unparse(node)
-    if text.startswith("Literal["):
-        values = {v.value for v in ast.walk(node) if isinstance(v, ast.Constant)}
-        kinds = {v for v in values if v in RESOURCES}
-        return kinds if kinds and len(kinds) == len(values) else None
-    if isinstance(node, ast.Name):
-        for stmt in mod.tree.body:  # a module-level alias: WebhookKind = Literal[...]
-            if isinstance(stmt, ast.Assign) and any(
-                    isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets):
-                return _kinds_of_annotation(stmt.value, mod)
-    return None
-
-
-def _is_kind_type(node: ast.expr | None) -> bool:
-    return node is not None and ast.unparse(node) in ("Kind", "port.Kind")
-
-
-def _literal_kinds(node: ast.expr) -> set[str] | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return {node.value} if node.value in RESOURCES else None
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        found = [_literal_kinds(e) for e in node.elts]
-        if found and all(f is not None for f in found):
-            return set().union(*found)
-    return None
+__all__ = ["ApiCall", "Reader", "Unresolved", "calls_of"]
 
 
 @dataclass
 class Reader:
     """The calls of one component (the modules of :func:`closure`)."""
 
-    modules: list[_Module]
+    modules: list[Module]
     _following: set[tuple[str, str, str]] = field(default_factory=set)
     _followed: dict[tuple[str, str, str], set[str]] = field(default_factory=dict)
 
@@ -235,7 +79,7 @@ class Reader:
 
     # -- one call expression -------------------------------------------------------------
 
-    def _calls_of(self, node: ast.Call, mod: _Module) -> Iterator[ApiCall]:
+    def _calls_of(self, node: ast.Call, mod: Module) -> Iterator[ApiCall]:
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else \
             func.id if isinstance(func, ast.Name) else ""
@@ -278,7 +122,7 @@ class Reader:
     def _looks_like_port(self, func: ast.Attribute) -> bool:
         """Whether the receiver holds the port: a name the component declares a port
         under, or one assigned from such a name."""
-        return _last_name(func.value) in self._port_names
+        return last_name(func.value) in self._port_names
 
     @functools.cached_property
     def _port_names(self) -> set[str]:
@@ -293,13 +137,13 @@ class Reader:
                 if self._in_port_implementation(node, mod):
                     continue  # what a wrapper holds is the port's business, not a call
                 if isinstance(node, ast.arg) and node.annotation is not None:
-                    if _names(node.annotation) & types:
+                    if names_in(node.annotation) & types:
                         names.add(node.arg.lstrip("_"))
                 elif isinstance(node, ast.AnnAssign):
-                    if _names(node.annotation) & types:
-                        names.add(_last_name(node.target))
+                    if names_in(node.annotation) & types:
+                        names.add(last_name(node.target))
                 elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-                    assigned.append((_last_name(node.targets[0]), _last_name(node.value)))
+                    assigned.append((last_name(node.targets[0]), last_name(node.value)))
         grew = True
         while grew:  # a = self._cluster; b = a: both hold it
             before = len(names)
@@ -316,25 +160,25 @@ class Reader:
                     & PORT_METHODS) >= IMPLEMENTS}
 
     @staticmethod
-    def _where(node: ast.AST, mod: _Module, what: str) -> str:
+    def _where(node: ast.AST, mod: Module, what: str) -> str:
         return (f"{mod.name}:{getattr(node, 'lineno', '?')}: cannot tell which resource "
                 f"{what} reaches ({ast.unparse(node)[:120]}); pass a literal plural or a "
                 f"value declared as a Literal of plurals")
 
-    def _in_port_implementation(self, node: ast.AST, mod: _Module) -> bool:
+    def _in_port_implementation(self, node: ast.AST, mod: Module) -> bool:
         cls = mod.enclosing(node, (ast.ClassDef,))
         return isinstance(cls, ast.ClassDef) and cls.name in self._implementations
 
     # -- resolving the resource ----------------------------------------------------------
 
-    def _must(self, expr: ast.expr, at: ast.AST, mod: _Module) -> set[str]:
+    def _must(self, expr: ast.expr, at: ast.AST, mod: Module) -> set[str]:
         kinds = self._kinds(expr, at, mod)
         if kinds is None:
             raise Unresolved(self._where(at, mod, "this informer"))
         return kinds
 
-    def _kinds(self, expr: ast.expr, at: ast.AST, mod: _Module) -> set[str] | None:
-        literal = _literal_kinds(expr)
+    def _kinds(self, expr: ast.expr, at: ast.AST, mod: Module) -> set[str] | None:
+        literal = literal_kinds(expr)
         if literal is not None:
             return literal
         if isinstance(expr, ast.Name):
@@ -346,7 +190,7 @@ class Reader:
             return self._module_constant(expr.attr, self._imported_module(expr.value.id, mod))
         return None
 
-    def _name(self, name: str, at: ast.AST, mod: _Module) -> set[str] | None:
+    def _name(self, name: str, at: ast.AST, mod: Module) -> set[str] | None:
         scope = at
         while True:
             owner = mod.enclosing(scope, (ast.FunctionDef, ast.AsyncFunctionDef,
@@ -359,7 +203,7 @@ class Reader:
                 return found
             scope = owner
 
-    def _bound_in(self, owner: ast.AST, name: str, mod: _Module) -> set[str] | bool | None:
+    def _bound_in(self, owner: ast.AST, name: str, mod: Module) -> set[str] | bool | None:
         """What ``name`` is where ``owner`` binds it; False when it does not bind it."""
         generators = getattr(owner, "generators", None)
         if generators is not None:
@@ -382,25 +226,25 @@ class Reader:
         for stmt in ast.walk(owner):
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                     and stmt.target.id == name:
-                declared = _kinds_of_annotation(stmt.annotation, mod)
+                declared = kinds_of_annotation(stmt.annotation, mod)
                 if declared is not None:
                     return declared
-                if stmt.value is not None and _is_kind_type(stmt.annotation):
+                if stmt.value is not None and is_kind_type(stmt.annotation):
                     return self._kinds(stmt.value, stmt, mod)
                 return None
         return False
 
     def _parameter(self, func: ast.FunctionDef | ast.AsyncFunctionDef, arg: ast.arg,
-                   mod: _Module, *, varargs: bool) -> set[str] | None:
-        declared = _kinds_of_annotation(arg.annotation, mod)
+                   mod: Module, *, varargs: bool) -> set[str] | None:
+        declared = kinds_of_annotation(arg.annotation, mod)
         if declared is not None:
             return declared
-        if not _is_kind_type(arg.annotation):
+        if not is_kind_type(arg.annotation):
             return None
         return self._callers(func, arg, mod, varargs=varargs)
 
     def _callers(self, func: ast.FunctionDef | ast.AsyncFunctionDef, arg: ast.arg,
-                 mod: _Module, *, varargs: bool) -> set[str]:
+                 mod: Module, *, varargs: bool) -> set[str]:
         """Every value the component's code passes for parameter ``arg`` of ``func``."""
         cls = mod.enclosing(func, (ast.ClassDef,))
         called = cls.name if func.name == "__init__" and isinstance(cls, ast.ClassDef) \
@@ -418,7 +262,7 @@ class Reader:
         return found
 
     def _passed(self, func: ast.FunctionDef | ast.AsyncFunctionDef, arg: ast.arg,
-                mod: _Module, called: str, *, varargs: bool) -> set[str]:
+                mod: Module, called: str, *, varargs: bool) -> set[str]:
         cls = mod.enclosing(func, (ast.ClassDef,))
         params = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
         if isinstance(cls, ast.ClassDef) and params and params[0] in ("self", "cls"):
@@ -449,7 +293,7 @@ class Reader:
                     found |= kinds
         return found
 
-    def _self_attribute(self, attr: str, at: ast.AST, mod: _Module) -> set[str] | None:
+    def _self_attribute(self, attr: str, at: ast.AST, mod: Module) -> set[str] | None:
         cls = mod.enclosing(at, (ast.ClassDef,))
         if not isinstance(cls, ast.ClassDef):
             return None
@@ -460,7 +304,7 @@ class Reader:
                 if isinstance(t, ast.Attribute) and t.attr == attr and \
                         isinstance(t.value, ast.Name) and t.value.id == "self":
                     if isinstance(stmt, ast.AnnAssign):
-                        declared = _kinds_of_annotation(stmt.annotation, mod)
+                        declared = kinds_of_annotation(stmt.annotation, mod)
                         if declared is not None:
                             return declared
                     value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) \
@@ -469,33 +313,33 @@ class Reader:
                         return self._kinds(value, stmt, mod)
         return None
 
-    def _module_constant(self, name: str, mod: _Module | None) -> set[str] | None:
+    def _module_constant(self, name: str, mod: Module | None) -> set[str] | None:
         if mod is None:
             return None
         for stmt in mod.tree.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                     and stmt.target.id == name and stmt.value is not None:
-                return _literal_kinds(stmt.value) or _kinds_of_annotation(stmt.annotation, mod)
+                return literal_kinds(stmt.value) or kinds_of_annotation(stmt.annotation, mod)
             if isinstance(stmt, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
-                return _literal_kinds(stmt.value)
+                return literal_kinds(stmt.value)
             if isinstance(stmt, ast.ImportFrom) and stmt.module:
                 for alias in stmt.names:
                     if (alias.asname or alias.name) == name:
-                        return self._module_constant(alias.name, _load(stmt.module))
+                        return self._module_constant(alias.name, load(stmt.module))
         return None
 
     @staticmethod
-    def _imported_module(name: str, mod: _Module) -> _Module | None:
+    def _imported_module(name: str, mod: Module) -> Module | None:
         for stmt in mod.tree.body:
             if isinstance(stmt, ast.ImportFrom) and stmt.module:
                 for alias in stmt.names:
                     if (alias.asname or alias.name) == name:
-                        return _load(f"{stmt.module}.{alias.name}")
+                        return load(f"{stmt.module}.{alias.name}")
             if isinstance(stmt, ast.Import):
                 for alias in stmt.names:
                     if (alias.asname or alias.name) == name:
-                        return _load(alias.name)
+                        return load(alias.name)
         return None
 
 

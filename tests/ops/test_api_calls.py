@@ -11,7 +11,8 @@ import textwrap
 
 import pytest
 
-from tests.ops.api_calls import ApiCall, Reader, Unresolved, _Module, calls_of
+from tests.ops.api_calls import ApiCall, Reader, Unresolved, calls_of
+from tests.ops.api_reading import Module
 
 HEADER = """
 from vgpu.cluster.port import ClusterPort, Kind
@@ -20,7 +21,7 @@ from vgpu.cluster.informer import Informer
 
 
 def read(source: str) -> set[tuple[str, str, str]]:
-    mod = _Module("vgpu_fake.mod", ast.parse(HEADER + textwrap.dedent(source)))
+    mod = Module("vgpu_fake.mod", ast.parse(HEADER + textwrap.dedent(source)))
     return {(c.group, c.path, c.verb) for c in Reader([mod]).calls()}
 
 

@@ -58,6 +58,7 @@ def test_base_has_every_piece() -> None:
         ("Role", "vgpu-certs"), ("RoleBinding", "vgpu-certs"),
         ("Role", "vgpu-webhook"), ("RoleBinding", "vgpu-webhook"),
         ("Role", "vgpu-webhook-agent-pods"), ("RoleBinding", "vgpu-webhook-agent-pods"),
+        ("ClusterRole", "vgpu-metrics-reader"),
         ("Deployment", "vgpu-scheduler"), ("Deployment", "vgpu-webhook"),
         ("Service", "vgpu-webhook"), ("PodDisruptionBudget", "vgpu-webhook"),
         ("MutatingWebhookConfiguration", "vgpu-webhook"), ("DaemonSet", "vgpu-nodeagent"),

@@ -213,3 +213,29 @@ def test_the_agents_token_is_bound_to_its_pod(folder: str) -> None:
     sources = volume["projected"]["sources"]
     assert sources[0]["serviceAccountToken"]["path"] == "token"
     assert {s.get("configMap", {}).get("name") for s in sources} >= {"kube-root-ca.crt"}
+
+
+# --- the operations ports ---------------------------------------------------------------------
+
+def test_the_metrics_reader_may_only_get_metrics() -> None:
+    role = find(render("base"), "ClusterRole", "vgpu-metrics-reader")
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_the_prometheus_operator_scrapes_over_https_with_a_readers_token() -> None:
+    objs = render("overlays/prometheus-operator")
+    binding = find(objs, "ClusterRoleBinding", "vgpu-metrics-reader")
+    readers = {(s["namespace"], s["name"]) for s in binding["subjects"]}
+    monitors = [o for o in objs if o["kind"] == "PodMonitor"]
+    assert {o["metadata"]["name"] for o in monitors} == {
+        "vgpu-scheduler", "vgpu-webhook", "vgpu-nodeagent"}
+    for monitor in monitors:
+        namespace = monitor["metadata"]["namespace"]
+        (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+        assert endpoint["scheme"] == "https"
+        secret = next(o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"] ==
+                      endpoint["authorization"]["credentials"]["name"]
+                      and o["metadata"]["namespace"] == namespace)
+        assert secret["type"] == "kubernetes.io/service-account-token"
+        account = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+        assert (namespace, account) in readers

@@ -14,8 +14,14 @@ from vgpu.errors import ConfigError
 @dataclass(frozen=True)
 class WebhookConfig:
     port: int = _knob(9443, "HTTPS port of /mutate", lo=1, hi=65535)
-    metrics_port: int = _knob(9395, "plain-HTTP port of /healthz, /readyz and /metrics",
+    metrics_port: int = _knob(9395, "port of /healthz, /readyz and /metrics (metricsServer)",
                               lo=1, hi=65535)
+    max_connections: int = _knob(
+        512, "connections the admission port (9443) serves at once; more are closed as they "
+        "arrive", lo=1, hi=100000)
+    request_timeout_seconds: float = _knob(
+        10.0, "how long the admission port waits for a TLS handshake, a request's headers, "
+        "or its body and answer (the registrations' timeoutSeconds is 5)", lo=0.5, hi=600)
     cert_reload_seconds: float = _knob(
         10.0, "how often the certificate and key files are checked for a change", lo=0.1,
         hi=3600)
@@ -81,7 +87,8 @@ class NodeAgentConfig:
     device_plugin_dir: str = _knob("/var/lib/kubelet/device-plugins",
                                    "kubelet device-plugin folder")
     heartbeat_seconds: float = _knob(30.0, "how often the inventory heartbeat is written", lo=1)
-    metrics_port: int = _knob(9394, "plain-HTTP port of /healthz and /metrics", lo=1, hi=65535)
+    metrics_port: int = _knob(9394, "port of /healthz and /metrics (metricsServer)", lo=1,
+                              hi=65535)
     hami_core_path: str = _knob("", "host path of HAMi-core's libvgpu.so; empty = not mounted")
     shared_cache_dir: str = _knob("/tmp/vgpu", "folder holding each container's shared cache file")
     health_quiet_seconds: float = _knob(
