@@ -38,7 +38,7 @@ from vgpu.serving import PLAIN, Serving
 from vgpu_webhook import node_scope
 from vgpu_webhook.agent_nodes import AgentNodes
 from vgpu_webhook.capped_site import CappedSite
-from vgpu_webhook.denials import DenialRecorder
+from vgpu_webhook.denials import DenialRecorder, from_the_api_server
 from vgpu_webhook.gpus import GpuView
 from vgpu_webhook.metrics import Metrics
 from vgpu_webhook.mutate import decide
@@ -166,7 +166,8 @@ class WebhookServer:
                 who = review.describe()
                 log.info("denied" if route == "node-scope" else "pod denied", **who,
                          route=route, message=verdict.message)
-                if self.denials is not None and route != "node-scope":
+                if self.denials is not None and route != "node-scope" and \
+                        from_the_api_server(review.request):
                     self.denials.record(who["namespace"], who["pod"].rstrip("*"),
                                         verdict.message)
             elif verdict.outcome == "mutated":

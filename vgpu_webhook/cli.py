@@ -66,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
         view = watch_nodes(cluster, stop, namespace=args.namespace,
                            remember=cfg.quota.remember_gpu_types) if cluster is not None \
             else no_cluster()
-        denials = DenialRecorder(cluster) if cluster is not None else None
+        rate = cfg.webhook.denial_events_per_second
+        denials = DenialRecorder(cluster, per_second=rate, burst=max(1, int(rate * 10))) \
+            if cluster is not None and rate > 0 else None
         # The operations port's reviews (TokenReview, SubjectAccessReview) on a connection
         # apart: a scrape's never waits behind the node watch's.
         reviews = connect(args.kubeconfig, required=False, qps=50, burst=100, pool_size=2) \

@@ -239,3 +239,49 @@ def test_the_prometheus_operator_scrapes_over_https_with_a_readers_token() -> No
         assert secret["type"] == "kubernetes.io/service-account-token"
         account = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
         assert (namespace, account) in readers
+
+
+# --- network policies ---------------------------------------------------------------------------
+
+def _admitted(objs: list[Obj], namespace: str, labels: dict[str, str],
+              port: int) -> list[Obj]:
+    """The peers every NetworkPolicy of ``namespace`` selecting the pod admits on ``port``."""
+    peers: list[Obj] = []
+    for policy in (o for o in objs if o["kind"] == "NetworkPolicy"
+                   and o["metadata"]["namespace"] == namespace):
+        selector = policy["spec"]["podSelector"].get("matchLabels", {})
+        if not selector.items() <= labels.items():
+            continue
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        for rule in policy["spec"].get("ingress", []):
+            if any(p["port"] == port for p in rule.get("ports", [])):
+                peers += rule["from"]
+    return peers
+
+
+@pytest.mark.parametrize("folder", INSTALLS)
+def test_network_policies_let_in_only_what_each_port_is_for(folder: str) -> None:
+    objs = render(folder)
+    for namespace in ("vgpu-system", "vgpu-node"):
+        deny = [o for o in objs if o["kind"] == "NetworkPolicy"
+                and o["metadata"]["namespace"] == namespace and o["spec"]["podSelector"] == {}]
+        assert deny and all(not o["spec"].get("ingress") for o in deny), namespace
+    monitoring = [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "monitoring"}}}]
+    for obj, spec in workloads(objs):
+        spec_of = obj["spec"].get("jobTemplate", {}).get("spec", obj["spec"])
+        labels = spec_of["template"]["metadata"]["labels"]
+        for c in spec["containers"]:
+            for p in c.get("ports", []):
+                peers = _admitted(objs, obj["metadata"]["namespace"], labels,
+                                  p["containerPort"])
+                if p["name"] == "metrics":
+                    assert peers == monitoring, (obj["metadata"]["name"], peers)
+                else:  # the admission port: addresses (the API server's), never pods
+                    assert peers and all(set(peer) == {"ipBlock"} for peer in peers), peers
+
+
+@pytest.mark.parametrize("folder", INSTALLS)
+def test_the_webhook_service_carries_admissions_only(folder: str) -> None:
+    service = find(render(folder), "Service", "vgpu-webhook")
+    assert [p["name"] for p in service["spec"]["ports"]] == ["https"]

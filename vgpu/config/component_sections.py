@@ -22,6 +22,10 @@ class WebhookConfig:
     request_timeout_seconds: float = _knob(
         10.0, "how long the admission port waits for a TLS handshake, a request's headers, "
         "or its body and answer (the registrations' timeoutSeconds is 5)", lo=0.5, hi=600)
+    denial_events_per_second: float = _knob(
+        5.0, "FailedAdmission Events the webhook writes at most per second (a burst of ten "
+        "times as many): each is a write on the pod's namespace for whoever sent the "
+        "review; 0 = none", lo=0, hi=1000)
     cert_reload_seconds: float = _knob(
         10.0, "how often the certificate and key files are checked for a change", lo=0.1,
         hi=3600)
