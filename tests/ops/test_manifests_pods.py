@@ -285,3 +285,11 @@ def test_network_policies_let_in_only_what_each_port_is_for(folder: str) -> None
 def test_the_webhook_service_carries_admissions_only(folder: str) -> None:
     service = find(render(folder), "Service", "vgpu-webhook")
     assert [p["name"] for p in service["spec"]["ports"]] == ["https"]
+
+
+def test_the_hami_core_agent_adds_chown_alone() -> None:
+    spec = find(render("overlays/hami-core"), "DaemonSet", "vgpu-nodeagent")["spec"][
+        "template"]["spec"]
+    (agent,) = spec["containers"]
+    assert agent["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert agent["securityContext"]["allowPrivilegeEscalation"] is False
