@@ -10,10 +10,13 @@ folders as base, with ``images:`` pointing ``vgpu`` at the local image; nothing 
 from __future__ import annotations
 
 import collections
+import hashlib
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,10 +38,13 @@ from vgpu.kube.adapter import KubeCluster, connect
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE_CACHE = Path(os.environ.get("VGPUDEV_IMAGE_CACHE", Path.home() / ".cache" / "vgpu-image"))
 #: The names the image goes by on the node: what build.sh tags, and the "new release" an
-#: upgrade applies (the same image under a second tag: what the roll does is the point).
+#: upgrade applies (the same content with one more label: another digest, which is what a
+#: roll needs; what it does is the point). The user's kustomization pins each by digest.
 IMAGE = "localhost/vgpu"
 TAG = "ci"
 UPGRADE_TAG = "ci-upgrade"
+#: The name the manifests give the image until a release pins its own (tests/image/pin.py).
+UNRELEASED = "vgpu.invalid/vgpu"
 #: What docs/operator-guide.md#install bases a Kubernetes 1.20 install without GPUs on.
 BASE = "overlays/k8s-1.20-fake-gpus"
 NAMESPACE = "vgpu-system"
@@ -72,16 +78,55 @@ class UserKustomization:
 
     folder: Path
 
-    def write(self, tag: str) -> None:
+    def write(self, digest: str) -> None:
+        """The kustomization pinning ``IMAGE@digest`` (kubectl 1.20's kustomize can put
+        a digest over the manifests' digest, not a tag)."""
         base = os.path.relpath(ROOT / "manifests" / BASE, self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "kustomization.yaml").write_text(
             f"bases: [{base}]\n"
-            f"images: [{{name: vgpu, newName: {IMAGE}, newTag: \"{tag}\"}}]\n")
+            f"images: [{{name: {UNRELEASED}, newName: {IMAGE}, digest: \"{digest}\"}}]\n")
 
     def rendered(self, cluster: RealCluster) -> list[Obj]:
         out = cluster.kubectl("kustomize", str(self.folder)).stdout
         return [d for d in yaml.safe_load_all(out) if d]
+
+
+def second_release(archive: Path) -> Path:
+    """The archive's image with one more label in its config: the same content under
+    another digest, as a new release of the same sources would be. Kept beside it."""
+    out = archive.with_name(archive.stem + "-upgrade.tar")
+    if out.is_file():
+        return out
+    with tarfile.open(archive) as src, tarfile.open(out.with_suffix(".part"), "w") as dst:
+        (manifest,) = json.load(src.extractfile("manifest.json"))  # type: ignore[arg-type]
+        config = json.load(src.extractfile(manifest["Config"]))  # type: ignore[arg-type]
+        config.setdefault("config", {}).setdefault("Labels", {})["vgpu.release"] = "upgrade"
+        body = json.dumps(config).encode()
+        name = hashlib.sha256(body).hexdigest() + ".json"
+        manifest.update(Config=name, RepoTags=[f"{IMAGE}:{UPGRADE_TAG}"])
+        for member in src.getmembers():
+            if member.name in ("manifest.json", manifest["Config"]) or member.name == name:
+                continue
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+        for file_name, data in ((name, body), ("manifest.json", json.dumps([manifest]).encode())):
+            info = tarfile.TarInfo(file_name)
+            info.size = len(data)
+            dst.addfile(info, io.BytesIO(data))
+    out.with_suffix(".part").rename(out)
+    return out
+
+
+def import_image(cluster: RealCluster, archive: Path, tag: str) -> str:
+    """Import an image archive into the node's containerd as ``IMAGE:tag``; its digest,
+    which is also made a name of it, as a pull by digest leaves it."""
+    node = cluster.node
+    node.ctr("images", "import", str(archive), timeout=600)
+    listed = node.ctr("images", "ls", f"name=={IMAGE}:{tag}")
+    (row,) = [line.split() for line in listed.splitlines()[1:] if line.strip()]
+    digest = row[2]
+    node.ctr("images", "tag", "--force", f"{IMAGE}:{tag}", f"{IMAGE}@{digest}")
+    return digest
 
 
 def api(cluster: RealCluster) -> KubeCluster:

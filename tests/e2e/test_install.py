@@ -4,15 +4,10 @@ The cluster (:class:`tests.controlplane.real_cluster.RealCluster`) is Kubernetes
 built from Debian's sources: the control plane with kube-controller-manager and
 kube-scheduler, one node with the kubelet, containerd, a CNI bridge and kube-proxy. vgpu's
 image (``tests/image/build.sh``) is imported into the node's containerd; the user's
-kustomization only names the base (the 1.20 fake-GPU overlay) and the image; the control
-plane's own kubectl applies it. Everything then runs as pods: the certificates Job, the
-webhook behind its Service (the API server reaches it through the node's kube-proxy), the
-scheduler Deployment electing a leader, the node agent DaemonSet registering with the
-kubelet from its pod. The tests run in order on one install: pods, the operator's tools,
-metrics, an upgrade, an uninstall and a reinstall.
-
-Nothing here knows which webhooks ``manifests/`` registers: every webhook configuration
-the kustomization renders is checked the same way.
+kustomization names the base (the 1.20 fake-GPU overlay) and pins the image by digest; the
+control plane's kubectl applies it. Everything then runs as pods, in order on one install:
+pods, the operator's tools, metrics, stolen tokens, an upgrade, an uninstall, a reinstall.
+Nothing here knows which webhooks ``manifests/`` registers: each is checked the same way.
 """
 
 from __future__ import annotations
@@ -50,10 +45,12 @@ from tests.e2e.install_support import (
     ensure_image,
     env_of,
     gpu_pod,
+    import_image,
     kubectl_vgpu,
     rollouts,
     running,
     sample_sum,
+    second_release,
     slices_per_gpu,
     webhook_configurations,
 )
@@ -64,14 +61,16 @@ from vgpu.cluster.port import Obj, Selector
 from vgpu.codecs import decode_inventory
 from vgpu.pod_history import ADMISSION
 
+RELEASES: dict[str, str] = {}  # tag: digest of the images on the node
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RealCluster]:
     archive = ensure_image()  # a build, when there is one, before anything is timed
+    upgrade = second_release(archive)
     with RealCluster(NODE) as running_cluster:
-        running_cluster.node.ctr("images", "import", str(archive), timeout=600)
-        running_cluster.node.ctr("images", "tag", "--force", f"{IMAGE}:{TAG}",
-                                 f"{IMAGE}:{UPGRADE_TAG}")
+        RELEASES[TAG] = import_image(running_cluster, archive, TAG)
+        RELEASES[UPGRADE_TAG] = import_image(running_cluster, upgrade, UPGRADE_TAG)
         yield running_cluster
 
 
@@ -83,7 +82,7 @@ def user(cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> User
     cluster.kubectl("label", "namespace", "kube-system",
                     "kubernetes.io/metadata.name=kube-system")
     folder = UserKustomization(tmp_path_factory.mktemp("operator") / "my-vgpu")
-    folder.write(TAG)
+    folder.write(RELEASES[TAG])
     cluster.kubectl("apply", "-k", str(folder.folder))
     cluster.kubectl("create", "namespace", WORKLOADS)
     return folder
@@ -210,7 +209,7 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
            for c in ("scheduler", "webhook", "nodeagent")}
     # docs/operator-guide.md#upgrades, 1.20: the finished certs Job stays (no TTL); it goes first.
     cluster.kubectl("delete", "job", "-n", NAMESPACE, "vgpu-certs")
-    user.write(UPGRADE_TAG)
+    user.write(RELEASES[UPGRADE_TAG])
     with PodsMeanwhile(cluster, most=14) as meanwhile:
         cluster.kubectl("apply", "-k", str(user.folder))
         rollouts(cluster, user)
@@ -243,7 +242,8 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
         replaced = component_pods(port, component)
         assert replaced and not names & {meta.name(p) for p in replaced}, component
         for p in replaced:
-            assert all(c["image"] == f"{IMAGE}:{UPGRADE_TAG}" for c in p["spec"]["containers"])
+            assert all(c["image"] == f"{IMAGE}@{RELEASES[UPGRADE_TAG]}"
+                       for c in p["spec"]["containers"])
     holder = port.get("leases", "vgpu-scheduler", NAMESPACE)["spec"]["holderIdentity"]
     assert holder in {meta.name(p) for p in component_pods(port, "scheduler")}
     # The agent's documented strategy: a rolling update, one node at a time.
@@ -281,7 +281,7 @@ def test_uninstall_leaves_nothing_in_the_way_and_a_reinstall_runs_gpu_pods(
     node = port.get("nodes", NODE)
     assert node["status"]["allocatable"].get(GPU) == "0"
     before = meta.annotations_of(node).get(NODE_HEARTBEAT)
-    user.write(TAG)
+    user.write(RELEASES[TAG])
     cluster.kubectl("apply", "-k", str(user.folder))
     rollouts(cluster, user)
     wait_until("the reinstalled agent publishes", lambda: meta.annotations_of(
