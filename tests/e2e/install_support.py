@@ -79,13 +79,15 @@ class UserKustomization:
     folder: Path
 
     def write(self, digest: str) -> None:
-        """The kustomization pinning ``IMAGE@digest`` (kubectl 1.20's kustomize can put
-        a digest over the manifests' digest, not a tag)."""
+        """The kustomization pinning ``IMAGE@digest``, as docs/operator-guide.md#install
+        writes it: the name ends in ``@sha256`` because kubectl 1.20's kustomize reads an
+        image's name up to its last colon (and a current one matches it as well)."""
         base = os.path.relpath(ROOT / "manifests" / BASE, self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "kustomization.yaml").write_text(
             f"bases: [{base}]\n"
-            f"images: [{{name: {UNRELEASED}, newName: {IMAGE}, digest: \"{digest}\"}}]\n")
+            f"images: [{{name: \"{UNRELEASED}@sha256\", newName: {IMAGE}, "
+            f"digest: \"{digest}\"}}]\n")
 
     def rendered(self, cluster: RealCluster) -> list[Obj]:
         out = cluster.kubectl("kustomize", str(self.folder)).stdout
