@@ -104,9 +104,12 @@ def check_rendered(objs: list[Obj]) -> None:
     for o in objs:
         if o["kind"] not in ("Namespace", "MutatingWebhookConfiguration") and \
                 not o["kind"].startswith("Cluster"):
-            expected = "vgpu-node" if o["metadata"]["name"].startswith("vgpu-nodeagent") or \
-                o["metadata"]["name"].startswith("vgpu-fake-devices") else "vgpu-system"
-            assert o["metadata"].get("namespace") in (None, expected), o["metadata"]
+            # The node agent's workload in its namespace, every other one in vgpu-system.
+            # (None: cluster-scoped, or the dashboards folder, namespaced where applied.)
+            expected = {"vgpu-node"} if o["kind"] == "DaemonSet" else \
+                {"vgpu-system"} if o["kind"] in ("Deployment", "Job", "CronJob") else \
+                {None, "vgpu-system", "vgpu-node"}
+            assert o["metadata"].get("namespace") in expected, o["metadata"]
         spec = o.get("spec", {})
         template = spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get(
             "template")
