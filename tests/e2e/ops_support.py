@@ -62,23 +62,24 @@ def metrics_reader_token(cp: ControlPlane, namespace: str, account: str) -> str:
     """A token of ServiceAccount ``account`` (created in ``namespace``, which must exist)
     bound to a ClusterRole allowed ``get`` on ``/metrics``: what a Prometheus scrapes the
     components' secure ports with (manifests' ``vgpu-metrics-reader``)."""
-    k = kubernetes.client
+    name = f"{namespace}-{account}"
+    cp.kubectl("apply", "-f", "-", input_text=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": account, "namespace": namespace}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": name},
+         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]},
+    ]))
     with cp.api_client() as client:
-        core, rbac = k.CoreV1Api(client), k.RbacAuthorizationV1Api(client)
-        core.create_namespaced_service_account(
-            namespace, k.V1ServiceAccount(metadata=k.V1ObjectMeta(name=account)))
-        rbac.create_cluster_role(k.V1ClusterRole(
-            metadata=k.V1ObjectMeta(name=f"{namespace}-{account}"),
-            rules=[k.V1PolicyRule(non_resource_ur_ls=["/metrics"], verbs=["get"])]))
-        rbac.create_cluster_role_binding(k.V1ClusterRoleBinding(
-            metadata=k.V1ObjectMeta(name=f"{namespace}-{account}"),
-            role_ref=k.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
-                                 name=f"{namespace}-{account}"),
-            subjects=[k.RbacV1Subject(kind="ServiceAccount", name=account,
-                                      namespace=namespace)]))
-        answer = core.create_namespaced_service_account_token(
-            account, namespace, k.AuthenticationV1TokenRequest(
-                spec=k.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)))
+        answer = kubernetes.client.CoreV1Api(client).create_namespaced_service_account_token(
+            account, namespace, kubernetes.client.AuthenticationV1TokenRequest(
+                spec=kubernetes.client.V1TokenRequestSpec(audiences=[],
+                                                          expiration_seconds=3600)))
     return str(answer.status.token)
 
 
