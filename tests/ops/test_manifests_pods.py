@@ -38,6 +38,9 @@ def test_pod_hardening(where: str, spec: Obj) -> None:
             assert set(c["resources"][kind]) == {"cpu", "memory"}, (where, kind)
         assert c["image"] == "vgpu"
         if long_running:
+            # The operations port is HTTPS (metricsServer); the kubelet probes it as such.
+            for probe in ("livenessProbe", "readinessProbe"):
+                assert c[probe]["httpGet"]["scheme"] == "HTTPS", (where, probe)
             assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
             assert c["readinessProbe"]["httpGet"]["path"] in ("/readyz", "/healthz")
             port_names = {p["name"] for p in c["ports"]}
