@@ -13,9 +13,11 @@ the loopback address) so that probes and scrapes never queue behind admissions.
 
 The admission listener is bounded as the operations port is: at most
 ``webhook.maxConnections`` connections (:class:`~vgpu_webhook.capped_site.CappedSite`), and
-``webhook.requestTimeoutSeconds`` for a handshake, for a request's headers to arrive (the
-keep-alive timer), and for its body and answer (then HTTP 408): a flood of forged reviews
-costs the cap, and a slow client its deadline, never every admission.
+``webhook.requestTimeoutSeconds`` for a handshake and for a request's body and answer
+(then HTTP 408), ``webhook.idleTimeoutSeconds`` for a connection with no request, or with
+one whose headers have not all come (the keep-alive timer; longer than the API server's
+90 s for an idle connection, which would otherwise send on one just closed): a flood of
+forged reviews costs the cap, and a slow client its deadline, never every admission.
 """
 
 from __future__ import annotations
@@ -238,7 +240,7 @@ class WebhookServer:
         # admissions; outcomes are counted in the metrics and logged when they change a
         # pod. The keep-alive timer also ends a connection whose request never arrives.
         runner = web.AppRunner(self.mutate_app(), access_log=None, shutdown_timeout=5.0,
-                               keepalive_timeout=hook.request_timeout_seconds)
+                               keepalive_timeout=hook.idle_timeout_seconds)
         await runner.setup()
         self._runners.append(runner)
         self._site = CappedSite(runner, secure, ssl_context=self.tls.front, backlog=1024,

@@ -24,7 +24,8 @@ async def bounded(tmp_path: Path) -> AsyncIterator[tuple[WebhookServer, ssl.SSLC
     ca_file = ca.write(tmp_path / "ca.crt")
     cert_file, key_file = tmp_path / "tls.crt", tmp_path / "tls.key"
     certs.serving(ca, cert_file, key_file)
-    config = Config(webhook=WebhookConfig(max_connections=2, request_timeout_seconds=1.0))
+    config = Config(webhook=WebhookConfig(max_connections=2, request_timeout_seconds=1.0,
+                                          idle_timeout_seconds=1.0))
     server = WebhookServer(config, GpuView(), CertReloader(str(cert_file), str(key_file)),
                            host="127.0.0.1", port=0, metrics_port=0)
     await server.start()

@@ -20,8 +20,13 @@ class WebhookConfig:
         512, "connections the admission port (9443) serves at once; more are closed as they "
         "arrive", lo=1, hi=100000)
     request_timeout_seconds: float = _knob(
-        10.0, "how long the admission port waits for a TLS handshake, a request's headers, "
-        "or its body and answer (the registrations' timeoutSeconds is 5)", lo=0.5, hi=600)
+        10.0, "how long the admission port waits for a TLS handshake, or a request's body "
+        "and answer (the registrations' timeoutSeconds is 5)", lo=0.5, hi=600)
+    idle_timeout_seconds: float = _knob(
+        120.0, "how long the admission port keeps a connection with no request under way, "
+        "or one whose request's headers have not all come: above the API server's 90 s "
+        "for an idle connection, so that it never sends on one just closed", lo=1,
+        hi=3600)
     denial_events_per_second: float = _knob(
         5.0, "FailedAdmission Events the webhook writes at most per second (a burst of ten "
         "times as many): each is a write on the pod's namespace for whoever sent the "
