@@ -125,7 +125,16 @@ class WebhookServer:
             return deny(f"cannot tell the node of the node agent's pod {who.namespace}/"
                         f"{who.pod} now (retry): {exc or 'the API server did not answer'}",
                         code=503)
-        return node_scope.decide(request, agents, node)
+        stored = None
+        if node and (name := node_scope.stored_to_read(request, agents)):
+            try:
+                stored = await asyncio.wait_for(
+                    asyncio.to_thread(self.agent_nodes.stored_node, name), LOOKUP_SECONDS)
+            except (ClusterError, TimeoutError) as exc:
+                log.warning("cannot read the Node", node=name, error=str(exc))
+                return deny(f"cannot read Node {name} to check the node agent's write now "
+                            f"(retry): {exc or 'the API server did not answer'}", code=503)
+        return node_scope.decide(request, agents, node, stored)
 
     async def _review(self, request: web.Request,
                       verdict_of: Callable[[Mapping[str, Any]], Verdict], *,

@@ -5,6 +5,9 @@ pod the token is bound to, read once per pod from the API server (a pod's node n
 changes, and a token of a deleted pod no longer authenticates). Only pods of the agent's
 own namespace are read (the webhook's right is a Role there), and only the pod whose uid
 the token names: a pod recreated under the name is another pod.
+
+It also reads a Node as stored, when ``/node-scope`` cannot trust the review's
+``oldObject`` (:func:`vgpu_webhook.node_scope.stored_to_read`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import threading
 from collections import OrderedDict
 
 from vgpu import meta
-from vgpu.cluster.port import ClusterPort
+from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import NotFoundError
 from vgpu.pods import node_name
 from vgpu_webhook.node_scope import Identity
@@ -61,3 +64,8 @@ class AgentNodes:
             while len(self._nodes) > self._remembered:
                 self._nodes.popitem(last=False)
         return node
+
+    def stored_node(self, name: str) -> Obj | None:
+        """The Node ``name`` as stored now (a blocking read); None without a cluster.
+        Raises the cluster errors of a failed read (the caller denies: it cannot tell)."""
+        return None if self._port is None else self._port.get("nodes", name)

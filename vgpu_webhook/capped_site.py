@@ -3,9 +3,9 @@ closed as they arrive) and a TLS handshake that must end within ``timeout``.
 
 A connection that never completes a request is closed by the request handler's keep-alive
 timer (aiohttp arms it at connection, and it fires while a request's headers are still
-being read: ``webhook.idleTimeoutSeconds``); a request body read and answered slower than the deadline is ended by the server
-(:class:`vgpu_webhook.admission_server.WebhookServer`). So a flood costs no more than the
-cap, and a slow client no longer than the deadline.
+being read: ``webhook.idleTimeoutSeconds``); a request body read and answered slower than
+the deadline is ended by the server (:class:`vgpu_webhook.admission_server.WebhookServer`).
+So a flood costs no more than the cap, and a slow client no longer than the deadline.
 """
 
 from __future__ import annotations

@@ -37,11 +37,14 @@ class Pods:
     def __init__(self, pods: dict[tuple[str, str], dict[str, Any]],
                  error: ClusterError | None = None) -> None:
         self.pods, self.error, self.gets = pods, error, 0
+        self.nodes: dict[str, dict[str, Any]] = {}
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         self.gets += 1
         if self.error is not None:
             raise self.error
+        if kind == "nodes":
+            return self.nodes[name]
         if (namespace or "", name) not in self.pods:
             raise NotFoundError(f"pod {name} not found")
         return self.pods[(namespace or "", name)]
@@ -137,3 +140,26 @@ async def test_node_scope_is_served_and_reads_the_agents_pod(
     assert answers[3]["status"]["code"] == 503 and "retry" in answers[3]["status"]["message"]
     assert pods.gets == 2  # the first pod once (cached), the second tried
     assert running.metrics.node_scope["denied"]._value.get() == 2
+
+
+async def test_a_node_write_that_shows_no_change_is_checked_against_the_stored_node(
+        served: tuple[WebhookServer, ssl.SSLContext, Pods]) -> None:
+    """As the 1.20.2 API server sends the agent's label PATCH of its Node: oldObject is
+    object. The webhook reads the Node and refuses; while it cannot, it refuses too."""
+    running, tls, pods = served
+    pods.nodes["node-a"] = NODE_A
+    relabelled = changed(NODE_A, metadata__labels={"gpu": "off"})
+    request = review(relabelled, relabelled, node=None)
+    request["userInfo"]["extra"] = {POD_NAME: ["vgpu-nodeagent-x"], POD_UID: ["a1"]}
+    answers = []
+    async with aiohttp.ClientSession() as session:
+        for i in range(2):
+            body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                    "request": {**request, "uid": f"u-{i}"}}
+            async with session.post(f"https://127.0.0.1:{running.port}/node-scope",
+                                    data=json.dumps(body).encode(), ssl=tls) as response:
+                answers.append(json.loads(await response.read())["response"])
+            pods.error = ClusterError("the API server is away")
+    assert [a["allowed"] for a in answers] == [False, False]
+    assert "metadata.labels" in answers[0]["status"]["message"]
+    assert answers[1]["status"]["code"] == 503 and "Node node-a" in answers[1]["status"]["message"]

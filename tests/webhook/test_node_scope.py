@@ -15,7 +15,7 @@ import yaml
 
 from vgpu.config import Config
 from vgpu_webhook.component_policies import node_scope_policy, node_scope_webhook
-from vgpu_webhook.node_scope import NODE_NAME, decide, identity
+from vgpu_webhook.node_scope import NODE_NAME, decide, identity, stored_to_read
 
 CONFIG = Config()
 (AGENT,) = CONFIG.webhook.node_agents
@@ -125,6 +125,45 @@ def test_the_message_says_what_the_write_touched() -> None:
 def test_an_agent_writes_nothing_else(operation: str, sub: str) -> None:
     request = review(POD, POD, operation=operation, sub=sub)
     assert not decide(request, AGENTS, "node-a").allowed
+
+
+# -- a review whose oldObject already carries the write (1.20's Node PATCH) ---------------
+
+RELABELLED = changed(NODE_A, metadata__labels={"gpu": "off"})
+#: What the 1.20.2 API server sends for the agent's label PATCH: oldObject == object.
+ALIASED = review(RELABELLED, RELABELLED)
+STORED_CASES = [
+    ("a label, seen against the stored Node", ALIASED, NODE_A, True),
+    ("a taint, seen against the stored Node", review(*[changed(
+        NODE_A, spec__taints=[{"key": "x", "effect": "NoSchedule"}])] * 2), NODE_A, True),
+    ("its heartbeat, seen against the stored Node", review(*[changed(
+        NODE_A, metadata__annotations=HEARTBEAT)] * 2), NODE_A, False),
+    ("the kubelet's newer status in the stored Node", review(*[changed(
+        NODE_A, metadata__annotations=HEARTBEAT)] * 2), changed(
+        NODE_A, status__capacity={"cpu": "16"}, metadata__resourceVersion="9"), False),
+    ("a label another writer set since: the agent writes again", review(NODE_A, NODE_A),
+     changed(NODE_A, metadata__labels={"gpu": "on", "zone": "b"}), True),
+]
+
+
+@pytest.mark.parametrize(("what", "request_", "stored", "denied"), STORED_CASES,
+                         ids=[c[0] for c in STORED_CASES])
+def test_a_node_write_that_shows_no_change_is_seen_against_the_stored_node(
+        what: str, request_: dict[str, Any], stored: dict[str, Any], denied: bool) -> None:
+    assert stored_to_read(request_, AGENTS) == "node-a"
+    verdict = decide(request_, AGENTS, "node-a", stored)
+    assert verdict.allowed is not denied, verdict.message
+    # Without the stored Node the aliased review reads as no change at all.
+    assert decide(request_, AGENTS, "node-a").allowed
+
+
+@pytest.mark.parametrize(("what", "request_"), [
+    ("a write that shows its change", review(NODE_A, RELABELLED)),
+    ("not an agent's", review(RELABELLED, RELABELLED, user="admin")),
+    ("a pod's status", review(POD, POD, sub="status")),
+])
+def test_no_stored_node_is_read_for(what: str, request_: dict[str, Any]) -> None:
+    assert stored_to_read(request_, AGENTS) == "", what
 
 
 # -- the registrations ------------------------------------------------------------------
