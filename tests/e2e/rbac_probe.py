@@ -34,8 +34,9 @@ CAN = {
         ("get", "leases.coordination.k8s.io/vgpu-scheduler", "-n", "vgpu-system"),
         ("update", "leases.coordination.k8s.io/vgpu-scheduler", "-n", "vgpu-system"), *REVIEWS,
     ],
-    "vgpu-webhook": [("list", "nodes"), ("watch", "nodes"), ("get", "pods", "-n", "vgpu-node"),
-                     *REVIEWS],
+    # get nodes: /node-scope reads the Node a node agent writes (vgpu_webhook/node_scope.py).
+    "vgpu-webhook": [("list", "nodes"), ("watch", "nodes"), ("get", "nodes/some-node"),
+                     ("get", "pods", "-n", "vgpu-node"), *REVIEWS],
     "vgpu-nodeagent": [
         ("list", "pods", "-A"), ("watch", "pods", "-A"), ("get", "pods", "-n", "team-a"),
         ("patch", "pods", "--subresource=status", "-n", "team-a"), ("patch", "nodes"),
@@ -76,7 +77,7 @@ CANNOT = {
                        ("patch", "events", "-n", "team-a"), ("get", "nodes/node-a"),
                        ("create", "events.events.k8s.io", "-n", "team-a")],
     "vgpu-webhook": [("get", "pods", "-A"), ("get", "pods", "-n", "team-a"), ("patch", "nodes"),
-                     ("list", "pods", "-n", "vgpu-node"), ("get", "nodes/some-node")],
+                     ("list", "pods", "-n", "vgpu-node")],
     "vgpu-nodeagent": [("list", "nodes"), ("create", "pods", "--subresource=binding", "-A"),
                        ("update", "pods", "-n", "team-a"), ("patch", "pods", "-n", "team-a"),
                        ("patch", "events", "-A")],
