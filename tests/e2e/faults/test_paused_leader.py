@@ -93,21 +93,27 @@ def one_round(env: FaultEnv, round_: int, high: str, filler: str) -> None:
     finally:
         # A learns that it lost the Lease from its next read of it: slowed down, that
         # read leaves A's other threads seconds to act on what their watches show first,
-        # which is what the fence has to stop.
-        proxy.rules.append(lambda r: Fault(Action.DELAY, 3.0) if "/leases/" in r.path
-                           else None)
+        # which is what the fence has to stop. (Only reads: a renewal A was about to send
+        # when it froze must get its answer, a conflict, within its deadline.)
+        proxy.rules.append(lambda r: Fault(Action.DELAY, 3.0)
+                           if r.method == "GET" and "/leases/" in r.path else None)
         resumed = time.time()
         a.proc.send_signal(signal.SIGCONT)
     # A finds it lost the lease and exits, having sent nothing.
     assert a.proc.wait(30) == 1, a.log.read_text()[-4000:]
     late = writes_since(proxy, resumed)
     assert not late, (late, a.log.read_text()[-4000:])
+    assert lease_holder(kube, namespace) == f"b{round_}"
     check_not_overcommitted(kube, namespace, [node])
     b.stop()
     # The next round starts from an empty namespace (but for the filler).
     for pod_name in (q, p):
         delete_now(kube, namespace, pod_name)
     kube.delete("nodes", node)
+
+
+def lease_holder(kube: adapter.KubeCluster, namespace: str) -> str:
+    return str(kube.get("leases", "vgpu-scheduler", namespace)["spec"].get("holderIdentity"))
 
 
 def on_node(kube: adapter.KubeCluster, namespace: str, node: str) -> list[str]:
