@@ -87,7 +87,11 @@ class SchedulerConfig:
     )
     bind_in_doubt_seconds: float = _knob(
         35.0, "how long a Binding whose answer was lost keeps its room held while the pod is "
-        "not seen bound (the request timeout and a margin), and a new leader waits", lo=1)
+        "not seen bound (far past writeTimeoutSeconds: a proxy may send it on late)", lo=1)
+    write_timeout_seconds: float = _knob(
+        5.0, "the longest a write the scheduler sends stays in flight: its client deadline "
+        "and the API server's timeout; a new leader waits the old one's renew deadline plus "
+        "this after it last saw the Lease renewed", lo=0.5, hi=60)
     plugins: tuple[str, ...] = _knob(
         DEFAULT_SCHEDULER_PLUGINS,
         "plugins of the profile, in the order their extension points run (names from the "

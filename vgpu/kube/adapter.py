@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import quote
@@ -35,7 +36,7 @@ from vgpu.errors import (
     NotFoundError,
     OutcomeUnknownError,
 )
-from vgpu.kube import discovery, http1, paths, tokens
+from vgpu.kube import deadlines, discovery, http1, paths, tokens
 from vgpu.kube.ratelimit import TokenBucket
 from vgpu.kube.transport import (
     SERVICE_ACCOUNT_DIR,
@@ -61,6 +62,8 @@ class KubeCluster:
         #: Checked immediately before each write is sent (a leader's
         #: :class:`vgpu.cluster.fence.Fence`); it raises to stop the write.
         self.fence: Fence = OpenFence()
+        #: Each write's longest time in flight from its fence check (:mod:`.deadlines`).
+        self.write_timeout: float | None = None
         # The older version a resource is served at on this server, once a list found it
         # (Resource.fallbacks); every later call for the kind uses it.
         self._served: dict[str, Resource] = {}
@@ -80,14 +83,18 @@ class KubeCluster:
         tests and benches setting up what the port does not serve (namespaces, RBAC)."""
         self._bucket.acquire()
         write = method in paths.WRITES
+        query, deadline = query or [], None
         if write:
-            # After the rate limiter, which may hold the request for a while: the check
-            # is as close to the write as this layer gets.
+            started = time.monotonic()  # so that a pause after the check counts too
+            # After the rate limiter (it may hold a request): as close to the write as can be.
             self.fence.check(what)
+            if self.write_timeout is not None:
+                deadline = started + self.write_timeout
+                query = deadlines.with_timeout(query, deadline)
         try:
-            status, data = self.transport.call(method, path, query=query or [], body=body,
-                                               content_type=content_type,
-                                               timeout=timeout or self._timeout)
+            status, data = self.transport.call(
+                method, path, query=query, body=body, content_type=content_type,
+                timeout=timeout or self._timeout, deadline=deadline)
         except http1.AnswerLost as exc:
             raise OutcomeUnknownError(f"{what}: {exc}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
