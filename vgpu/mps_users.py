@@ -49,7 +49,9 @@ def _uid(value: Any) -> int | None:
     return value
 
 
-def _run_as(context: Any) -> int | None:
+def run_as_user(context: Any) -> int | None:
+    """A ``securityContext``'s ``runAsUser``; None when it states none (or one no API
+    server accepts)."""
     return _uid(meta.mapping(context).get("runAsUser"))
 
 
@@ -82,14 +84,14 @@ def effective(pod: Mapping[str, Any], gpu_containers: Collection[str], pod_id: s
     """The user of ``pod`` (identified by ``pod_id``) as its GPU containers, named in
     ``gpu_containers``, run. Never raises: a malformed spec reads as unknown."""
     spec = meta.mapping(pod.get("spec"))
-    pod_uid = _run_as(spec.get("securityContext"))
+    pod_uid = run_as_user(spec.get("securityContext"))
     seen: dict[int, str] = {}
     unknown: list[str] = []
     for ref in containers(pod):
         name = ref.name
         if name is None or name not in gpu_containers:
             continue
-        own = _run_as(meta.mapping(ref.container).get("securityContext"))
+        own = run_as_user(meta.mapping(ref.container).get("securityContext"))
         if own is not None:
             seen.setdefault(own, f"container {name}'s securityContext.runAsUser")
         elif pod_uid is not None:
