@@ -102,12 +102,33 @@ HOLDS: Mapping[str, Holds] = {
     MPS: Holds(memory=True, compute=True, faults_apart=False, one_user=True),
     MPS_HAMI_CORE: Holds(memory=True, compute=True, faults_apart=False, one_user=True),
 }
-#: What a mode this vgpu does not know holds: nothing, read the safe way.
-HOLDS_UNKNOWN = Holds(memory=False, compute=False, faults_apart=False, one_user=True)
+#: What a mode this vgpu does not know holds: nothing, read the safe way. (Its agent
+#: predates MPS, so it serves any user: :func:`vgpu.mps_users.on_mps`.)
+HOLDS_UNKNOWN = Holds(memory=False, compute=False, faults_apart=False)
 
 
 def holds(mode: str) -> Holds:
     return HOLDS.get(mode, HOLDS_UNKNOWN)
+
+
+def summary(modes: Iterable[str]) -> str:
+    """What GPUs in ``modes`` hold, in words: a node's line in ``vgpu inspect``. GPUs of
+    several modes (a node whose MPS daemon came back while some GPU lagged) hold only what
+    all of them hold."""
+    listed = sorted(set(modes))
+    if not listed:
+        return "no GPUs"
+    each = [holds(m) for m in listed]
+    memory = all(h.memory for h in each)
+    compute = all(h.compute for h in each)
+    apart = all(h.faults_apart for h in each)
+    one_user = any(h.one_user for h in each)
+    parts = [f"memory {'held' if memory else 'not held'}",
+             f"compute {'held' if compute else 'not held'}",
+             "faults kept to each pod" if apart else "a GPU is one fault domain"]
+    if one_user:
+        parts.append("one uid per GPU (MPS)")
+    return ", ".join(parts)
 
 
 def strongest(mps: bool, library: bool) -> str:
