@@ -68,13 +68,7 @@ def container_fit(request: ContainerRequest, devices: Sequence[Device],
     have = sum(1 for _, _, reason in verdicts if reason is None)
     if have >= request.count:
         return None
-    head = f"container {request.name}: {have}/{request.count} GPU(s) fit"
-    if shut:
-        head += (f"; {', '.join(_gpu(d) for d in shut)} share(s) a fault domain with pods "
-                 f"it may not join (vgpu.io/fault-domain)")
-    if busy:
-        head += (f"; {', '.join(_gpu(d) for d in busy)} serve(s) MPS clients of another "
-                 f"user (runAsUser)")
+    head = _head(request, have, shut, busy)
     allowed = [v for v in verdicts if v[2] is not None and v[2] not in _EXCLUDED]
     if not allowed:
         return _none_closer(head, [v[2] for v in verdicts], have=have,
@@ -86,6 +80,19 @@ def container_fit(request: ContainerRequest, devices: Sequence[Device],
 
 
 _EXCLUDED = (FitReason.TYPE_EXCLUDED, FitReason.UUID_EXCLUDED)
+
+
+def _head(request: ContainerRequest, have: int, shut: Sequence[Device],
+          busy: Sequence[Device]) -> str:
+    """How many GPUs fit, and which ones the pod may not join and why."""
+    head = f"container {request.name}: {have}/{request.count} GPU(s) fit"
+    if shut:
+        head += (f"; {', '.join(_gpu(d) for d in shut)} share(s) a fault domain with pods "
+                 f"it may not join (vgpu.io/fault-domain)")
+    if busy:
+        head += (f"; {', '.join(_gpu(d) for d in busy)} serve(s) MPS clients of another "
+                 f"user (runAsUser)")
+    return head
 
 
 def _none_closer(head: str, reasons: Sequence[FitReason | None], *, have: int,

@@ -191,13 +191,19 @@ def render_table(report: Report, details: bool = False, topology: bool = False) 
     for i, line in enumerate(_table(rows)):
         lines.append(line)
         lines.extend(after.get(i, ()))
+    return "\n".join(lines + _below(report, topology))
+
+
+def _below(report: Report, topology: bool) -> list[str]:
+    """What follows the table: each node's isolation, its links, the pending pods, the
+    warnings."""
+    lines: list[str] = []
     if report.nodes:
         lines.append("Isolation per node (what holds each container to its slice):")
         lines.extend(isolation_line(node) for node in report.nodes)
     if topology:
         for node in report.nodes:
             lines.extend(topology_lines(node))
-    lines.append(f"Pending GPU pods: {t.pending_pods}")
-    for w in report.warnings:
-        lines.append(f"WARNING {w.object}: {w.message}")
-    return "\n".join(lines)
+    lines.append(f"Pending GPU pods: {report.totals.pending_pods}")
+    lines.extend(f"WARNING {w.object}: {w.message}" for w in report.warnings)
+    return lines

@@ -78,29 +78,35 @@ def read(data: bytes) -> SharedObject:
                        "cannot be found")
     sections = [_unpack(f"{order}IIQQQQIIQQ", data, shoff + i * shentsize, f"section {i}")
                 for i in range(shnum)]
-    exported: set[str] = set()
-    found = False
-    for _name_at, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
-        if kind != SHT_DYNSYM:
-            continue
-        found = True
-        if link >= len(sections):
-            raise ElfError(f"the dynamic symbols name string table {link}, which is missing")
-        strings_at, strings_size = sections[link][4], sections[link][5]
-        if strings_at + strings_size > len(data):
-            raise ElfError("the dynamic string table is past the end of the file")
-        strings = data[strings_at:strings_at + strings_size]
-        step = entsize or _SYM_SIZE
-        if step < _SYM_SIZE:
-            raise ElfError(f"dynamic symbol entries of {step} bytes (expected {_SYM_SIZE})")
-        for at in range(offset, offset + size - step + 1, step):
-            name_at, info, other, shndx, _value, _size = _unpack(
-                f"{order}IBBHQQ", data, at, "a dynamic symbol")
-            bind, kind_ = info >> 4, info & 0xF
-            if (shndx != _SHN_UNDEF and bind in (_STB_GLOBAL, _STB_WEAK)
-                    and kind_ in (_STT_FUNC, _STT_GNU_IFUNC)
-                    and other & 3 in (_STV_DEFAULT, _STV_PROTECTED)):
-                exported.add(_name(strings, name_at))
-    if not found:
+    tables = [s for s in sections if s[1] == SHT_DYNSYM]
+    if not tables:
         raise ElfError("no dynamic symbol table: it exports nothing")
+    exported: set[str] = set()
+    for table in tables:
+        exported.update(_exported(data, order, sections, table))
     return SharedObject(machine, frozenset(exported))
+
+
+def _exported(data: bytes, order: str, sections: list[tuple[int, ...]],
+              table: tuple[int, ...]) -> set[str]:
+    """The exported functions of one dynamic symbol table (a section header's fields)."""
+    offset, size, link, entsize = table[4], table[5], table[6], table[9]
+    if link >= len(sections):
+        raise ElfError(f"the dynamic symbols name string table {link}, which is missing")
+    strings_at, strings_size = sections[link][4], sections[link][5]
+    if strings_at + strings_size > len(data):
+        raise ElfError("the dynamic string table is past the end of the file")
+    strings = data[strings_at:strings_at + strings_size]
+    step = entsize or _SYM_SIZE
+    if step < _SYM_SIZE:
+        raise ElfError(f"dynamic symbol entries of {step} bytes (expected {_SYM_SIZE})")
+    out: set[str] = set()
+    for at in range(offset, offset + size - step + 1, step):
+        name_at, info, other, shndx, _value, _size = _unpack(
+            f"{order}IBBHQQ", data, at, "a dynamic symbol")
+        bind, kind = info >> 4, info & 0xF
+        if (shndx != _SHN_UNDEF and bind in (_STB_GLOBAL, _STB_WEAK)
+                and kind in (_STT_FUNC, _STT_GNU_IFUNC)
+                and other & 3 in (_STV_DEFAULT, _STV_PROTECTED)):
+            out.add(_name(strings, name_at))
+    return out
