@@ -22,6 +22,7 @@ from vgpu_scheduler.plugins.gpu import (
     hami_quota,
     isolation_required,
     mps_user,
+    quota_charge,
     share,
 )
 from vgpu_scheduler.plugins.kube import (
@@ -62,6 +63,7 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "MpsUser": mps_user.MpsUser,
     "VGPU": share.VGPU,
     "HamiQuota": hami_quota.HamiQuota,
+    "QuotaCharge": quota_charge.QuotaCharge,
     "DefaultPreemption": default_preemption.DefaultPreemption,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
