@@ -18,6 +18,7 @@ from vgpu.errors import ConfigError
 from vgpu.topology import shapes
 from vgpu_simulate import bundled, churn_cli, plot, published, text_table
 from vgpu_simulate import policies as sim_policies
+from vgpu_simulate.churn_stats import parse_seeds
 from vgpu_simulate.links import check_shape
 from vgpu_simulate.replay import RunResult, peak_rss_mib, replay
 from vgpu_simulate.tenancy import DEFAULT_MODE, Tenancy
@@ -70,6 +71,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capacity", type=float, metavar="FRACTION",
                         help="with --churn: keep a seeded random FRACTION of the nodes "
                              "(default 1)")
+    parser.add_argument("--load", type=float, metavar="L",
+                        help="with --churn: compress the pods' arrival times (durations "
+                             "kept, the list replayed in laps) so that the offered GPU "
+                             "demand averaged over the window is L x the cluster's GPUs; "
+                             "reports offered and achieved load")
+    parser.add_argument("--window", type=float, metavar="SECONDS",
+                        help="with --load: the replayed time the load is offered over "
+                             f"(default {churn_cli.DEFAULT_WINDOW:g})")
+    parser.add_argument("--seeds", metavar="RANGE",
+                        help="seeds as 42-51 or 42,45,50-51 (added to --seed); with --churn "
+                             "the table gives each figure's mean and 95 %% interval")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="with --churn: runs in N processes (default: one per core "
+                             "this process may use)")
     parser.add_argument("--tenants", type=int, default=1, metavar="N",
                         help="spread the pods over N namespaces at random (default 1: all "
                              "in one)")
@@ -261,7 +276,8 @@ def run(args: argparse.Namespace) -> int:
     names = args.policy or (churn_cli.DEFAULT_POLICIES if args.churn
                             else [sim_policies.DEFAULT, sim_policies.BEST])
     chosen = [sim_policies.get(n) for n in dict.fromkeys(names)]
-    seeds = list(dict.fromkeys(args.seed or [DEFAULT_SEED]))
+    named = [*(args.seed or []), *(parse_seeds(args.seeds) if args.seeds else [])]
+    seeds = list(dict.fromkeys(named or [DEFAULT_SEED]))
     nodes, pods, workload = _load(args)
     if args.churn:
         return churn_cli.run(args, nodes, pods, workload, chosen=chosen, seeds=seeds,
