@@ -21,6 +21,7 @@ from vgpu_scheduler.plugins.gpu import (
     fragmentation_aware,
     hami_quota,
     isolation_required,
+    node_reservation,
     quota_charge,
     share,
 )
@@ -63,6 +64,7 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "HamiQuota": hami_quota.HamiQuota,
     "QuotaCharge": quota_charge.QuotaCharge,
     "DefaultPreemption": default_preemption.DefaultPreemption,
+    "NodeReservation": node_reservation.NodeReservation,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
     # Ranks nodes by itself (the vGPU plugin's score weight 0) and provides the GPU policy
