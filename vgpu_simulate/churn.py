@@ -21,6 +21,7 @@ compressed and lapped until the nodes kept are offered that many times their GPU
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -213,7 +214,11 @@ def churn(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPolic
         if kind == _ARRIVE:
             arrived[pod.name] = moment
             ledger.arrive(pod)
-            cluster.create("pods", mapping.pod_object(pod, config))
+            obj = mapping.pod_object(pod, config)
+            # Created now on the replay's clock, as the API server would stamp it: what a
+            # NodeReservation's wait counts from.
+            obj["metadata"]["creationTimestamp"] = _stamp(moment)
+            cluster.create("pods", obj)
         else:
             if pod.num_gpu:
                 waits.append(Wait(pod.name, pod.total_gpu_milli, arrived[pod.name] - EPOCH,
@@ -234,6 +239,10 @@ def churn(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPolic
         return result
     return dataclasses.replace(result, load=made, achieved_load=achieved(
         ledger.timeline, made.window, result.gpus))
+
+
+def _stamp(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _result(policy: SimPolicy, seed: int, *, capacity: float, nodes: Sequence[TraceNode],
