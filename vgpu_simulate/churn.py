@@ -33,7 +33,8 @@ from vgpu.errors import ConfigError
 from vgpu_scheduler.host.attempt_record import AttemptRecord
 from vgpu_scheduler.host.scheduler import Scheduler
 from vgpu_simulate import mapping
-from vgpu_simulate.churn_ledger import Ledger, Need, fits_empty, percentile
+from vgpu_simulate.churn_fragments import Need, fits_empty
+from vgpu_simulate.churn_ledger import Ledger, percentile
 from vgpu_simulate.churn_plot import binned
 from vgpu_simulate.gorand import GoRand
 from vgpu_simulate.load import DEFAULT_WINDOW, Load, achieved, stream

@@ -7,6 +7,7 @@ the table gives per policy the mean and 95 % interval over its seeds
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import dataclasses
 import json
@@ -26,8 +27,8 @@ from vgpu_simulate.load import check as check_load
 from vgpu_simulate.policies import SimPolicy
 from vgpu_simulate.trace import TraceNode, TracePod
 
-__all__ = ["DEFAULT_PLOT", "DEFAULT_POLICIES", "DEFAULT_WINDOW", "check", "run", "summarise",
-           "table"]
+__all__ = ["DEFAULT_PLOT", "DEFAULT_POLICIES", "DEFAULT_WINDOW", "add_arguments", "check", "run",
+           "summarise", "table"]
 
 #: Policies compared when none is named: vgpu's default, the paper's FGD, the paper's
 #: BestFit and vgpu's policy for waiting pods (it learns its workload as it goes).
@@ -94,6 +95,24 @@ def table(summary: Sequence[dict[str, Any]]) -> str:
                      *([_pm(s, "achieved_load", ".3f")] if loaded else []),
                      f"{s['seconds']:.1f}"])
     return text_table.render(header, rows)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the loaded, multi-seed replay."""
+    parser.add_argument("--load", type=float, metavar="L",
+                        help="with --churn: compress the pods' arrival times (durations "
+                             "kept, the list replayed in laps) so that the offered GPU "
+                             "demand averaged over the window is L x the cluster's GPUs; "
+                             "reports offered and achieved load")
+    parser.add_argument("--window", type=float, metavar="SECONDS",
+                        help="with --load: the replayed time the load is offered over "
+                             f"(default {DEFAULT_WINDOW:g})")
+    parser.add_argument("--seeds", metavar="RANGE",
+                        help="seeds as 42-51 or 42,45,50-51 (added to --seed); with --churn "
+                             "the table gives each figure's mean and 95 %% interval")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="with --churn: runs in N processes (default: one per core "
+                             "this process may use)")
 
 
 def check(args: Any) -> None:

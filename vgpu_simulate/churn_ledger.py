@@ -15,32 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from vgpu.codecs import Assignment
-from vgpu_simulate import mapping
-from vgpu_simulate.churn_fragments import FragmentIndex
+from vgpu_simulate.churn_fragments import FragmentIndex, Need
 from vgpu_simulate.trace import MILLI, TraceNode, TracePod
-
-
-@dataclass(frozen=True)
-class Need:
-    """A pending pod as a node must hold it."""
-
-    gpus: int
-    share: int  # per GPU, milli, as granted
-    cpu: int
-    memory: int
-    models: tuple[str, ...]
-
-    @classmethod
-    def of(cls, pod: TracePod) -> Need:
-        share = mapping.allocated_milli(pod) // max(pod.num_gpu, 1)
-        return cls(pod.num_gpu, share, pod.cpu_milli, pod.memory_mib or 0, pod.gpu_spec)
-
-
-def fits_empty(node: TraceNode, need: Need) -> bool:
-    """Whether ``node`` could hold the pod with nothing else on it."""
-    return (node.gpus >= need.gpus and node.cpu_milli >= need.cpu
-            and node.memory_mib >= need.memory
-            and (not need.models or any(m.lower() in node.model.lower() for m in need.models)))
 
 
 def _holds(free: Iterable[int], need: Need) -> bool:

@@ -71,20 +71,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capacity", type=float, metavar="FRACTION",
                         help="with --churn: keep a seeded random FRACTION of the nodes "
                              "(default 1)")
-    parser.add_argument("--load", type=float, metavar="L",
-                        help="with --churn: compress the pods' arrival times (durations "
-                             "kept, the list replayed in laps) so that the offered GPU "
-                             "demand averaged over the window is L x the cluster's GPUs; "
-                             "reports offered and achieved load")
-    parser.add_argument("--window", type=float, metavar="SECONDS",
-                        help="with --load: the replayed time the load is offered over "
-                             f"(default {churn_cli.DEFAULT_WINDOW:g})")
-    parser.add_argument("--seeds", metavar="RANGE",
-                        help="seeds as 42-51 or 42,45,50-51 (added to --seed); with --churn "
-                             "the table gives each figure's mean and 95 %% interval")
-    parser.add_argument("--jobs", type=int, metavar="N",
-                        help="with --churn: runs in N processes (default: one per core "
-                             "this process may use)")
+    churn_cli.add_arguments(parser)
     parser.add_argument("--tenants", type=int, default=1, metavar="N",
                         help="spread the pods over N namespaces at random (default 1: all "
                              "in one)")

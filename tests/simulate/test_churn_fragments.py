@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vgpu_simulate.churn_fragments import FragmentIndex
-from vgpu_simulate.churn_ledger import Need, fragmented_on
+from vgpu_simulate.churn_fragments import FragmentIndex, Need
+from vgpu_simulate.churn_ledger import fragmented_on
 from vgpu_simulate.trace import TraceNode
 
 NODES = [TraceNode("a", 8000, 32768, 2, "T4"), TraceNode("b", 16000, 65536, 4, "V100M32"),
