@@ -75,12 +75,12 @@ class Informer:
         self._max_backoff = max_backoff
         self.synced = threading.Event()
         self._lock = threading.RLock()
-        self._relisted: list[Callable[[], None]] = []
+        self._relisted: list[Callable[[], object]] = []
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
 
-    def on_relist(self, callback: Callable[[], None]) -> None:
+    def on_relist(self, callback: Callable[[], object]) -> None:
         """Call ``callback`` after each list but the first has been applied (a watch that
         expired, or a round that failed), outside the informer's lock."""
         self._relisted.append(callback)

@@ -104,6 +104,12 @@ class Handlers:
             return
         self._queue.add(podinfo.parse(new, self._config))
 
+    def resync_bound(self, pod: Obj) -> None:
+        """The cache missed the last word on this bound pod (:mod:`.reconciler`): what its
+        watch event would have done."""
+        self._queue.delete(pod_id(pod))
+        self._bound(pod)
+
     def _bound(self, pod: Obj) -> None:
         before, after = self._cache.set_pod(pod)
         if before is after or after is None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from vgpu import latency, loops, meta
@@ -168,10 +168,18 @@ class SchedulerCollector(Collector):
         leader.add_metric([], 1 if self._state.leading() else 0)
         yield leader
 
+        drift = CounterMetricFamily(
+            "vgpu_scheduler_cache_drift", "Differences between the cache and a fresh tally "
+            "from the watches' stores, found and repaired, by kind (stale-pod, missing-pod, "
+            "outdated-pod, stale-node, missing-node, node-totals)", labels=["kind"])
+        for kind, count in sched.reconciler.counts().items():
+            drift.add_metric([kind], count)
+        yield drift
+
 
 #: The scheduler's long-running loops, whose failed rounds ``/metrics`` counts.
 LOOPS = ("scheduling attempt", "scheduling loop", "informer (pods)", "informer (nodes)",
-         "informer handler (pods)", "informer handler (nodes)")
+         "informer handler (pods)", "informer handler (nodes)", "cache reconciler")
 
 
 class Metrics:
