@@ -43,6 +43,7 @@ from tests.e2e.install_support import (
     env_of,
     gpu_pod,
     kubectl_vgpu,
+    leader_pod,
     rollouts,
     running,
     sample_sum,
@@ -105,9 +106,7 @@ def test_the_components_become_ready_the_scheduler_leads_and_the_agent_registers
     rollouts(cluster, user)
     port = api(cluster)
     schedulers = {meta.name(p) for p in component_pods(port, "scheduler")}
-    holder = wait_until("a scheduler holds the Lease", lambda: (
-        port.get("leases", "vgpu-scheduler", NAMESPACE).get("spec") or {}).get(
-        "holderIdentity"), 60, interval=0.5)
+    holder = wait_until("a scheduler holds the Lease", lambda: leader_pod(port), 60, interval=0.5)
     assert holder in schedulers
     # The agent, in its pod, registered with the kubelet (20 = 2 fake GPUs x split 10)
     # and published the inventory on the Node.
@@ -185,7 +184,7 @@ def test_each_components_metrics_through_the_api_server_proxy_show_the_grants(
                       namespace=WORKLOADS, pod="notebook") == 3000 * 1024 * 1024
     assert sample_sum(samples, "vgpu_container_memory_granted_bytes",
                       namespace=WORKLOADS) == granted * 1024 * 1024
-    leader = port.get("leases", "vgpu-scheduler", NAMESPACE)["spec"]["holderIdentity"]
+    leader = leader_pod(port)
     samples = scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods/{leader}:9396/proxy/metrics")
     assert sample_sum(samples, "vgpu_scheduler_node_gpu_memory_allocated_bytes",
                       node=NODE) == granted * 1024 * 1024
@@ -244,8 +243,7 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
         assert replaced and not names & {meta.name(p) for p in replaced}, component
         for p in replaced:
             assert all(c["image"] == f"{IMAGE}:{UPGRADE_TAG}" for c in p["spec"]["containers"])
-    holder = port.get("leases", "vgpu-scheduler", NAMESPACE)["spec"]["holderIdentity"]
-    assert holder in {meta.name(p) for p in component_pods(port, "scheduler")}
+    assert leader_pod(port) in {meta.name(p) for p in component_pods(port, "scheduler")}
     # The agent's documented strategy: a rolling update, one node at a time.
     strategy = json.loads(cluster.kubectl("get", "daemonset", "-n", NAMESPACE,
                                           "vgpu-nodeagent", "-o", "json").stdout)["spec"][

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from vgpu import cli as vgpu_cli
+from vgpu.cluster.twins import given_identity
 from vgpu.errors import ConfigError
 from vgpu_scheduler import cli
 
@@ -38,13 +39,25 @@ def test_no_election_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POD_NAMESPACE", "gpu-system")
     election = cli.election_config(parse("--leader-elect"))
     assert election is not None
-    assert (election.identity, election.namespace) == ("vgpu-scheduler-7d4-abc", "gpu-system")
+    assert (given_identity(election.identity), election.namespace) == (
+        "vgpu-scheduler-7d4-abc", "gpu-system")
+
+
+def test_two_replicas_given_one_identity_hold_the_lease_under_two() -> None:
+    """Issue 50, case 3: a nonce per process in the holder identity."""
+    one, two = (cli.election_config(parse("--leader-elect", "--identity=sched"))
+                for _ in range(2))
+    assert one is not None and two is not None
+    assert one.identity != two.identity
+    assert given_identity(one.identity) == given_identity(two.identity) == "sched"
 
 
 @pytest.mark.parametrize(("argv", "message"), [
     (("--leader-elect", "--lease-duration=5", "--renew-deadline=5"), "--renew-deadline <"),
     (("--leader-elect", "--retry-period=0"), "0 < --retry-period"),
     (("--leader-elect", "--lease-name="), "must not be empty"),
+    (("--leader-elect", "--identity="), "must not be empty"),
+    (("--leader-elect", "--identity=a_b"), "must not be empty nor hold '_'"),
 ])
 def test_bad_election_flags(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):

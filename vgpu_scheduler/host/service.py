@@ -7,7 +7,8 @@ scheduling loop. A leader that loses the Lease stops scheduling at once and the 
 ends (as kube-scheduler's does): whatever it assumed dies with it, and the restarted
 replica rebuilds from the API server. On a clean stop the loop ends first, the bindings
 in flight finish, and only then is the Lease given up, so the next leader never
-decides before it can see this one's last bindings.
+decides before it can see this one's last bindings. A replica that finds another process
+renewing the Lease under its own identity exits too (:mod:`vgpu.cluster.twins`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import uuid
 from dataclasses import dataclass
 
 from vgpu import logs
@@ -31,8 +31,9 @@ _log = logs.get("vgpu.scheduler.service")
 
 
 def default_identity() -> str:
-    """The pod's name in a cluster; elsewhere the host name made unique per process."""
-    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    """The pod's name in a cluster; elsewhere the host name. (The Lease's holder is this
+    plus a per-process nonce: :func:`vgpu.cluster.twins.holder_identity`.)"""
+    return os.environ.get("POD_NAME") or socket.gethostname()
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,9 @@ class Service:
         self.leading.set()
 
     def _stopped(self, stop: threading.Event) -> None:
-        if self.leading.is_set() and not stop.is_set():
+        # A twin (another process leading under this identity) ends a follower too.
+        twin = self.elector is not None and self.elector.twin is not None
+        if (self.leading.is_set() or twin) and not stop.is_set():
             self.lost = True
             self.leading.clear()
             stop.set()
