@@ -11,7 +11,7 @@ from typing import Any
 
 from vgpu import logs
 from vgpu.cluster.leader import ClusterLeaseStore, ElectionConfig
-from vgpu.cluster.twins import SEPARATOR, holder_identity
+from vgpu.cluster.twins import holder_identity
 from vgpu.config import Config
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
@@ -77,9 +77,8 @@ def election_config(args: argparse.Namespace) -> ElectionConfig | None:
             f"(got {args.retry_period:g}, {args.renew_deadline:g}, {args.lease_duration:g})")
     if not args.lease_name or not args.lease_namespace:
         raise ConfigError("--lease-name and --lease-namespace must not be empty")
-    if args.identity is not None and (not args.identity or SEPARATOR in args.identity):
-        raise ConfigError(f"--identity {args.identity!r}: must not be empty nor hold "
-                          f"{SEPARATOR!r} (what separates the per-process nonce)")
+    if args.identity is not None and not args.identity:
+        raise ConfigError("--identity must not be empty")
     # A nonce per process: two replicas given one --identity never share a holder.
     return ElectionConfig(namespace=args.lease_namespace, name=args.lease_name,
                           identity=holder_identity(args.identity or default_identity()),

@@ -34,8 +34,8 @@ def holder_identity(identity: str, nonce: str | None = None) -> str:
 
 
 def given_identity(holder: str) -> str:
-    """The identity a replica was given, from the holder identity it wrote (a pod's or a
-    host's name has no ``_``)."""
+    """The identity a replica was given, from the holder identity it wrote (the nonce
+    holds no ``_``)."""
     return holder.rpartition(SEPARATOR)[0] or holder
 
 

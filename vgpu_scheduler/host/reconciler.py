@@ -88,12 +88,14 @@ class Reconciler:
         self._informer = informer
         self._wake = wake
         self._round = threading.Lock()
+        # Apart from the round's lock: a scrape must not wait for a round.
+        self._counted = threading.Lock()
         self._counts = dict.fromkeys(KINDS, 0)
         self.rounds = 0
 
     def counts(self) -> dict[str, int]:
         """Drifts repaired so far, by kind."""
-        with self._round:
+        with self._counted:
             return dict(self._counts)
 
     def run_once(self) -> list[Drift]:
@@ -105,7 +107,8 @@ class Reconciler:
         with self._round:
             found = [*self._pods(pods), *self._nodes(nodes), *self._totals()]
             for drift in found:
-                self._counts[drift.kind] += 1
+                with self._counted:
+                    self._counts[drift.kind] += 1
                 _log.warning("scheduler cache drift repaired", kind=drift.kind, at=drift.key,
                              detail=drift.detail)
             self.rounds += 1
