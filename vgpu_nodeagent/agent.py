@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 
 from vgpu import logs, loops, meta, served
-from vgpu.cluster.informer import Informer
+from vgpu.cluster.informer import Informer, by_uid
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
@@ -97,7 +97,9 @@ class NodeAgent:
             self.inflight = InFlight(progress.ProgressFile(
                 progress.path_in(config.nodeagent.device_plugin_dir)), node=self.node,
                 resource=self.resource_name, schedulers=config.vgpu_schedulers)
-            self.informer = Informer(port, "pods", self._on_pod,
+            # A pod replaced under its name is told as the delete of the one and the add
+            # of the other (the informer's re-list does; this says it for every event).
+            self.informer = Informer(port, "pods", by_uid(self._on_pod),
                                      Selector(node_name=self.node),
                                      watch_timeout=options.watch_timeout)
             self.phases = PhaseWriter(

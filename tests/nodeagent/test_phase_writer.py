@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
+from tests.nodeagent.conftest import GPU1, NODE, phase, small_config
 from tests.nodeagent.test_writer import Flaky
+from tests.support.pods import bind_assigned, container, slices
+from tests.support.pods import pod as pod_spec
 from vgpu.annotations import BIND_PHASE, BIND_REASON
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.errors import ClusterError
@@ -193,3 +197,43 @@ def test_a_pods_backoff_doubles_to_its_cap_and_its_updates_keep_their_order(
     assert dict(pending.take_due(now)) == {"ns/p": second}
     pending.written("ns/p", now)
     assert len(pending) == 1 and pending.next_due() is None  # q's attempt is in flight
+
+
+class RefusesStatus(MemoryCluster):
+    """Every ``pods/status`` patch of pod ``p1`` fails, as through a proxy dropping them."""
+
+    def patch_annotations(self, kind: Any, name: str, annotations: Mapping[str, str | None],
+                          namespace: str | None = None, resource_version: str | None = None,
+                          *, uid: str = "", status: bool = False,
+                          conditions: Any = ()) -> dict[str, Any]:
+        if status and name == "p1":
+            raise ClusterError("patch pod p1: connection closed before an answer")
+        return super().patch_annotations(kind, name, annotations, namespace, resource_version,
+                                         uid=uid, status=status, conditions=conditions)
+
+
+def agent_metrics(env: Any) -> str:
+    port = env.agent.metrics_server.port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        return str(reply.read().decode())
+
+
+def test_the_agent_warns_of_a_record_pending_past_the_bound_and_forgets_it_with_its_pod(
+        make_env: Any) -> None:
+    cluster = RefusesStatus()
+    cluster.create("nodes", {"metadata": {"name": NODE}})
+    env = make_env(small_config(phase_pending_warn_seconds=0.5), cluster=cluster)
+    env.kubelet.wait_registration()
+    env.kubelet.devices().wait_for(lambda d: len(d) == 30)
+    bind_assigned(cluster, pod_spec("p1", [container("main", 1, mem=3000, cores=30)]), NODE,
+                  {"main": slices((GPU1, 3000, 30))})
+    env.kubelet.admit_pod([1])
+    wait_for(lambda: "vgpu_nodeagent_phase_writes_overdue 1.0" in agent_metrics(env))
+    assert "vgpu_nodeagent_phase_writes_pending 1.0" in agent_metrics(env)
+    wait_for(lambda: [e for e in cluster.events(name="p1") if e.reason == "BindPhasePending"])
+    (warning,) = [e for e in cluster.events(name="p1") if e.reason == "BindPhasePending"]
+    assert warning.type == "Warning" and "connection closed" in warning.message
+    assert "vgpu_nodeagent_phase_writes_overdue_reported_total 1.0" in agent_metrics(env)
+    assert phase(env, "p1")[0] == "allocating"
+    cluster.delete("pods", "p1", "default")  # the pod is gone: nothing more to write
+    wait_for(lambda: "vgpu_nodeagent_phase_writes_pending 0.0" in agent_metrics(env))

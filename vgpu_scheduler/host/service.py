@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 
 from vgpu import logs
+from vgpu.cluster.informer import by_uid
 from vgpu.cluster.leader import ElectionConfig, LeaderElector, LeaseStore
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
@@ -66,7 +67,7 @@ class Service:
         self.port.outcome = self.metrics.on_event
         self.scheduler.listeners.append(self.metrics.on_decision)
         pods = self.scheduler.informers(self.options.watch_timeout)[1]
-        pods.add_handler(self.metrics.on_pod)
+        pods.add_handler(by_uid(self.metrics.on_pod))
         self.elector = (LeaderElector(leases, self.options.election)
                         if self.options.election is not None and leases is not None else None)
         self.server: HealthServer | None = None
