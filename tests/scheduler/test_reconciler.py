@@ -132,10 +132,10 @@ def test_what_is_in_flight_is_never_drift() -> None:
 def test_a_pod_the_watch_changed_since_the_reading_is_not_repaired_from_it() -> None:
     sched, cluster = started()
     a = cluster.create("pods", bound_pod("a", "n", 0, 4000))
-    stale_view = [copy.deepcopy(a)]
+    stale_view = {"default/a": copy.deepcopy(a)}
     pods = sched.informers()[1]
-    real_items = pods.items
-    pods.items = lambda: stale_view  # type: ignore[method-assign]
+    real_snapshot = pods.snapshot
+    pods.snapshot = lambda: stale_view  # type: ignore[method-assign]
     try:
         # The reading shows "a" bound, the cache has not seen it: a suspect; meanwhile the
         # watch shows it created and deleted, so by the check there is nothing to repair.
@@ -143,7 +143,7 @@ def test_a_pod_the_watch_changed_since_the_reading_is_not_repaired_from_it() -> 
         sched.pump()
         assert sched.reconcile() == []
     finally:
-        pods.items = real_items  # type: ignore[method-assign]
+        pods.snapshot = real_snapshot  # type: ignore[method-assign]
     assert counted(sched) == fresh(cluster)
 
 

@@ -111,6 +111,11 @@ class Informer:
         with self._lock:
             return list(self._cache.values())
 
+    def snapshot(self) -> dict[str, Obj]:
+        """The store as it stands, by key (a copy; the objects are the store's own)."""
+        with self._lock:
+            return dict(self._cache)
+
     @property
     def resource_version(self) -> str:
         return self._rv

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from vgpu import logs, meta
 from vgpu.cluster.informer import Informer
-from vgpu.cluster.port import Kind, Obj, key_of
+from vgpu.cluster.port import Kind, Obj
 from vgpu.pods import is_terminated, node_name, pod_id
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.host.cache import Cache
@@ -116,14 +116,16 @@ class Reconciler:
 
     def _pods(self, pods: Informer) -> list[Drift]:
         # First a reading without holding the watch up, then each suspect again under it.
-        store = {pod_id(p): p for p in pods.items()}
-        records = {r.pod_id: r for r in self._cache.records()}
-        # A record made from the very object the store holds is that object's word (the
-        # handler was given the stored object): only the others are compared.
-        suspects = [(r.key, uid) for uid, r in records.items()
-                    if store.get(uid) is not r.obj and _pod_drift(r, store.get(uid))]
-        suspects += [(key_of(p), uid) for uid, p in store.items()
-                     if uid not in records and _holds_room(p)]
+        # A record made from the very object the store holds under its key is that object's
+        # word (its handler was given the stored object): only the others are suspects.
+        # By identity, so that a round at 150,000 pods parses and keys none of them.
+        store = pods.snapshot()
+        records = self._cache.records()
+        counted = {id(r.obj) for r in records}
+        suspects = [(r.key, r.pod_id) for r in records
+                    if not (r.assumed or r.nominated) and store.get(r.key) is not r.obj]
+        suspects += [(key, pod_id(p)) for key, p in store.items()
+                     if id(p) not in counted and _holds_room(p)]
         repaired: list[Drift] = []
         for key, uid in suspects:
             with pods.holding():
@@ -151,7 +153,7 @@ class Reconciler:
                                 f"{before} in the cache, {meta.resource_version(pod)} stored")
 
     def _nodes(self, nodes: Informer) -> list[Drift]:
-        stored = {meta.name(n) for n in nodes.items()}
+        stored = set(nodes.snapshot())  # a node's key is its name
         cached = set(self._cache.node_names())
         repaired: list[Drift] = []
         for name in sorted(stored ^ cached):
