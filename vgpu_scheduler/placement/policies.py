@@ -21,6 +21,7 @@ from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.row_memo import ALL, Rows
 from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.placement import hami_node
 from vgpu_scheduler.placement.place import GpuRanker, Placement
 
 
@@ -121,4 +122,11 @@ NODE_POLICIES: Mapping[str, NodePolicy] = MappingProxyType({
     "spread": NodePolicy(
         lambda n, p: 100.0 * (1.0 - utilization_after(n, p)),
         lambda s, m, c, rows: 1.0 - utilization_after_all(s, m, c, rows)),
+    # HAMi's: its score of the node before the pod, whatever the pod adds (.hami_node).
+    "hami-binpack": NodePolicy(
+        lambda n, p: 100.0 * hami_node.score(n) / hami_node.TOP,
+        lambda s, m, c, rows: hami_node.scores(s, rows)),
+    "hami-spread": NodePolicy(
+        lambda n, p: 100.0 * (1.0 - hami_node.score(n) / hami_node.TOP),
+        lambda s, m, c, rows: -hami_node.scores(s, rows)),
 })
