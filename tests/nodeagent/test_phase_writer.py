@@ -162,10 +162,11 @@ def test_a_write_pending_past_the_bound_is_reported_once_and_forgotten_with_its_
         assert reported[0].attempts >= 1 and "connection closed" in reported[0].last_error
         assert writer.counts() == (1, 1)
         writer.forget(stuck)  # the pod watch shows it deleted
-        assert writer.wait_idle(1)
         tried = cluster.stuck_patches
-        time.sleep(0.2)
-        assert cluster.stuck_patches == tried
+        assert writer.wait_idle(1)
+        time.sleep(0.3)  # room for a dozen more tries, were the pod not forgotten
+        # An attempt taken before the forget may still go out; none starts after it.
+        assert cluster.stuck_patches <= tried + 1
         assert writer.counts() == (0, 0)
     finally:
         stop.set()
