@@ -16,6 +16,8 @@ from vgpu.config import Config
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import KubeCluster, connect
+from vgpu.kube.reviews import KubeReviewer
+from vgpu.serving import serving
 from vgpu_scheduler.host.service import Options, Service, default_identity
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
@@ -33,8 +35,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "or ~/.kube/config)")
     config_cli.add_config_option(parser)
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
-                        help="plain-HTTP port of /healthz, /readyz and /metrics (default: "
-                             "scheduler.metricsPort of the config, 9396; 0: any free port)")
+                        help="port of /healthz, /readyz and /metrics, HTTPS unless "
+                             "metricsServer.insecure (default: scheduler.metricsPort of the "
+                             "config, 9396; 0: any free port)")
     parser.add_argument("--address", default="", metavar="ADDR",
                         help="address that port listens on (default: every address)")
     parser.add_argument("--kube-api-qps", type=float, metavar="N",
@@ -126,9 +129,13 @@ def run(args: argparse.Namespace) -> int:
     events = _connect(args.kubeconfig, sc.event_qps, sc.event_burst, 4)
     leases = (ClusterLeaseStore(_connect(args.kubeconfig, 0, 1, 2))
               if election is not None else None)
-    service = Service(cfg, cluster, events=events, leases=leases,
+    # The metrics port's reviews (TokenReview, SubjectAccessReview) on a connection apart.
+    reviews = KubeReviewer(_connect(args.kubeconfig, 50, 100, 2))
+    service = Service(cfg, cluster, event_port=events, leases=leases,
                       options=Options(metrics_port=sc.metrics_port, address=args.address,
-                                      election=election))
+                                      election=election,
+                                      serving=serving(cfg.metrics_server, reviews,
+                                                      name="vgpu-scheduler")))
     if service.elector is not None:
         # Every write of the scheduler's own connection is fenced by its Lease (the Lease's
         # connection is apart, so that the renewals themselves never are).

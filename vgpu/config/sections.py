@@ -15,6 +15,7 @@ from vgpu.config.component_sections import NodeAgentConfig, QuotaConfig, Webhook
 from vgpu.config.isolation_section import IsolationConfig, check_split
 from vgpu.config.knobs import knob as _knob
 from vgpu.config.knobs import section as _section
+from vgpu.config.metrics_section import MetricsServerConfig
 from vgpu.config.plugin_args import (
     InterPodAffinityArgs,
     NodeResourcesFitArgs,
@@ -183,7 +184,7 @@ class SchedulerConfig:
                 raise ConfigError(f"scheduler.scoreWeights: {name!r} is not in scheduler.plugins")
             out[name] = weight
         return out
-    metrics_port: int = _knob(9396, "plain-HTTP port of /healthz, /readyz and /metrics",
+    metrics_port: int = _knob(9396, "port of /healthz, /readyz and /metrics (metricsServer)",
                               lo=1, hi=65535)
     per_gpu_metrics: bool = _knob(False, "also serve what the scheduler allocated on each "
                                   "GPU (vgpu_scheduler_gpu_*): about 16 MB a scrape at 40,000 "
@@ -241,6 +242,8 @@ class Config:
     nodeagent: NodeAgentConfig = _section(NodeAgentConfig, "node agent")
     isolation: IsolationConfig = _section(IsolationConfig, "isolation backends and watchdog")
     quota: QuotaConfig = _section(QuotaConfig, "derived requests for namespace quotas")
+    metrics_server: MetricsServerConfig = _section(
+        MetricsServerConfig, "every component's operations port: /metrics and the probes")
 
     def __post_init__(self) -> None:
         problem = check_split(self.isolation.mode, self.device_split_count, self.isolation.mps)

@@ -31,12 +31,11 @@ from vgpu.errors import (
     ClusterError,
     ConfigError,
     ConflictError,
-    EvictionRefusedError,
     InvalidError,
     NotFoundError,
     OutcomeUnknownError,
 )
-from vgpu.kube import http1, paths, tokens
+from vgpu.kube import discovery, http1, paths, tokens
 from vgpu.kube.ratelimit import TokenBucket
 from vgpu.kube.transport import (
     SERVICE_ACCOUNT_DIR,
@@ -48,6 +47,9 @@ from vgpu.kube.transport import (
 
 # The transports are reached through this module too (tests build an in-cluster one).
 __all__ = ["ClientTransport", "InClusterTransport", "KubeCluster", "Transport", "connect"]
+
+#: ``GET /version`` is looked up from a preemption: never long, and tried again later.
+_VERSION_TIMEOUT = 5.0
 
 
 class KubeCluster:
@@ -62,6 +64,8 @@ class KubeCluster:
         # The older version a resource is served at on this server, once a list found it
         # (Resource.fallbacks); every later call for the kind uses it.
         self._served: dict[str, Resource] = {}
+        self.discovery = discovery.Discovery(lambda: self.request_json(
+            "GET", "/version", "get the server version", timeout=_VERSION_TIMEOUT))
 
     def _resource(self, kind: Kind) -> Resource:
         return self._served.get(kind) or resource(kind)
@@ -232,22 +236,21 @@ class KubeCluster:
                                  f"patch {res.singular} {name} status",
                                  body={"status": dict(status)}, content_type=paths.MERGE_PATCH)
 
+    def pod_disruption_conditions(self) -> bool:
+        return self.discovery.disruption_conditions()
+
     def evict(self, namespace: str, name: str, *, uid: str = "") -> None:
         target = paths.path(resource("pods"), name, namespace, "eviction")
-        body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
-                                "metadata": {"name": name, "namespace": namespace}}
+        body: dict[str, Any] = {"metadata": {"name": name, "namespace": namespace}}
         if uid:
             body["deleteOptions"] = {"preconditions": {"uid": uid}}
-        try:
-            self.request_json("POST", target, f"evict pod {namespace}/{name}", body=body)
-        except ClusterError as exc:
-            # Before Kubernetes 1.22 the server knows only policy/v1beta1 Evictions, and
-            # says so naming the version it does not know.
-            if isinstance(exc, (NotFoundError, EvictionRefusedError, ConflictError,
-                                OutcomeUnknownError)) or "policy/v1" not in str(exc):
-                raise
-            self.request_json("POST", target, f"evict pod {namespace}/{name}",
-                              body={**body, "apiVersion": "policy/v1beta1"})
+        what = f"evict pod {namespace}/{name}"
+
+        def post(api: str) -> None:
+            self.request_json("POST", target, what,
+                              body={"apiVersion": api, "kind": "Eviction", **body})
+
+        self.discovery.evict(post)
 
 
 def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,

@@ -153,6 +153,9 @@ class RecordingPort:
     def evict(self, namespace: str, name: str, *, uid: str = "") -> None:
         self.inner.evict(namespace, name, uid=uid)
 
+    def pod_disruption_conditions(self) -> bool:
+        return self.inner.pod_disruption_conditions()
+
     # -- events ----------------------------------------------------------------------------
 
     def record_event(self, obj: Obj, event_type: EventType, reason: str, message: str,
