@@ -23,8 +23,9 @@ from tests.e2e.faults.invariant import breaches, devices_of
 from tests.e2e.faults.rules import Action, Fault, Request
 from tests.e2e.faults.tally import fresh_tally, scheduler_view
 from tests.e2e.full_stack_support import gpu_container, gpu_pod
-from tests.e2e.harness import FullStack, Gpu, NodeSpec, bind_phase, http_get
+from tests.e2e.harness import FullStack, Gpu, NodeSpec, bind_phase
 from tests.e2e.harness_pods import namespace_for_test
+from tests.e2e.harness_processes import http_get
 from vgpu import served
 from vgpu.annotations import PHASE_ALLOCATING
 from vgpu.cluster.port import Selector
