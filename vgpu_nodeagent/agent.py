@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 
 from vgpu import logs, loops, meta, served
-from vgpu.cluster.informer import Informer
+from vgpu.cluster.informer import Informer, by_uid
 from vgpu.cluster.port import ClusterPort, Obj, Selector
 from vgpu.codecs import NodeInventory
 from vgpu.config import Config
@@ -29,6 +29,7 @@ from vgpu_nodeagent import pod_actions
 from vgpu_nodeagent.allocation import preferred, progress
 from vgpu_nodeagent.allocation.allocator import Allocator
 from vgpu_nodeagent.allocation.inflight import InFlight
+from vgpu_nodeagent.allocation.phase_queue import Overdue
 from vgpu_nodeagent.allocation.phases import PhaseWriter
 from vgpu_nodeagent.devices import inventory, virtual
 from vgpu_nodeagent.devices.discovery import Discovery, GpuFacts
@@ -48,7 +49,7 @@ from vgpu_nodeagent.kubelet.podresources import (
     PodResourcesClient,
     PodResourcesWatch,
 )
-from vgpu_nodeagent.metrics import Metrics, MetricsServer, Sources
+from vgpu_nodeagent.metrics import Metrics, MetricsServer, Sources, phase_families
 from vgpu_nodeagent.options import Options
 
 _log = logs.get("vgpu.nodeagent")
@@ -65,6 +66,8 @@ REFUSED_REASON = "AllocateRefused"
 OVERCOMMIT_REASON = "GPUOvercommitRefused"
 #: The Warning event on a pod whose assignment annotation was edited after it was served.
 EDITED_REASON = "AssignmentEdited"
+#: The Warning event on a served pod whose bind phase could not be written for long.
+PENDING_REASON = "BindPhasePending"
 
 
 class NodeAgent:
@@ -95,10 +98,14 @@ class NodeAgent:
             self.inflight = InFlight(progress.ProgressFile(
                 progress.path_in(config.nodeagent.device_plugin_dir)), node=self.node,
                 resource=self.resource_name, schedulers=config.vgpu_schedulers)
-            self.informer = Informer(port, "pods", self._on_pod,
+            # A pod replaced under its name is told as the delete of the one and the add
+            # of the other (the informer's re-list does; this says it for every event).
+            self.informer = Informer(port, "pods", by_uid(self._on_pod),
                                      Selector(node_name=self.node),
                                      watch_timeout=options.watch_timeout)
-            self.phases = PhaseWriter(port)
+            self.phases = PhaseWriter(
+                port, pending_warn=config.nodeagent.phase_pending_warn_seconds,
+                on_overdue=self._phase_overdue)
         self.publisher = inventory.InventoryPublisher(port, self.node,
                                                       config.nodeagent.heartbeat_seconds)
         self.pod_resources: PodResourcesWatch | None = None
@@ -144,8 +151,25 @@ class NodeAgent:
         self.allocator.on_pod(old, new)
         if new is not None:
             self._check_edit(new)
-        elif self.cache_folders is not None:
-            self.cache_folders.on_pod(old, new)
+        else:
+            if old is not None and self.phases is not None:
+                # A write still to go for a pod that is gone has nothing left to do.
+                self.phases.forget(meta.uid(old))
+            if self.cache_folders is not None:
+                self.cache_folders.on_pod(old, new)
+
+    def _phase_overdue(self, overdue: Overdue) -> None:
+        """A served pod's bind phase is still not written: say so on the pod (the write
+        goes on; the scheduler counts the pod's slices meanwhile)."""
+        self.metrics.phase_overdue.inc()
+        update = overdue.update
+        message = (f"vgpu.io/bind-phase {update.phase} (and the served record) not written "
+                   f"{overdue.waited:.0f} s after it was due, {overdue.attempts} attempts: "
+                   f"{overdue.last_error or 'no answer yet'}; the node agent keeps trying, "
+                   f"and the pod keeps its GPU slices meanwhile")
+        threading.Thread(target=pod_actions.warn, name="phase-event", daemon=True,
+                         args=(self.port, self._pods, update.pod, PENDING_REASON, message),
+                         kwargs={"uid": update.uid}).start()
 
     def _check_edit(self, pod: Obj) -> None:
         """Say so, once per pod, when its assignment annotation no longer is what this node
@@ -179,6 +203,8 @@ class NodeAgent:
             return {f.uuid: f.memory_mib for f in self._facts}
 
     def _extra_metrics(self) -> Iterator[Metric]:
+        if self.phases is not None:
+            yield from phase_families(*self.phases.counts())
         daemon = self.backend.daemon
         yield from isolation_metrics.families(self.backend.current(), self.backend.choice.mode,
                                               daemon.status() if daemon else None,

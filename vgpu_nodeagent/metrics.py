@@ -175,6 +175,11 @@ class Metrics:
             "vgpu_nodeagent_assignment_edited",
             "Pods whose vgpu.io/assignment annotation was changed after the agent served "
             "them (the served record is what counts)", registry=self.registry)
+        self.phase_overdue = Counter(
+            "vgpu_nodeagent_phase_writes_overdue_reported",
+            "Pods whose bind phase (with the served record) was still not written "
+            "nodeagent.phasePendingWarnSeconds after it was due (each got a Warning event)",
+            registry=self.registry)
         self.bind_to_allocate = Histogram(latency.METRIC, latency.HELP, [latency.LABEL],
                                           buckets=latency.BUCKETS, registry=self.registry
                                           ).labels(latency.BIND_TO_ALLOCATE)
@@ -186,6 +191,19 @@ class Metrics:
     def observe_bind_to_allocate(self, seconds: float) -> None:
         # Two machines' clocks: skew can make it negative; zero is the honest floor.
         self.bind_to_allocate.observe(max(seconds, 0.0))
+
+
+def phase_families(pending: int, overdue: int) -> Iterator[Metric]:
+    """The bind-phase writes still to go (:mod:`vgpu_nodeagent.allocation.phases`)."""
+    waiting = GaugeMetricFamily(
+        "vgpu_nodeagent_phase_writes_pending",
+        "Served pods whose bind phase (with the served record) is not written yet")
+    waiting.add_metric([], pending)
+    late = GaugeMetricFamily(
+        "vgpu_nodeagent_phase_writes_overdue",
+        "Of those, the pods waiting longer than nodeagent.phasePendingWarnSeconds")
+    late.add_metric([], overdue)
+    return iter((waiting, late))
 
 
 Health = Check

@@ -11,6 +11,7 @@ from typing import Any
 
 from vgpu import logs
 from vgpu.cluster.leader import ClusterLeaseStore, ElectionConfig
+from vgpu.cluster.twins import holder_identity
 from vgpu.config import Config, SchedulerConfig
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
@@ -66,8 +67,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     election.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS",
                           help="how often to renew or try to acquire (default: 2)")
     election.add_argument("--identity", metavar="ID",
-                          help="this replica's name in the Lease (default: $POD_NAME, else "
-                               "host name and a random suffix)")
+                          help="this replica's name in the Lease, to which a nonce per "
+                               "process is added (default: $POD_NAME, else the host name)")
 
 
 def election_config(args: argparse.Namespace) -> ElectionConfig | None:
@@ -79,8 +80,11 @@ def election_config(args: argparse.Namespace) -> ElectionConfig | None:
             f"(got {args.retry_period:g}, {args.renew_deadline:g}, {args.lease_duration:g})")
     if not args.lease_name or not args.lease_namespace:
         raise ConfigError("--lease-name and --lease-namespace must not be empty")
+    if args.identity is not None and not args.identity:
+        raise ConfigError("--identity must not be empty")
+    # A nonce per process: two replicas given one --identity never share a holder.
     return ElectionConfig(namespace=args.lease_namespace, name=args.lease_name,
-                          identity=args.identity or default_identity(),
+                          identity=holder_identity(args.identity or default_identity()),
                           lease_duration=args.lease_duration,
                           renew_deadline=args.renew_deadline, retry_period=args.retry_period)
 

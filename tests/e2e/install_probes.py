@@ -28,6 +28,7 @@ from tests.e2e.install_support import (
     Samples,
     api,
     component_pods,
+    leader_pod,
     sample_sum,
 )
 from vgpu import meta
@@ -181,8 +182,7 @@ def metrics_show_the_grants(cluster: RealCluster, granted_mib: int) -> None:
                       namespace=WORKLOADS, pod="notebook") == 3000 * mib
     assert sample_sum(samples, "vgpu_container_memory_granted_bytes",
                       namespace=WORKLOADS) == granted_mib * mib
-    leader = port.get("pods", port.get("leases", "vgpu-scheduler", NAMESPACE)["spec"][
-        "holderIdentity"], NAMESPACE)
+    leader = port.get("pods", leader_pod(port), NAMESPACE)
     samples = scrape(leader, 9396, reader)
     assert sample_sum(samples, "vgpu_scheduler_node_gpu_memory_allocated_bytes",
                       node=NODE) == granted_mib * mib

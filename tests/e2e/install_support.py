@@ -33,6 +33,7 @@ from tests.image.context import digest
 from vgpu import codecs, meta, pods
 from vgpu.annotations import PHASE_SUCCESS
 from vgpu.cluster.port import Obj, Selector
+from vgpu.cluster.twins import given_identity
 from vgpu.kube.adapter import KubeCluster, connect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,6 +220,13 @@ def component_pods(port: KubeCluster, component: str) -> list[Obj]:
     return [p for p in port.list("pods", Selector(namespace=namespace_of(component))).items
             if meta.labels_of(p).get("app.kubernetes.io/component") == component
             and not meta.deleting(p) and (p.get("status") or {}).get("phase") == "Running"]
+
+
+def leader_pod(port: KubeCluster) -> str:
+    """The scheduler pod that holds the Lease: its holder identity less the per-process
+    nonce ("" while none holds it)."""
+    lease = port.get("leases", "vgpu-scheduler", NAMESPACE)
+    return given_identity(str((lease.get("spec") or {}).get("holderIdentity") or ""))
 
 
 def slices_per_gpu(pods: list[Obj]) -> dict[str, tuple[int, int]]:

@@ -47,6 +47,7 @@ from tests.e2e.install_support import (
     gpu_pod,
     import_image,
     kubectl_vgpu,
+    leader_pod,
     rollouts,
     running,
     sample_sum,
@@ -111,9 +112,7 @@ def test_the_components_become_ready_the_scheduler_leads_and_the_agent_registers
     rollouts(cluster, user)
     port = api(cluster)
     schedulers = {meta.name(p) for p in component_pods(port, "scheduler")}
-    holder = wait_until("a scheduler holds the Lease", lambda: (
-        port.get("leases", "vgpu-scheduler", NAMESPACE).get("spec") or {}).get(
-        "holderIdentity"), 60, interval=0.5)
+    holder = wait_until("a scheduler holds the Lease", lambda: leader_pod(port), 60, interval=0.5)
     assert holder in schedulers
     # The agent, in its pod, registered with the kubelet (20 = 2 fake GPUs x split 10)
     # and published the inventory on the Node.
@@ -244,8 +243,7 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
         for p in replaced:
             assert all(c["image"] == f"{IMAGE}@{RELEASES[UPGRADE_TAG]}"
                        for c in p["spec"]["containers"])
-    holder = port.get("leases", "vgpu-scheduler", NAMESPACE)["spec"]["holderIdentity"]
-    assert holder in {meta.name(p) for p in component_pods(port, "scheduler")}
+    assert leader_pod(port) in {meta.name(p) for p in component_pods(port, "scheduler")}
     # The agent's documented strategy: a rolling update, one node at a time.
     strategy = json.loads(cluster.kubectl("get", "daemonset", "-n", AGENT_NAMESPACE,
                                           "vgpu-nodeagent", "-o", "json").stdout)["spec"][

@@ -19,6 +19,7 @@ from tests.controlplane.cluster import ControlPlane
 from tests.e2e.scheduler_kube_support import ROOT, bound, check_not_overcommitted, gpu_pod, wait_for
 from tests.support.fakeagent import FakeAgents
 from vgpu import builders
+from vgpu.cluster.twins import given_identity
 from vgpu.kube import adapter
 
 # --- leader election ---------------------------------------------------------------------
@@ -36,7 +37,8 @@ def lease_holder(kube: adapter.KubeCluster, namespace: str) -> str:
     lease = kube.request_json(
         "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/vgpu-scheduler",
         "get lease")
-    return str(lease["spec"].get("holderIdentity") or "")
+    # The identity a replica was given, without its per-process nonce.
+    return given_identity(str(lease["spec"].get("holderIdentity") or ""))
 
 
 def test_two_replicas_one_schedules_and_the_other_takes_over(

@@ -148,3 +148,17 @@ def test_a_previous_runs_progress_counts() -> None:
     a = Assignment("n1", {"init": g(6000), "main": g(6000)})
     book.restore([decode(obj("a", a), "n1", done={"init"})])
     assert book.served() == {"GPU-0": Usage(6000, 0, 1)}
+
+
+def test_an_update_to_a_successor_of_the_name_frees_what_the_first_was_served() -> None:
+    """A pod deleted and created again under its name while the watch was away (issue 50):
+    the successor, not served yet, holds nothing; the first's slices are free."""
+    book = ledger()
+    a = Assignment("n1", {"main": g(10000)})
+    first = obj("a", a, phase=PHASE_SUCCESS, record=True)
+    book.on_pod(None, first)
+    successor = obj("a", a)
+    successor["metadata"]["uid"] = "uid-a-2"
+    book.on_pod(first, successor)
+    assert book.served() == {}
+    assert book.admit("e", {"main": g(16000)}, DEVICES) is None

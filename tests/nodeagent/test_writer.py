@@ -1,16 +1,14 @@
 from __future__ import annotations
 
 import datetime as dt
-import threading
 from collections.abc import Mapping
 from typing import Any
 
-from vgpu.annotations import BIND_PHASE, BIND_REASON, NODE_GPUS, NODE_HEARTBEAT
+from vgpu.annotations import NODE_GPUS, NODE_HEARTBEAT
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import NodeInventory, decode_inventory
 from vgpu.devices import Device
 from vgpu.errors import ConflictError
-from vgpu_nodeagent.allocation.phases import PhaseUpdate, PhaseWriter
 from vgpu_nodeagent.devices.inventory import InventoryPublisher
 
 INV = NodeInventory(devices=(Device("GPU-a", 0, "A100", 40960),))
@@ -127,57 +125,3 @@ def test_withdraw_writes_nothing_before_a_publish_and_survives_a_failed_write() 
     cluster.failures = 1
     publisher.withdraw()  # logged; the heartbeat then expires by itself
     assert NODE_HEARTBEAT in annotations(cluster)
-
-
-def pod(cluster: MemoryCluster) -> None:
-    cluster.create("pods", {"metadata": {"name": "p", "namespace": "ns",
-                                         "annotations": {BIND_PHASE: "allocating"}}})
-
-
-def test_phase_writer_retries_conflicts() -> None:
-    cluster = Flaky(failures=3)
-    pod(cluster)
-    writer = PhaseWriter(cluster)
-    stop = threading.Event()
-    assert writer.write(PhaseUpdate("ns", "p", "failed", "no container asked for 2"), stop)
-    meta = cluster.get("pods", "p", "ns")["metadata"]["annotations"]
-    assert (meta[BIND_PHASE], meta[BIND_REASON]) == ("failed", "no container asked for 2")
-    assert cluster.patches == 4
-    # Through pods/status, which the validating webhook is not registered for.
-    assert cluster.through_status is True
-
-
-def test_phase_writer_clears_an_old_reason_and_drops_deleted_pods() -> None:
-    cluster = MemoryCluster()
-    pod(cluster)
-    cluster.patch_annotations("pods", "p", {BIND_REASON: "old"}, namespace="ns")
-    writer = PhaseWriter(cluster)
-    thread = threading.Thread(target=writer.run, args=(stop := threading.Event(),))
-    thread.start()
-    writer.submit(PhaseUpdate("ns", "p", "success"))
-    writer.submit(PhaseUpdate("ns", "gone", "success"))
-    assert writer.wait_idle(5)
-    stop.set()
-    thread.join()
-    meta = cluster.get("pods", "p", "ns")["metadata"]["annotations"]
-    assert meta[BIND_PHASE] == "success" and BIND_REASON not in meta
-
-
-def test_phase_writer_never_writes_a_phase_on_a_successor_of_the_name() -> None:
-    cluster = MemoryCluster()
-    pod(cluster)
-    uid = cluster.get("pods", "p", "ns")["metadata"]["uid"]
-    cluster.delete("pods", "p", "ns")
-    pod(cluster)  # recreated: same name, another uid, still allocating
-    writer = PhaseWriter(cluster, max_backoff=0.01)
-    assert not writer.write(PhaseUpdate("ns", "p", "success", uid=uid), threading.Event())
-    assert cluster.get("pods", "p", "ns")["metadata"]["annotations"][BIND_PHASE] == (
-        "allocating")
-
-
-def test_phase_writer_gives_up_after_max_attempts() -> None:
-    cluster = Flaky(failures=100)
-    pod(cluster)
-    writer = PhaseWriter(cluster, max_attempts=3, max_backoff=0.01)
-    assert not writer.write(PhaseUpdate("ns", "p", "success"), threading.Event())
-    assert cluster.patches == 3

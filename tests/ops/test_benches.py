@@ -26,6 +26,7 @@ SMOKE: dict[str, list[str]] = {
     "inspect_report.py": ["--nodes", "20", "--rounds", "1"],
     "metrics.py": ["--gpus", "160", "--scrapes", "1"],
     "pod_path.py": [],
+    "reconcile.py": ["--nodes", "50", "--placed", "300", "--rounds", "1", "--churn", "10"],
     "scheduling.py": ["--runs", "1", "--pods", "200", "--memory-target", "300"],
     "simulate.py": ["--policy", "binpack", "--sample", "0.05"],
     "simulate_diverge.py": ["--sample", "0.05", "--show", "1"],

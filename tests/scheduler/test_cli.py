@@ -12,6 +12,7 @@ import pytest
 
 from tests.unit.test_resources import Recorder
 from vgpu import cli as vgpu_cli
+from vgpu.cluster.twins import given_identity
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import KubeCluster
 from vgpu_scheduler import cli
@@ -41,7 +42,19 @@ def test_no_election_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POD_NAMESPACE", "gpu-system")
     election = cli.election_config(parse("--leader-elect"))
     assert election is not None
-    assert (election.identity, election.namespace) == ("vgpu-scheduler-7d4-abc", "gpu-system")
+    assert (given_identity(election.identity), election.namespace) == (
+        "vgpu-scheduler-7d4-abc", "gpu-system")
+
+
+def test_two_replicas_given_one_identity_hold_the_lease_under_two() -> None:
+    """Issue 50, case 3: a nonce per process in the holder identity."""
+    one, two = (cli.election_config(parse("--leader-elect", "--identity=sched"))
+                for _ in range(2))
+    assert one is not None and two is not None
+    assert one.identity != two.identity
+    assert given_identity(one.identity) == given_identity(two.identity) == "sched"
+    odd = cli.election_config(parse("--leader-elect", "--identity=a_b"))
+    assert odd is not None and given_identity(odd.identity) == "a_b"
 
 
 @pytest.mark.parametrize("elect", [True, False])
@@ -75,6 +88,7 @@ def test_every_write_is_bounded_in_time(tmp_path: Path, monkeypatch: pytest.Monk
     (("--leader-elect", "--lease-duration=5", "--renew-deadline=5"), "--renew-deadline <"),
     (("--leader-elect", "--retry-period=0"), "0 < --retry-period"),
     (("--leader-elect", "--lease-name="), "must not be empty"),
+    (("--leader-elect", "--identity="), "must not be empty"),
 ])
 def test_bad_election_flags(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -221,6 +221,28 @@ def test_a_leader_that_loses_the_lease_stops_with_an_error(
     assert leases.holder() == "usurper"
 
 
+def test_a_leader_whose_lease_another_process_renews_under_its_identity_exits(
+        running: Callable[[Service], Running]) -> None:
+    """Issue 50, case 3: a twin (a process cloned with this one's identity) renews."""
+    leases = Leases()
+    service = Service(Config(), cluster_with_nodes(), leases=leases,
+                      options=Options(election=election("me_n1"), watch_timeout=0.2))
+    run = running(service)
+    wait_for(service.leading.is_set)
+    while True:
+        lease = leases.get_lease("ns", "vgpu-scheduler")
+        lease["spec"].update(renewTime=dt.datetime.now(dt.UTC).isoformat())
+        try:
+            leases.replace_lease("ns", lease)
+            break
+        except ConflictError:
+            continue
+    run.thread.join(5)
+    assert run.result == [1]
+    assert not service.leading.is_set()
+    assert service.elector is not None and service.elector.twin is not None
+
+
 def test_election_needs_a_lease_store() -> None:
     with pytest.raises(ValueError, match="lease store"):
         Service(Config(), MemoryCluster(), options=Options(election=election("x")))

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from vgpu.cluster.informer import Informer
+from vgpu.cluster.informer import Informer, by_uid
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Kind, Obj, Selector
 from vgpu.cluster.resources import RESOURCES
@@ -242,3 +242,51 @@ def test_a_selector_that_cannot_apply_is_refused(kind: Kind, selector: Selector,
 def test_replace_needs_a_name() -> None:
     with pytest.raises(InvalidError, match=r"no metadata\.name"):
         MemoryCluster().replace("secrets", {"metadata": {"namespace": "ns"}})
+
+
+def test_informer_relist_reports_an_object_replaced_in_the_gap_as_delete_then_add() -> None:
+    c = MemoryCluster(history=2)
+    seen: list[tuple[str | None, str | None]] = []
+    relists: list[int] = []
+    informer = Informer(c, "pods", lambda old, new: seen.append(
+        (old["metadata"]["uid"] if old else None, new["metadata"]["uid"] if new else None)))
+    informer.on_relist(lambda: relists.append(len(seen)))
+    first = c.create("pods", pod("a"))
+    informer.pump()
+    assert relists == []  # the first list is no re-list
+    c.delete("pods", "a", "default")
+    second = c.create("pods", pod("a"))
+    for i in range(3):  # push the informer's version out of the history: a 410
+        c.create("nodes", node(f"x{i}"))
+    seen.clear()
+    informer.pump()
+    old, new = first["metadata"]["uid"], second["metadata"]["uid"]
+    assert seen == [(old, None), (None, new)]
+    assert relists == [2]
+    assert informer.get("default/a")["metadata"]["uid"] == new  # type: ignore[index]
+
+
+def test_informer_event_from_one_uid_to_another_is_told_as_delete_then_add() -> None:
+    c = MemoryCluster()
+    seen: list[tuple[str | None, str | None]] = []
+    informer = Informer(c, "pods", lambda old, new: seen.append(
+        (old["metadata"]["uid"] if old else None, new["metadata"]["uid"] if new else None)))
+    informer.pump()
+    informer.apply("ADDED", {**pod("a"), "metadata": {"name": "a", "namespace": "default",
+                                                      "uid": "u1", "resourceVersion": "5"}})
+    informer.apply("MODIFIED", {**pod("a"), "metadata": {"name": "a", "namespace": "default",
+                                                         "uid": "u2", "resourceVersion": "7"}})
+    assert seen == [(None, "u1"), ("u1", None), (None, "u2")]
+
+
+def test_by_uid_splits_only_updates_whose_uid_changed() -> None:
+    seen: list[tuple[str | None, str | None]] = []
+    handler = by_uid(lambda old, new: seen.append(
+        (old["metadata"].get("uid") if old else None,
+         new["metadata"].get("uid") if new else None)))
+    a1, a2 = {"metadata": {"uid": "1"}}, {"metadata": {"uid": "2"}}
+    handler(a1, a2)
+    handler(a1, a1)
+    handler(None, a1)
+    handler({"metadata": {}}, a1)  # no uid to tell them apart by: the same object
+    assert seen == [("1", None), (None, "2"), ("1", "1"), (None, "1"), (None, "1")]

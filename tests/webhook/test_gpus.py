@@ -132,3 +132,18 @@ def test_two_models_of_one_size_resolve() -> None:
     _, patched = admit(pod(ctr("c", {"nvidia.com/gpumem-percentage": "50"})), gpus)
     assert patched["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] == \
         "20480"
+
+
+def test_a_node_created_again_smaller_under_its_name_replaces_the_first() -> None:
+    """Told as an update from one uid to the other (or as delete + add: issue 50), the
+    view holds the second node's GPUs only."""
+    first = {**node("a", A100S), "metadata": {**node("a", A100S)["metadata"], "uid": "1"}}
+    second = {**node("a", T4S), "metadata": {**node("a", T4S)["metadata"], "uid": "2"}}
+    split, whole = GpuView(), GpuView()
+    for view in (split, whole):
+        view.handle(None, first)
+    whole.handle(first, second)
+    split.handle(first, None)
+    split.handle(None, second)
+    assert split.snapshot == whole.snapshot
+    assert [k.model for k in whole.snapshot.kinds] == [T4] and whole.snapshot.gpus == 2

@@ -7,6 +7,13 @@ last version seen after a watch ends; re-list on ``GoneError`` and reconcile the
 exponential backoff on other errors. An event whose object carries the resourceVersion
 already cached is skipped, so a re-list never double-applies an event.
 
+Objects are cached by namespace/name, but an object is its uid: one deleted and created
+again under its name while the watch was away (a StatefulSet's pod) comes back from the
+re-list as another object, so the handlers hear a delete of the old one and an add of the
+new one, never an update from one to the other (issue 50; client-go's ``Replace`` reports
+it as an update, and kube-scheduler's ``updatePodInCache`` splits it again). Handlers that
+other code also feeds can split such updates themselves with :func:`by_uid`.
+
 It can run in a thread (:meth:`run`) or be pumped synchronously (:meth:`pump` with a zero
 timeout), which is how the simulator and deterministic tests drive it.
 """
@@ -14,15 +21,39 @@ timeout), which is how the simulator and deterministic tests drive it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from vgpu import logs, loops
 from vgpu.cluster.port import ALL, ClusterPort, Kind, Obj, Selector, key_of
 from vgpu.errors import ClusterError, GoneError
-from vgpu.meta import resource_version
+from vgpu.meta import resource_version, uid
 
 Handler = Callable[[Obj | None, Obj | None], None]
 """Called as ``handler(old, new)``: add is ``(None, new)``, delete is ``(old, None)``."""
+
+
+def replaced(old: Obj | None, new: Obj | None) -> bool:
+    """Whether ``new`` is another object than ``old`` under the same name: both carry a
+    uid and they differ (an object without one, a test's, is told by its name)."""
+    if old is None or new is None:
+        return False
+    before, after = uid(old), uid(new)
+    return bool(before and after and before != after)
+
+
+def by_uid(handler: Handler) -> Handler:
+    """``handler``, told an update whose uid changed as the delete of the old object
+    followed by the add of the new one."""
+
+    def split(old: Obj | None, new: Obj | None) -> None:
+        if replaced(old, new):
+            handler(old, None)
+            handler(None, new)
+        else:
+            handler(old, new)
+
+    return split
 
 _log = logs.get("vgpu.informer")
 
@@ -44,9 +75,22 @@ class Informer:
         self._max_backoff = max_backoff
         self.synced = threading.Event()
         self._lock = threading.RLock()
+        self._relisted: list[Callable[[], object]] = []
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
+
+    def on_relist(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` after each list but the first has been applied (a watch that
+        expired, or a round that failed), outside the informer's lock."""
+        self._relisted.append(callback)
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """No event is applied inside: what :meth:`get` reads there stays what the
+        handlers were last told, until the block ends."""
+        with self._lock:
+            yield
 
     @property
     def watch_timeout(self) -> float:
@@ -67,6 +111,11 @@ class Informer:
         with self._lock:
             return list(self._cache.values())
 
+    def snapshot(self) -> dict[str, Obj]:
+        """The store as it stands, by key (a copy; the objects are the store's own)."""
+        with self._lock:
+            return dict(self._cache)
+
     @property
     def resource_version(self) -> str:
         return self._rv
@@ -82,12 +131,16 @@ class Informer:
     # -- list and watch --------------------------------------------------------------------
 
     def sync(self) -> None:
-        """List and reconcile the cache with what the server has now."""
+        """List and reconcile the cache with what the server has now: objects gone, or
+        replaced by another of their name, are deleted first; then the others are added
+        or updated."""
         result = self.port.list(self.kind, self.selector)
+        relist = self.synced.is_set()
         with self._lock:
             fresh = {key_of(o): o for o in result.items}
             for key, old in list(self._cache.items()):
-                if key not in fresh:
+                new = fresh.get(key)
+                if new is None or replaced(old, new):
                     del self._cache[key]
                     self._emit(old, None)
             for key, new in fresh.items():
@@ -98,6 +151,13 @@ class Informer:
                 self._emit(cached, new)
             self._rv = result.resource_version
         self.synced.set()
+        if relist:
+            for callback in self._relisted:
+                try:
+                    callback()
+                except Exception:  # as a handler's: the watch goes on for everyone
+                    _log.exception("after-relist callback failed", kind=self.kind)
+                    loops.record(f"informer relist ({self.kind})")
 
     def apply(self, etype: str, obj: Obj) -> None:
         key = key_of(obj)
@@ -109,7 +169,12 @@ class Informer:
                     self._emit(old, None)
             elif old is None or resource_version(old) != resource_version(obj):
                 self._cache[key] = obj
-                self._emit(old, obj)
+                if replaced(old, obj):
+                    # A watch shows the delete first; this is for a stream that did not.
+                    self._emit(old, None)
+                    self._emit(None, obj)
+                else:
+                    self._emit(old, obj)
             rv = resource_version(obj)
             if rv:
                 self._rv = rv
@@ -174,4 +239,4 @@ def wait_synced(informers: list[Informer], timeout: float | None = None) -> bool
     return all(i.synced.wait(timeout) for i in informers)
 
 
-__all__ = ["Handler", "Informer", "wait_synced"]
+__all__ = ["Handler", "Informer", "by_uid", "replaced", "wait_synced"]

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from vgpu import logs, times
 from vgpu.cluster.fence import Fence
 from vgpu.cluster.port import ClusterPort
+from vgpu.cluster.twins import TwinError, TwinWatch
 from vgpu.errors import ClusterError, CodecError, ConflictError, NotFoundError
 
 _log = logs.get("vgpu.leader")
@@ -140,6 +141,10 @@ class LeaderElector:
         # Whether this elector's last attempt found it holding the Lease: a record naming
         # its identity that it does not hold is an earlier process's (a restart).
         self._holding = False
+        #: Whose writes of the Lease were this replica's (:mod:`vgpu.cluster.twins`).
+        self.twins = TwinWatch(config.identity)
+        #: Why this replica stepped down for good: another process leads under its name.
+        self.twin: str | None = None
 
     def takeover_wait(self) -> float:
         """Seconds this replica must still wait before its first write as leader."""
@@ -179,14 +184,17 @@ class LeaderElector:
             new_spec = {"holderIdentity": cfg.identity,
                     "leaseDurationSeconds": int(cfg.lease_duration),
                     "acquireTime": _fmt(now), "renewTime": _fmt(now), "leaseTransitions": 0}
+            self.twins.sending()
             try:
-                self.store.create_lease(cfg.namespace, {
+                self.twins.wrote(self.store.create_lease(cfg.namespace, {
                     "metadata": {"name": cfg.name, "namespace": cfg.namespace},
-                    "spec": new_spec})
+                    "spec": new_spec}))
             except ConflictError:
+                self.twins.refused()
                 return False
             self.observed_holder = cfg.identity
             return True
+        self.twins.check(lease)
         spec: dict[str, Any] = dict(lease.get("spec") or {})
         self._observe(spec)
         holder = spec.get("holderIdentity")
@@ -200,9 +208,12 @@ class LeaderElector:
             spec["acquireTime"] = _fmt(now)
         spec.update(holderIdentity=cfg.identity, renewTime=_fmt(now),
                     leaseDurationSeconds=int(cfg.lease_duration))
+        self.twins.sending()
         try:
-            self.store.replace_lease(cfg.namespace, {"metadata": lease["metadata"], "spec": spec})
+            self.twins.wrote(self.store.replace_lease(
+                cfg.namespace, {"metadata": lease["metadata"], "spec": spec}))
         except ConflictError:
+            self.twins.refused()
             return False
         if previous is not None:
             self.takeover_not_before = previous
@@ -217,6 +228,9 @@ class LeaderElector:
         while not stop.is_set():
             try:
                 won = self.try_acquire_or_renew()
+            except TwinError as exc:
+                self._step_down_for_good(str(exc), on_stopped)
+                return
             except ClusterError as exc:
                 _log.warning("lease update failed", error=str(exc))
                 won = False
@@ -238,6 +252,17 @@ class LeaderElector:
             on_stopped()
             self.fence.lose()
             self._release()
+
+    def _step_down_for_good(self, why: str, on_stopped: Callable[[], None]) -> None:
+        """Another process leads under this replica's identity: neither may act on the
+        Lease; this one stops, and leaves the Lease to lapse."""
+        _log.error("another process renews the lease under this replica's identity; "
+                   "stepping down for good", lease=self.config.name,
+                   identity=self.config.identity, error=why)
+        self.twin = why
+        self.fence.lose()
+        self.is_leader.clear()
+        on_stopped()
 
     def _release(self) -> None:
         """Give the Lease up on a clean shutdown so a follower takes over at once."""

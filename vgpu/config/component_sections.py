@@ -113,6 +113,12 @@ class NodeAgentConfig:
         5.0, "how long Allocate waits for the in-flight pod to reach the local pod watch",
         lo=0, hi=60
     )
+    phase_pending_warn_seconds: float = _knob(
+        60.0, "a pod whose bind phase (and served record) has not been written this long "
+        "after it was served gets a Warning event and counts in "
+        "vgpu_nodeagent_phase_writes_overdue; the write is retried until the pod is gone",
+        lo=1
+    )
     pod_resources_socket: str = _knob(
         "/var/lib/kubelet/pod-resources/kubelet.sock",
         "the kubelet's pod-resources socket, read to check each container's GPUs against "

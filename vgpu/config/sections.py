@@ -142,6 +142,11 @@ class SchedulerConfig:
     volume_bind_poll_seconds: float = _knob(
         1.0, "how often that wait reads the claims from the API server", lo=0.001, hi=60,
     )
+    cache_reconcile_seconds: float = _knob(
+        30.0, "how often the cache is compared with a fresh tally from the watches' stores "
+        "and any difference repaired (vgpu_scheduler_cache_drift_total); also after every "
+        "re-list", lo=1, hi=3600,
+    )
     inter_pod_affinity: InterPodAffinityArgs = _section(
         InterPodAffinityArgs, "the InterPodAffinity plugin")
     node_resources_fit: NodeResourcesFitArgs = _section(

@@ -89,6 +89,8 @@ class Cache:
         self._dirty: dict[str, None] = {}
         # Pod changes (record, +1 or -1) not yet in their node's NodeInfo; see _info.
         self._pending: dict[str, list[tuple[PodRecord, int]]] = {}
+        # Nodes whose pods changed since the reconciler last audited their totals.
+        self._unaudited: dict[str, None] = {}
         # (deadline, order, record): a heap, as an in-doubt deadline can come before a
         # confirmation deadline handed out earlier.
         self._deadlines: list[tuple[float, int, PodRecord]] = []
@@ -118,6 +120,11 @@ class Cache:
     def assumed(self) -> list[PodRecord]:
         with self._lock:
             return [r for r in self._pods.values() if r.assumed]
+
+    def records(self) -> list[PodRecord]:
+        """Every pod's record (bound, assumed or nominated), as they stand now."""
+        with self._lock:
+            return list(self._pods.values())
 
     def __len__(self) -> int:
         return len(self._infos)
@@ -159,6 +166,35 @@ class Cache:
         return NodeInfo.of(static, self._scaling,
                            {uid: rec.on_node() for uid, rec in records.items()})
 
+    def changed_since_audit(self) -> list[str]:
+        """The nodes whose pods changed since :meth:`audit_node` last looked at them."""
+        with self._lock:
+            changed, self._unaudited = list(self._unaudited), {}
+            return changed
+
+    def audit_node(self, name: str) -> str | None:
+        """Compare the node's totals, as its pods' changes added them up, with its pods
+        counted afresh; when they differ, take the fresh count and say what differed."""
+        with self._lock:
+            info = self._info(name)
+            static = self._statics.get(name)
+            if info is None or static is None:
+                return None
+            fresh = self._build(static)
+            differs = [what for what, kept, now in (
+                ("GPU usage", dict(info.gpu_usage), dict(fresh.gpu_usage)),
+                ("pods", set(info.pods), set(fresh.pods)),
+                ("CPU", info.requested_cpu, fresh.requested_cpu),
+                ("memory", info.requested_memory, fresh.requested_memory),
+                ("pod count", info.pod_count, fresh.pod_count),
+                ("other resources", dict(info.requested_other), dict(fresh.requested_other)),
+            ) if kept != now]
+            if not differs:
+                return None
+            self._infos[name] = fresh
+            self._dirty[name] = None
+            return ", ".join(differs)
+
     # -- pods ------------------------------------------------------------------------------
 
     def _apply(self, rec: PodRecord, sign: int) -> None:
@@ -180,6 +216,7 @@ class Cache:
         changes = self._pending.setdefault(rec.node, [])
         changes.append((rec, sign))
         self._dirty[rec.node] = None
+        self._unaudited[rec.node] = None
         if len(changes) >= _MAX_PENDING:
             # A follower replica reads no NodeInfo between scrapes: keep what waits bounded.
             self._info(rec.node)

@@ -6,7 +6,9 @@ it, becomes a :class:`ClusterEvent` that wakes the parked pods it could help. Ro
 gives up wakes them too, reported by the cache itself (``Cache(on_freed=...)``), not here.
 Pod events are also passed on to plugins that asked (``Handle.on_pod_event``). Pods are
 told apart by uid (:func:`vgpu.pods.pod_id`), as in the cache, the queue and the waiting
-room.
+room: an update from one uid to another (a pod deleted and created again under its name,
+the delete unseen) is handled, and passed on, as the delete of the one and the add of the
+other, as kube-scheduler's ``updatePodInCache`` does.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from vgpu import logs, meta
+from vgpu.cluster.informer import replaced
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu.pods import is_terminated, node_name, pod_id
@@ -59,6 +62,10 @@ class Handlers:
 
     def on_pod(self, old: Obj | None, new: Obj | None) -> None:
         """``(None, new)`` add, ``(old, new)`` update, ``(old, None)`` delete."""
+        if replaced(old, new):
+            self.on_pod(old, None)
+            self.on_pod(None, new)
+            return
         if new is None:
             if old is not None:
                 self._pod_deleted(old)
@@ -96,6 +103,12 @@ class Handlers:
         if old is not None and same_for_scheduling(old, new):
             return
         self._queue.add(podinfo.parse(new, self._config))
+
+    def resync_bound(self, pod: Obj) -> None:
+        """The cache missed the last word on this bound pod (:mod:`.reconciler`): what its
+        watch event would have done."""
+        self._queue.delete(pod_id(pod))
+        self._bound(pod)
 
     def _bound(self, pod: Obj) -> None:
         before, after = self._cache.set_pod(pod)

@@ -8,6 +8,7 @@ pumped (stepping: scripts, tests, the simulator) or run in threads (the deployme
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from vgpu import meta
 from vgpu.cluster.informer import Informer
@@ -33,9 +34,12 @@ EMPTY = _Empty()
 
 
 class Informers:
-    def __init__(self, cluster: ClusterPort | None, handlers: Handlers) -> None:
+    def __init__(self, cluster: ClusterPort | None, handlers: Handlers, *,
+                 on_relist: Callable[[], object] | None = None) -> None:
         self._cluster = cluster
         self._handlers = handlers
+        # Told after the node or pod informer re-listed (the cache's reconciler).
+        self._on_relist = on_relist
         self._informers: dict[Kind, Informer] = {}
         self._threads: list[threading.Thread] = []
 
@@ -53,7 +57,13 @@ class Informers:
             handler = {"nodes": handlers.on_node, "pods": handlers.on_pod}.get(
                 kind, lambda old, new: handlers.on_other(kind, old, new))
             found = self._informers[kind] = Informer(self._cluster, kind, handler)
+            if kind in ("nodes", "pods") and self._on_relist is not None:
+                found.on_relist(self._on_relist)
         return found
+
+    def get(self, kind: Kind) -> Informer | None:
+        """The informer of ``kind`` if one was made."""
+        return self._informers.get(kind)
 
     def all(self, watch_timeout: float = 30.0) -> list[Informer]:
         """Nodes, pods, then the kinds plugins asked for, created on first use."""

@@ -176,10 +176,19 @@ class SchedulerCollector(Collector):
         leader.add_metric([], 1 if self._state.leading() else 0)
         yield leader
 
+        drift = CounterMetricFamily(
+            "vgpu_scheduler_cache_drift", "Differences between the cache and a fresh tally "
+            "from the watches' stores, found and repaired, by kind (stale-pod, missing-pod, "
+            "outdated-pod, stale-node, missing-node, node-totals)", labels=["kind"])
+        for kind, count in sched.reconciler.counts().items():
+            drift.add_metric([kind], count)
+        yield drift
+
 
 #: The scheduler's long-running loops, whose failed rounds ``/metrics`` counts.
 LOOPS = ("scheduling attempt", "scheduling loop", "informer (pods)", "informer (nodes)",
-         "informer handler (pods)", "informer handler (nodes)", "preemption")
+         "informer handler (pods)", "informer handler (nodes)", "cache reconciler",
+         "preemption")
 
 
 class Metrics:

@@ -7,7 +7,8 @@ scheduling loop. A leader that loses the Lease stops scheduling at once and the 
 ends (as kube-scheduler's does): whatever it assumed dies with it, and the restarted
 replica rebuilds from the API server. On a clean stop the loop ends first, the bindings
 in flight finish, and only then is the Lease given up, so the next leader never
-decides before it can see this one's last bindings.
+decides before it can see this one's last bindings. A replica that finds another process
+renewing the Lease under its own identity exits too (:mod:`vgpu.cluster.twins`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import uuid
 from dataclasses import dataclass
 
 from vgpu import logs
+from vgpu.cluster.informer import by_uid
 from vgpu.cluster.leader import ElectionConfig, LeaderElector, LeaseStore
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
@@ -32,8 +33,9 @@ _log = logs.get("vgpu.scheduler.service")
 
 
 def default_identity() -> str:
-    """The pod's name in a cluster; elsewhere the host name made unique per process."""
-    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    """The pod's name in a cluster; elsewhere the host name. (The Lease's holder is this
+    plus a per-process nonce: :func:`vgpu.cluster.twins.holder_identity`.)"""
+    return os.environ.get("POD_NAME") or socket.gethostname()
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class Service:
         self.port.outcome = self.metrics.on_event
         self.scheduler.listeners.append(self.metrics.on_decision)
         pods = self.scheduler.informers(self.options.watch_timeout)[1]
-        pods.add_handler(self.metrics.on_pod)
+        pods.add_handler(by_uid(self.metrics.on_pod))
         self.elector = (LeaderElector(leases, self.options.election)
                         if self.options.election is not None and leases is not None else None)
         self.server: HealthServer | None = None
@@ -145,7 +147,9 @@ class Service:
         self.leading.set()
 
     def _stopped(self, stop: threading.Event) -> None:
-        if self.leading.is_set() and not stop.is_set():
+        # A twin (another process leading under this identity) ends a follower too.
+        twin = self.elector is not None and self.elector.twin is not None
+        if (self.leading.is_set() or twin) and not stop.is_set():
             self.lost = True
             self.leading.clear()
             stop.set()
