@@ -176,7 +176,7 @@ def test_default_profile_builds_every_registered_plugin() -> None:
     # the fault domains', which scores only pods that keep to their namespace).
     assert [(s.plugin.name, s.weight) for s in fw.scorers] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("PodTopologySpread", 2),
-        ("InterPodAffinity", 2), ("FaultDomain", 1), ("VGPU", 1)]
+        ("InterPodAffinity", 2), ("ImageLocality", 1), ("FaultDomain", 1), ("VGPU", 1)]
 
 
 @pytest.mark.parametrize(("plugins", "weights", "message"), [

@@ -54,7 +54,7 @@ OWNED_PREFIX = "vgpu.io/"
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
     "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-    "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity",
+    "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "ImageLocality",
     "IsolationRequired", "FaultDomain", "VGPU", "HamiQuota",
     "DefaultPreemption", "AllocationGate", "VGPUBinder",
 )
