@@ -31,6 +31,7 @@ SMOKE: dict[str, list[str]] = {
     "simulate_fault_domains.py": ["--sample", "0.05", "--seeds", "42"],
     "simulate_topology.py": ["--sample", "0.05", "--variants", "multigpu30", "--shapes",
                              "mixed", "--policies", "binpack"],
+    "soft_rules.py": ["--nodes", "60", "--runs", "1"],
 }
 ELSEWHERE = {"bind.py", "isolation.py"}
 #: The scale case of scheduling.py, and scripts that take a folder.
