@@ -54,6 +54,8 @@ def test_feasible_nodes_to_find_is_kube_schedulers(percentage: int, nodes: int,
     # Masked-out positions are skipped but count as looked at.
     ("10011011", 1, 3, [3, 4, 6], 6),
     ("10011011", 5, 3, [6, 7, 0], 4),
+    # As many kept as sought: the search stops at the last (kube's cancel).
+    ("01101000", 6, 3, [1, 2, 4], 7),
     # Fewer kept than sought: all of them, and the start comes back where it was.
     ("01000100", 3, 5, [5, 1], 8),
     ("00000000", 3, 5, [], 8),

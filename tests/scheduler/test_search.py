@@ -136,8 +136,39 @@ def test_counting_on_exact_masks_picks_as_filtering_one_by_one(seed: int) -> Non
     assert got.evaluated <= 1
 
 
-def test_ties_go_to_the_placement_policy_then_to_the_first() -> None:
+def test_ties_go_to_the_placement_policy_then_to_the_lowest_rank() -> None:
     totals = np.array([5.0, 7.0, 7.0, 7.0])
-    assert pick(totals, None) == 1
-    assert pick(totals, np.array([9.0, 1.0, 3.0, 3.0])) == 2
-    assert pick(np.array([np.nan, 2.0, 2.0]), np.array([0.0, np.nan, np.nan])) == 1
+    first = np.arange(4, dtype=np.int64)
+    assert pick(totals, None, first) == 1
+    assert pick(totals, None, np.array([0, 9, 4, 2], dtype=np.int64)) == 3
+    assert pick(totals, np.array([9.0, 1.0, 3.0, 3.0]), first) == 2
+    assert pick(totals, np.array([9.0, 1.0, 3.0, 3.0]), np.array([0, 0, 5, 1])) == 3
+    assert pick(np.array([-np.inf, 2.0, 2.0]), np.array([0.0, np.nan, np.nan]), first[:3]) == 1
+
+
+def test_ties_fill_nodes_in_snapshot_order() -> None:
+    """Alike nodes, every one scored: a CPU-only pod (nothing ranks it) and a GPU pod
+    (binpack) each go to the first node until it is full, then the next (kube-scheduler
+    draws at random among equal nodes)."""
+    clock = FakeClock()
+    cluster = MemoryCluster()
+    for i in range(3):
+        cluster.create("nodes", builders.node(f"n{i}", builders.devices(f"n{i}", 1),
+                                              cpu="4", heartbeat=clock.now))
+    scheduler = Scheduler(Config(), cluster, clock=clock)
+    for k in range(3):
+        cluster.create("pods", builders.pod(f"cpu-{k}", [builders.container(gpus=None,
+                                                                             cpu="2")]))
+        scheduler.run_until_idle()
+    for k in range(2):
+        cluster.create("pods", builders.pod(f"gpu-{k}", [builders.container(gpumem=1000,
+                                                                             cpu="1")]))
+        scheduler.run_until_idle()
+
+    def node(name: str) -> str:
+        found: str = cluster.get("pods", name, "default")["spec"]["nodeName"]
+        return found
+
+    assert [node(f"cpu-{k}") for k in range(3)] == ["n0", "n0", "n1"]
+    # n1 and n2 tie for the first (their GPUs alike and idle); binpack then fills n1.
+    assert [node(f"gpu-{k}") for k in range(2)] == ["n1", "n1"]

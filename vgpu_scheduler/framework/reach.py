@@ -38,15 +38,16 @@ def feasible_to_find(num_nodes: int, percentage: int) -> int:
 def window(mask: npt.NDArray[np.bool_], start: int,
            count: int) -> tuple[npt.NDArray[np.int64], int]:
     """The first ``count`` positions ``mask`` keeps, in position order from ``start``
-    round to the beginning, and how many positions that took (what the next cycle's start
-    moves by: all of them when the mask keeps no more than ``count``, as kube-scheduler's
-    ``nextStartNodeIndex`` after it looked at every node)."""
+    round to the beginning, and how many positions that took, up to the last of them
+    (what the next cycle's start moves by: all of them when the mask keeps fewer than
+    ``count``, as kube-scheduler's ``nextStartNodeIndex`` after it looked at every
+    node)."""
     size = len(mask)
     if size == 0:
         return np.zeros(0, dtype=np.int64), 0
     start %= size
     found = np.flatnonzero(mask)
-    if len(found) <= count:
+    if len(found) < count:
         cut = int(np.searchsorted(found, start))
         return np.concatenate((found[cut:], found[:cut])), size
     cut = int(np.searchsorted(found, start))

@@ -16,8 +16,9 @@ search filters nodes one by one in rotating order, exactly as kube-scheduler doe
 The candidates' order, never a policy's, decides which nodes are candidates: a GPU
 placement policy (binpack, spread, fragmentation-aware, HAMi's) is one score among the
 others. Ties go to the node the first score computed for every node at PreFilter ranks
-higher (the GPU placement policy's), then to the first in rotating order. A node where the
-pod would wait at Permit behind a pod in flight loses its GPU placement score.
+higher (the GPU placement policy's), then to the lower snapshot position, so that nodes
+fill one after the other among equals (kube-scheduler draws at random among them). A node
+where the pod would wait at Permit behind a pod in flight loses its GPU placement score.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class Found:
     evaluated: int = 0
     scored: int = 0
     processed: int = 0
+    #: The node's snapshot position (-1: none).
+    position: int = -1
 
 
 @dataclass
@@ -77,6 +80,8 @@ class _Scored:
     #: The weighted GPU placement part of each total (None: no node can lose it).
     gpu: Floats | None
     tie: Floats | None
+    #: The last tie-break, lowest first (see :func:`pick`): the snapshot position.
+    rank: npt.NDArray[np.int64]
 
 
 def _live(info: NodeInfo | None) -> NodeInfo:
@@ -86,19 +91,19 @@ def _live(info: NodeInfo | None) -> NodeInfo:
     return info
 
 
-def pick(totals: Floats, tie: Floats | None) -> int:
+def pick(totals: Floats, tie: Floats | None, rank: npt.NDArray[np.int64]) -> int:
     """The best candidate: the highest total; among equal totals the highest ``tie``
-    value; then the first. Totals are never NaN (:meth:`Search._score`)."""
+    value; then the lowest ``rank``. Totals are never NaN (:meth:`Search._score`)."""
     best = int(np.argmax(totals))
-    if tie is None:
-        return best
     ties = np.flatnonzero(totals == totals[best])
     if len(ties) == 1:
         return best
-    values = tie[ties]
-    if np.isnan(values).any():
-        values = np.where(np.isnan(values), -np.inf, values)
-    return int(ties[int(np.argmax(values))])
+    if tie is not None:
+        values = tie[ties]
+        if np.isnan(values).any():
+            values = np.where(np.isnan(values), -np.inf, values)
+        ties = ties[values == values.max()]
+    return int(ties[int(np.argmin(rank[ties]))])
 
 
 class Search:
@@ -121,6 +126,7 @@ class Search:
             (lambda info: any(w(info) for w in waits)) if waits else None)
 
     def run(self, start: int, count: int) -> Found:
+        """The node for the pod among ``count`` candidates from ``start``."""
         one_by_one = any(not s.bulk and s.plugin.name not in self.pre.scores
                          for s in self.scorers)
         if not one_by_one:
@@ -143,7 +149,7 @@ class Search:
                 return True
             scored = self._score(positions)
             while True:
-                i = pick(scored.totals, scored.tie)
+                i = pick(scored.totals, scored.tie, scored.rank)
                 pos = int(positions[i])
                 if pos not in self._passed and not self._passes(pos):
                     failures += 1
@@ -153,7 +159,7 @@ class Search:
                     break  # the next node in rotating order joins; score again
                 if self._demoted(pos, i, scored):
                     continue
-                self.found.node = self.snapshot.nodes[pos]
+                self.found.node, self.found.position = self.snapshot.nodes[pos], pos
                 return True
 
     # -- kube-scheduler's way: filter one by one -------------------------------------------
@@ -178,9 +184,10 @@ class Search:
         chosen = np.array(feasible, dtype=np.int64)
         scored = self._score(chosen)
         while True:
-            i = pick(scored.totals, scored.tie)
+            i = pick(scored.totals, scored.tie, scored.rank)
             if not self._demoted(int(chosen[i]), i, scored):
-                self.found.node = self.snapshot.nodes[int(chosen[i])]
+                pos = int(chosen[i])
+                self.found.node, self.found.position = self.snapshot.nodes[pos], pos
                 return
 
     # -- steps -----------------------------------------------------------------------------
@@ -248,10 +255,10 @@ class Search:
             totals -= np.where(waiting, gpu, 0.0)
             gpu[waiting] = 0.0
         first = next(iter(self.pre.scores), None)
-        if first is None or scored_by == [first]:
-            # Totals that tie then tie on the first score too.
-            return _Scored(totals, gpu, None)
-        return _Scored(totals, gpu, self.pre.scores[first][positions])
+        # Totals that tie on the first score alone tie on it too.
+        tie = None if first is None or scored_by == [first] else \
+            self.pre.scores[first][positions]
+        return _Scored(totals, gpu, tie, positions)
 
     def _pre_score(self, infos: list[NodeInfo]) -> None:
         for scorer in self.scorers:
