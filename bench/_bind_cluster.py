@@ -35,8 +35,9 @@ from vgpu.usage import tally
 NAMESPACE = "bench"
 
 
-def agents_main(kubeconfig: str, namespace: str, expected: int,  # noqa: PLR0917
-                workers: int, ready: Any, done: Any, stop: Any, results: Any) -> None:
+def agents_main(kubeconfig: str, namespace: str | None, expected: int,  # noqa: PLR0917
+                workers: int, ready: Any, done: Any, stop: Any, results: Any,
+                count: Any) -> None:
     """The node agents' part, in a process of its own so that the creating threads here
     do not hold up its watch (one interpreter lock per process)."""
     kube = connect(kubeconfig, qps=0, pool_size=workers + 4)
@@ -47,6 +48,7 @@ def agents_main(kubeconfig: str, namespace: str, expected: int,  # noqa: PLR0917
     def on_bound(pod: Obj, when: float) -> None:
         with lock:
             seen.setdefault(pod["metadata"]["name"], when)
+            count.value = len(seen)
             if len(seen) >= expected:
                 done.set()
 
@@ -58,18 +60,28 @@ def agents_main(kubeconfig: str, namespace: str, expected: int,  # noqa: PLR0917
 
 
 class Agents:
-    def __init__(self, kubeconfig: str, namespace: str, expected: int, workers: int) -> None:
+    """The agents' stand-in over ``namespace`` (None: every namespace); ``done`` is set once
+    ``expected`` pods were seen bound, :meth:`bound` says how many so far. Pods are told
+    apart by name: give pods of different namespaces different names."""
+
+    def __init__(self, kubeconfig: str, namespace: str | None, expected: int,
+                 workers: int) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.ready, self.done, self.stop = ctx.Event(), ctx.Event(), ctx.Event()
         self.results: Any = ctx.Queue()
+        self._count: Any = ctx.Value("i", 0, lock=False)
         self.proc = ctx.Process(target=agents_main, daemon=True,
                                 args=(kubeconfig, namespace, expected, workers, self.ready,
-                                      self.done, self.stop, self.results))
+                                      self.done, self.stop, self.results, self._count))
         self.proc.start()
         assert self.proc.pid is not None
         self.pid: int = self.proc.pid
         if not self.ready.wait(60):
             raise SystemExit("the agents' process did not start")
+
+    def bound(self) -> int:
+        """Pods seen bound so far (each once, deleted ones included)."""
+        return int(self._count.value)
 
     def finish(self) -> tuple[dict[str, float], int, list[str]]:
         self.stop.set()

@@ -1,6 +1,7 @@
-"""bench/bind.py runs, at a small size, on a control plane of its own (the other benches'
-smoke runs are in tests/ops/test_benches.py): its last line is the JSON that
-docs/benchmarks.md reads, the writes per pod counted by the API server among it."""
+"""bench/bind.py and bench/scheduler_perf.py run, at a small size, on control planes of
+their own (the other benches' smoke runs are in tests/ops/test_benches.py): the last line
+is the JSON that docs/benchmarks.md reads, the writes per pod counted by the API server
+among it, and on a cluster this small neither scheduler breaks a hard rule."""
 
 from __future__ import annotations
 
@@ -15,3 +16,24 @@ def test_the_bind_bench_runs_small() -> None:
     writes = out["writes_per_pod"]
     assert writes["POST pods/binding"] == 1.0, writes  # type: ignore[index]
     assert writes["POST pods"] == 1.0, writes  # type: ignore[index]
+
+
+#: The upstream workloads whose paths the others do not take: preemption, and churn of
+#: nodes, services and pods in the background (each run starts a control plane: ~30 s).
+PERF_SMOKE = "PreemptionBasic,SchedulingWithMixedChurn"
+
+
+def test_the_scheduler_perf_bench_runs_small() -> None:
+    out = last_json(["bench/scheduler_perf.py", "--nodes", "10", "--workloads", PERF_SMOKE,
+                     "--timeout", "120"], timeout=900)
+    workloads = out["workloads"]
+    assert list(workloads) == PERF_SMOKE.split(","), out  # type: ignore[call-overload]
+    for name, result in workloads.items():  # type: ignore[attr-defined]
+        for scheduler in ("kube-scheduler", "vgpu-scheduler"):
+            run = result[scheduler]
+            assert "error" not in run and run["pods_per_s"] > 0, (name, scheduler, run)
+            assert run["hard_total"] == 0, (name, scheduler, run["hard"])
+            assert not run.get("churn_errors") and not run["heartbeat_errors"], run
+    # Preemption happened under both: 3 of the 4 low-priority pods of each node gave way.
+    for scheduler in ("kube-scheduler", "vgpu-scheduler"):
+        assert workloads["PreemptionBasic"][scheduler]["deleted"] == 30  # type: ignore[index]
