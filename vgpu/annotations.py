@@ -204,9 +204,9 @@ def parse_pod_choices(annotations: Mapping[str, str] | None) -> PodChoices:
     raw_node = ann.get(NODE_POLICY_HAMI)
     if node_policy is None and raw_node is not None:
         node_policy = hami_fields.parse_node_policy(str(raw_node))
-        if str(raw_node) != node_policy:
+        if str(raw_node) not in (hami_fields.BINPACK, hami_fields.SPREAD):
             notes.append(f"{NODE_POLICY_HAMI}: {str(raw_node)[:40]!r} is not a node policy; "
-                         f"{node_policy}, as HAMi reads it")
+                         f"binpack, as HAMi reads it")
     raw_weights = ann.get(hami_fields.SCORING_WEIGHTS)
     weights = None if raw_weights is None else hami_fields.parse_scoring_weights(
         str(raw_weights))

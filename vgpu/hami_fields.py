@@ -9,7 +9,8 @@ warning. Pure: the webhook and the scheduler read a pod the same way.
   and ``numa`` are sort keys applied in the order written; ``mutex`` (only idle GPUs) and
   ``topology-aware`` are filters. Any other token is ignored, as HAMi ignores it; a chain
   with no sort key sorts as ``spread``, HAMi's default.
-- ``hami.io/node-scheduler-policy``: ``spread``, else ``binpack`` (HAMi's fallback).
+- ``hami.io/node-scheduler-policy``: HAMi's ``spread``, else HAMi's ``binpack`` (its
+  fallback): vgpu's ``hami-spread`` and ``hami-binpack``, HAMi's node score.
 - ``hami.io/device-scoring-weights``: ``slot=1,core=1,memory=3``; refused as HAMi refuses.
 - ``nvidia.com/vgpu-mode``: a GPU qualifies when the value contains its isolation mode.
 - GPU type names: HAMi names a GPU ``NVIDIA-`` + the driver's name when that name does not
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vgpu.errors import RequestError
+from vgpu.policy import HAMI_NODE_BINPACK, HAMI_NODE_SPREAD
 
 GPU_POLICY_HAMI = "hami.io/gpu-scheduler-policy"
 NODE_POLICY_HAMI = "hami.io/node-scheduler-policy"
@@ -98,8 +100,9 @@ def parse_gpu_policy(value: str) -> HamiGpuPolicy:
 
 
 def parse_node_policy(value: str) -> str:
-    """HAMi's node policy: ``spread``, or ``binpack`` for every other value."""
-    return SPREAD if value == SPREAD else BINPACK
+    """HAMi's node policy, by vgpu's name for it: HAMi's ``spread`` for exactly
+    ``spread``, HAMi's ``binpack`` for every other value (HAMi compares the raw value)."""
+    return HAMI_NODE_SPREAD if value == SPREAD else HAMI_NODE_BINPACK
 
 
 @dataclass(frozen=True)

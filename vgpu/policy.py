@@ -20,8 +20,11 @@ GPU_POLICIES: tuple[str, ...] = (
     "random",
 )
 
-#: How the scheduler ranks nodes.
-NODE_POLICIES: tuple[str, ...] = ("binpack", "spread")
+#: How the scheduler ranks nodes: vgpu's own (the node with the pod placed), and HAMi's
+#: (its score of the node before the pod), which ``hami.io/node-scheduler-policy`` names.
+HAMI_NODE_BINPACK = "hami-binpack"
+HAMI_NODE_SPREAD = "hami-spread"
+NODE_POLICIES: tuple[str, ...] = ("binpack", "spread", HAMI_NODE_BINPACK, HAMI_NODE_SPREAD)
 
 DEFAULT_GPU_POLICY = "lowest-task-count"
 DEFAULT_NODE_POLICY = "binpack"

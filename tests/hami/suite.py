@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import json
 
-from tests.hami import table_admission, table_fields, table_quota, table_requests
+from tests.hami import (
+    table_admission,
+    table_choice,
+    table_fields,
+    table_policies,
+    table_quota,
+    table_requests,
+)
 from tests.hami.rows import HAMI_COMMIT, Row, counts
 
 ROWS: tuple[Row, ...] = (*table_fields.ROWS, *table_requests.ROWS, *table_admission.ROWS,
-                         *table_quota.ROWS)
+                         *table_quota.ROWS, *table_policies.ROWS,
+                         *table_choice.ROWS)
 
 
 def main() -> None:

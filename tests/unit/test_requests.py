@@ -99,7 +99,7 @@ CASES: list[Case] = [
              annotations={"hami.io/node-scheduler-policy": "spread",
                           "hami.io/gpu-scheduler-policy": "binpack"}),
          (want("ubuntu-container", 1, pct=100, excl=True),),
-         PodChoices(node_policy="spread", hami_gpu=parse_gpu_policy("binpack"))),
+         PodChoices(node_policy="hami-spread", hami_gpu=parse_gpu_policy("binpack"))),
     # --- where the numbers come from -----------------------------------------------------
     Case("requests-only",
          pod(ctr(requests={GPU: 1, MEM: 1024, CORES: 10})),

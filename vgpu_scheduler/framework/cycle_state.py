@@ -25,6 +25,8 @@ ASSIGNMENT_KEY = "vgpu/assignment"
 CLAIMER_KEY = "vgpu/claimer"
 #: Where plugins that keep the pod off some GPUs leave their :class:`GpuBarrier`.
 BARRIERS_KEY = "vgpu/barriers"
+#: Where plugins that cap what the pod may hold over its GPUs leave their :class:`GpuBudget`.
+BUDGETS_KEY = "vgpu/budgets"
 _NONE_BARRED: Mapping[int, str] = MappingProxyType({})
 
 
@@ -52,6 +54,17 @@ class GpuBarrier(Protocol):
     def stamp(self, assignment: Assignment) -> Assignment:
         """The assignment as Reserve keeps it: with what the barrier's decision relied on
         recorded in it (it then travels in the Binding)."""
+
+
+class GpuBudget(Protocol):
+    """A cap on what the cycle's pod may hold over all its GPUs (a namespace quota), told
+    to the plugin that places GPUs so that, of the GPUs that fit, it takes ones within the
+    cap when there are such: a percentage takes more MiB on a larger GPU. The plugin that
+    wrote it still judges the placement at its Filter. Answers from the totals alone."""
+
+    def allows(self, memory_mib: int, cores: int) -> bool:
+        """Whether the pod may hold ``memory_mib`` MiB and ``cores`` percent of a GPU's
+        compute over all its GPUs (init containers counted by the largest)."""
 
 
 class CycleState:
@@ -101,6 +114,19 @@ class CycleState:
                 for position, why in barrier.barred(node).items():
                     found.setdefault(position, why)
         return found or _NONE_BARRED
+
+    def add_budget(self, budget: GpuBudget) -> None:
+        self._data[BUDGETS_KEY] = (*self._data.get(BUDGETS_KEY, ()), budget)
+
+    def budget(self) -> Callable[[int, int], bool] | None:
+        """Whether the pod may hold so much over its GPUs, by every budget written; None
+        when no plugin wrote one."""
+        budgets: tuple[GpuBudget, ...] = self._data.get(BUDGETS_KEY, ())
+        if not budgets:
+            return None
+        if len(budgets) == 1:
+            return budgets[0].allows
+        return lambda memory, cores: all(b.allows(memory, cores) for b in budgets)
 
     def stamp(self, assignment: Assignment) -> Assignment:
         for barrier in self.barriers:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Protocol
 
 from vgpu import init_reuse
 from vgpu.annotations import GpuSelector
@@ -34,14 +35,30 @@ from vgpu.requests import ContainerRequest, PodRequest
 from vgpu.topology.links import LinkMatrix
 from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.placement import linked
+from vgpu_scheduler.placement.choose import Within, choose, keeper, totals
 
 #: Node-level reasons beside the per-GPU :class:`FitReason` phrases.
 TOO_FEW_GPUS = "too few GPUs on the node"
 NUMA_SPLIT = "not enough fitting GPUs on one NUMA node"
+OVER_BUDGET = "too few fitting GPUs within the namespace's GPU quota"
 
 
 GpuRanker = Callable[[Sequence[GpuCandidate]], list[GpuCandidate]]
 """A GPU policy bound to the node being placed on: the fitting GPUs, best first."""
+
+#: Whether the pod may hold so much MiB and cores over its GPUs (``CycleState.budget``).
+Budget = Callable[[int, int], bool]
+
+
+class StepRanker(Protocol):
+    """A ranking that orders every GPU of the node at each container, from the order it
+    left at the one before (HAMi's sort, :mod:`.hami_rank`): told each container first."""
+
+    def __call__(self, cands: Sequence[GpuCandidate]) -> list[GpuCandidate]: ...
+
+    def step(self, work: Sequence[Usage], container: ContainerRequest, carry: bool) -> None:
+        """``work``: every GPU's usage now; ``carry``: an app container (an init container
+        starts from the node as it is)."""
 
 #: GPUs a plugin keeps the pod off (by position, with the reason), none by default
 #: (``CycleState.barred``: the fault domains).
@@ -98,24 +115,11 @@ def fits(devices: Sequence[Device], usages: Sequence[Usage], request: ContainerR
     return tuple(sorted(reasons)) or (TOO_FEW_GPUS,)
 
 
-def _choose(ranked: list[GpuCandidate], count: int, numa_bind: bool) -> list[GpuCandidate] | None:
-    if not numa_bind:
-        return ranked[:count]
-    by_numa: dict[int, list[GpuCandidate]] = {}
-    for c in ranked:
-        by_numa.setdefault(c.device.numa, []).append(c)
-    # The NUMA node holding the best-ranked GPU among those that can take them all.
-    for c in ranked:
-        group = by_numa[c.device.numa]
-        if len(group) >= count:
-            return group[:count]
-    return None
-
-
 def _pick(ranked: list[GpuCandidate], container: ContainerRequest, request: PodRequest, *,
           devices: Sequence[Device], work: Sequence[Usage], scaling: float,
-          links: LinkMatrix | None) -> list[GpuCandidate] | str:
-    """The container's GPUs from the ranked candidates, or the reason there are none."""
+          links: LinkMatrix | None, within: Within | None) -> list[GpuCandidate] | str:
+    """The container's GPUs from the ranked candidates, or the reason there are none;
+    ``within``: the pod's budget, which GPUs it takes must keep to."""
     selector = request.choices.selector
     required = request.choices.topology_required and container.count > 1
     if links is None:
@@ -130,8 +134,16 @@ def _pick(ranked: list[GpuCandidate], container: ContainerRequest, request: PodR
         if required and worst < (linked.fastest_possible(devices, container, selector, scaling,
                                                          links) or 0):
             return linked.TOPOLOGY_SLOWER
-        return picked
-    return _choose(ranked, container.count, selector.numa_bind) or NUMA_SPLIT
+        if within is None or within(picked):
+            return picked
+        if required:
+            return OVER_BUDGET
+        # The fastest set takes the pod past its budget: rank order, within it.
+    chosen = choose(ranked, container.count, selector.numa_bind, within)
+    if chosen is not None:
+        return chosen
+    return NUMA_SPLIT if choose(ranked, container.count, selector.numa_bind) is None \
+        else OVER_BUDGET
 
 
 @dataclass(frozen=True)
@@ -144,6 +156,9 @@ class _Node:
     rank: GpuRanker
     links: LinkMatrix | None
     barred: Mapping[int, str]
+    budget: Budget | None
+    #: ``rank.step`` when it orders every GPU at each container (a :class:`StepRanker`).
+    step: Callable[[Sequence[Usage], ContainerRequest, bool], None] | None
 
 
 def _candidates(node: _Node, work: Sequence[Usage], container: ContainerRequest,
@@ -179,17 +194,21 @@ def _reuse_first(ranked: list[GpuCandidate], held: Collection[int]) -> list[GpuC
 
 def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodRequest,
           scaling: float, rank: GpuRanker, *, links: LinkMatrix | None = None,
-          barred: Mapping[int, str] = NONE_BARRED) -> Placement | tuple[str, ...]:
+          barred: Mapping[int, str] = NONE_BARRED,
+          budget: Budget | None = None) -> Placement | tuple[str, ...]:
     """Choose GPUs for every container, or say why the node cannot take the pod;
     ``links`` are the node's (None: unknown); ``barred`` GPUs are not the pod's to take
-    (the fault domains), for the reason given.
+    (the fault domains), for the reason given; ``budget`` caps what the pod may hold over
+    its GPUs (:mod:`.choose`).
 
     The app containers and sidecars are placed first, each seeing the slices the earlier
     ones took. Each init container that ends before them runs alone beside the sidecars,
     so it is placed against the other pods' usage and the sidecars' only: on the first
     GPU app container's GPUs when its slice fits inside that container's
     (:func:`vgpu.init_reuse.nests`), else preferring GPUs the app containers hold."""
-    node = _Node(devices, request, scaling, rank, links, barred)
+    # An attribute lookup, not isinstance on a Protocol: this runs for every placement.
+    node = _Node(devices, request, scaling, rank, links, barred, budget,
+                 getattr(rank, "step", None))
     work = list(usages)
     beside_inits = list(usages)
     chosen: dict[str, tuple[tuple[int, int, int], ...]] = {}
@@ -198,7 +217,7 @@ def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodReques
             return (TOO_FEW_GPUS,)
         if container.runs_before_apps:
             continue
-        placed = _place_one(node, work, container)
+        placed = _place_one(node, work, container, chosen)
         if isinstance(placed, tuple):
             return placed
         for c in placed:
@@ -215,23 +234,30 @@ def place(devices: Sequence[Device], usages: Sequence[Usage], request: PodReques
         if app is not None and init_reuse.nests(container, app):
             found = _nest(node, beside_inits, container, {pos for pos, _, _ in chosen[app.name]})
         if isinstance(found, tuple):
-            found = _place_one(node, beside_inits, container,
+            found = _place_one(node, beside_inits, container, chosen,
                                rank=lambda cands: _reuse_first(rank(cands), held))
             if isinstance(found, tuple):
                 return found
         chosen[container.name] = tuple((c.position, c.memory_mib, c.cores) for c in found)
     ordered = tuple((c.name, chosen[c.name]) for c in request.containers)
-    return Placement(ordered, *_totals(devices, ordered, request))
+    return Placement(ordered, *totals(devices, ordered, request))
 
 
-def _place_one(node: _Node, work: Sequence[Usage], container: ContainerRequest, *,
+def _place_one(node: _Node, work: Sequence[Usage], container: ContainerRequest,
+               chosen: Mapping[str, tuple[tuple[int, int, int], ...]] | None = None, *,
                rank: GpuRanker | None = None,
                within: Collection[int] | None = None) -> list[GpuCandidate] | tuple[str, ...]:
+    """``chosen``: what the pod's containers took so far, which its budget counts (None:
+    the container adds nothing the budget counts)."""
+    if node.step is not None:
+        node.step(work, container, not container.init)
     cands = _candidates(node, work, container, within)
     if isinstance(cands, tuple):
         return cands
+    keep = None if chosen is None or node.budget is None else keeper(
+        node.budget, node.devices, node.request, container.name, chosen)
     picked = _pick((rank or node.rank)(cands), container, node.request, devices=node.devices,
-                   work=work, scaling=node.scaling, links=node.links)
+                   work=work, scaling=node.scaling, links=node.links, within=keep)
     return (picked,) if isinstance(picked, str) else list(picked)
 
 
@@ -246,20 +272,6 @@ def _nest(node: _Node, work: Sequence[Usage], container: ContainerRequest,
         return found
     cands = _candidates(node, work, container, inside)
     return cands if isinstance(cands, tuple) else node.rank(cands)[:container.count]
-
-
-def _totals(devices: Sequence[Device],
-            chosen: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...],
-            request: PodRequest) -> tuple[int, int]:
-    """MiB and cores the pod holds on the node, init containers counted by the largest."""
-    before = frozenset(c.name for c in request.containers if c.runs_before_apps)
-    if not before:
-        return (sum(m for _, gpus in chosen for _, m, _ in gpus),
-                sum(k for _, gpus in chosen for _, _, k in gpus))
-    held = init_reuse.footprint(
-        {name: tuple(GrantedDevice(devices[pos].uuid, m, k) for pos, m, k in gpus)
-         for name, gpus in chosen}, before)
-    return sum(u.memory_mib for u in held.values()), sum(u.cores for u in held.values())
 
 
 def fits_empty(devices: Sequence[Device], request: PodRequest, scaling: float, *,

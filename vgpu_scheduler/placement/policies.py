@@ -21,6 +21,7 @@ from vgpu_scheduler.framework.gpu_candidate import GpuCandidate
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.row_memo import ALL, Rows
 from vgpu_scheduler.framework.snapshot import Snapshot
+from vgpu_scheduler.placement import hami_node
 from vgpu_scheduler.placement.place import GpuRanker, Placement
 
 
@@ -126,9 +127,26 @@ def _spread_scores(snapshot: Snapshot, memory: npt.NDArray[np.int64] | int, core
     return np.multiply(free, 100.0, out=free)
 
 
+def _hami_binpack_scores(snapshot: Snapshot, memory: npt.NDArray[np.int64] | int, cores: int,
+                         rows: Rows) -> npt.NDArray[np.float64]:
+    # The scalar score's operations in its order, so that the two agree to the bit.
+    return np.multiply(hami_node.scores(snapshot, rows), 100.0) / hami_node.TOP
+
+
+def _hami_spread_scores(snapshot: Snapshot, memory: npt.NDArray[np.int64] | int, cores: int,
+                        rows: Rows) -> npt.NDArray[np.float64]:
+    free = np.subtract(1.0, hami_node.scores(snapshot, rows) / hami_node.TOP)
+    return np.multiply(free, 100.0, out=free)
+
+
 NODE_POLICIES: Mapping[str, NodePolicy] = MappingProxyType({
     "binpack": NodePolicy(
         lambda n, p: 100.0 * utilization_after(n, p), _binpack_scores),
     "spread": NodePolicy(
         lambda n, p: 100.0 * (1.0 - utilization_after(n, p)), _spread_scores),
+    # HAMi's: its score of the node before the pod, whatever the pod adds (.hami_node).
+    "hami-binpack": NodePolicy(
+        lambda n, p: 100.0 * hami_node.score(n) / hami_node.TOP, _hami_binpack_scores),
+    "hami-spread": NodePolicy(
+        lambda n, p: 100.0 * (1.0 - hami_node.score(n) / hami_node.TOP), _hami_spread_scores),
 })

@@ -21,6 +21,7 @@ from vgpu_scheduler.plugins.gpu import (
     fragmentation_aware,
     hami_quota,
     isolation_required,
+    quota_charge,
     share,
 )
 from vgpu_scheduler.plugins.kube import (
@@ -62,6 +63,7 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "FaultDomain": fault_domain.FaultDomain,
     "VGPU": share.VGPU,
     "HamiQuota": hami_quota.HamiQuota,
+    "QuotaCharge": quota_charge.QuotaCharge,
     "DefaultPreemption": default_preemption.DefaultPreemption,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,

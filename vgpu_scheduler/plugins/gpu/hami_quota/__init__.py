@@ -5,8 +5,12 @@ left out when the pod's slices there would take its namespace past a cap
 admission charges (docs/quotas.md): a HAMi user's quota objects keep capping.
 
 PreFilter sums what the namespace's pods hold now (bound, assumed or nominated, on every
-node of the snapshot) once per attempt, and only for a namespace that has such a quota;
-Filter adds what the pod would take on the node (its claim, as Reserve places it).
+node of the snapshot) once per attempt, and only for a namespace that has such a quota,
+and hands the caps to the plugin that places GPUs (``CycleState.add_budget``): of a node's
+GPUs it takes ones within them when there are such, as HAMi's ``Fit`` skips a GPU that
+would break the quota (a percentage is less MiB on a smaller GPU). Filter adds what the
+pod would take on the node (its claim, as Reserve places it) and refuses the node when
+even that breaks a cap.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vgpu import hami_quota
+from vgpu.config import Config
 from vgpu.hami_quota import HamiLimits
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
@@ -31,6 +36,13 @@ class _Pre:
     limits: HamiLimits
     #: MiB and cores the namespace's other pods hold.
     used: tuple[int, int]
+    config: Config
+    namespace: str
+
+    def allows(self, memory_mib: int, cores: int) -> bool:
+        """The cycle's budget (``GpuBudget``): the pod may hold this much."""
+        return hami_quota.over(self.limits, self.used, (memory_mib, cores), self.config,
+                               self.namespace) is None
 
 
 class HamiQuota:
@@ -56,7 +68,9 @@ class HamiQuota:
                 mib, pct = hami_quota.held(held.assignment)
                 memory += mib
                 cores += pct
-        state.write(_KEY, _Pre(limits, (memory, cores)))
+        pre = _Pre(limits, (memory, cores), self._config, pod.namespace)
+        state.write(_KEY, pre)
+        state.add_budget(pre)
         return None, SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:

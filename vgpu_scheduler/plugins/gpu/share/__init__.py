@@ -26,11 +26,9 @@ import numpy as np
 import numpy.typing as npt
 
 from vgpu import heartbeat
-from vgpu.annotations import PodChoices
 from vgpu.codecs import Assignment
 from vgpu.devices import slice_mib
 from vgpu.errors import ConfigError
-from vgpu.hami_fields import BINPACK, SPREAD, parse_gpu_policy
 from vgpu.requests import PodRequest
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CLAIMER_KEY, CycleState, PreFilterResult
@@ -41,9 +39,9 @@ from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.row_memo import RowMemo, Rows
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
-from vgpu_scheduler.placement import hami_rank, policies
 from vgpu_scheduler.placement import place as pl
-from vgpu_scheduler.plugins.gpu.share import fit_mask
+from vgpu_scheduler.placement import policies
+from vgpu_scheduler.plugins.gpu.share import fit_mask, ranking
 from vgpu_scheduler.plugins.gpu.share import index as ix
 
 __all__ = ["NO_HEARTBEAT", "STALE", "VGPU", "heartbeat_reason"]
@@ -59,7 +57,8 @@ _KEY = CLAIMER_KEY
 @dataclass
 class _Pre:
     request: PodRequest
-    policy: GpuPolicy
+    #: The pod's GPU ranking for one placement on a node.
+    rank_for: ranking.Ranking
     node_policy: policies.NodePolicy
     simple: bool
     #: The plugin that wrote it, for :meth:`claim_on`.
@@ -82,10 +81,6 @@ class _Pre:
                                  self.request.before_apps)
 
 
-def _builtin(rank: pl.GpuRanker) -> GpuPolicy:
-    return lambda node, cands: rank(cands)
-
-
 class VGPU:
     name = "VGPU"
 
@@ -99,32 +94,20 @@ class VGPU:
             raise ConfigError(f"defaultNodePolicy: {self._node_policy!r} is not available; use "
                               f"one of {', '.join(policies.NODE_POLICIES)}")
         self._policies: dict[str, GpuPolicy] = {
-            name: _builtin(rank) for name, rank in policies.GPU_POLICIES.items()}
+            name: ranking.builtin(rank) for name, rank in policies.GPU_POLICIES.items()}
         self.index = ix.GpuIndex(self._scaling,
                                  config.nodeagent.resource_name or config.resource_names.gpu)
         # Masks and order keys per request shape, brought up to date row by row.
         self._derived = RowMemo()
 
     def use_gpu_policies(self, provided: Mapping[str, GpuPolicy]) -> None:
-        self._policies = {**{name: _builtin(rank) for name, rank in
+        self._policies = {**{name: ranking.builtin(rank) for name, rank in
                              policies.GPU_POLICIES.items()}, **provided}
         if self._gpu_policy not in self._policies:
             raise ConfigError(
                 f"defaultGpuPolicy: {self._gpu_policy!r} is not available in this scheduler; "
                 f"use one of {', '.join(self._policies)}, or add the plugin that provides it "
                 f"to scheduler.plugins")
-
-    def _hami_policy(self, choices: PodChoices) -> GpuPolicy | None:
-        """HAMi's ranking for a pod whose GPU policy is HAMi's (``hami.io/``), or that
-        gives HAMi's scoring weights and no policy (they weigh the default policy when it
-        is one HAMi has, else HAMi's default, spread)."""
-        hami = choices.hami_gpu
-        if hami is None and choices.weights is not None and choices.gpu_policy is None:
-            hami = parse_gpu_policy(self._gpu_policy if self._gpu_policy in (
-                BINPACK, SPREAD) else SPREAD)
-        if hami is None:
-            return None
-        return _builtin(hami_rank.ranker(hami, choices.weights, choices.selector.numa_bind))
 
     def columns(self) -> Sequence[Column]:
         return self.index.columns()
@@ -140,8 +123,10 @@ class VGPU:
         choices = request.choices
         gpu_policy = choices.gpu_policy or self._gpu_policy
         node_policy = choices.node_policy or self._node_policy
-        policy = self._hami_policy(choices) or self._policies.get(gpu_policy)
-        if policy is None:
+        policy = self._policies.get(gpu_policy)
+        rank = ranking.hami(choices, self._gpu_policy, self._scaling) or (
+            policy and ranking.on_node(policy))
+        if rank is None:
             return None, unresolvable(f"GPU policy {gpu_policy!r} is not available")
         npol = policies.NODE_POLICIES.get(node_policy)
         if npol is None:
@@ -149,7 +134,7 @@ class VGPU:
         # One container whose GPUs any fitting ones do: Filter counts them, no placement.
         simple = len(request.containers) == 1 and not choices.selector.numa_bind and not (
             choices.topology_required and request.max_count > 1)
-        state.write(_KEY, _Pre(request, policy, npol, simple, self, state))
+        state.write(_KEY, _Pre(request, rank, npol, simple, self, state))
         scores = None if npol.scores is None else self._scores(request, node_policy,
                                                                npol.scores, snapshot)
         return PreFilterResult(mask=self._mask(request, snapshot, state.now), scores=scores,
@@ -203,7 +188,7 @@ class VGPU:
         if reason is not None:
             # The node agent is silent: evicting pods would not bring it back.
             return unresolvable(reason)
-        if pre.simple:
+        if pre.simple and state.budget() is None:
             reasons = pl.fits(static.devices, node.usages, pre.request.containers[0],
                               pre.request.choices.selector, self._scaling,
                               barred=state.barred(node))
@@ -223,10 +208,15 @@ class VGPU:
         hit = pre.placements.get(node.name)
         if hit is not None and hit[0] is node:
             return hit[1]
-        policy = pre.policy
+        budget = pre.state.budget()
         result = pl.place(node.devices, node.usages, pre.request, self._scaling,
-                          lambda cands: policy(node, cands), links=node.static.links,
-                          barred=pre.state.barred(node))
+                          pre.rank_for(node), links=node.static.links,
+                          barred=pre.state.barred(node), budget=budget)
+        if isinstance(result, tuple) and budget is not None:
+            # Nothing within the quota: the quota's plugin refuses the node, with its reason.
+            result = pl.place(node.devices, node.usages, pre.request, self._scaling,
+                              pre.rank_for(node), links=node.static.links,
+                              barred=pre.state.barred(node))
         pre.placements[node.name] = (node, result)
         return result
 
@@ -238,7 +228,8 @@ class VGPU:
         UUID selectors, HAMi's mutex policy or vgpu-mode, GPUs another plugin keeps it
         off)."""
         pre: _Pre | None = state.read(_KEY)
-        if pre is None or not pre.simple or any(b.active for b in state.barriers):
+        if pre is None or not pre.simple or any(b.active for b in state.barriers) or (
+                state.budget() is not None):
             return None
         selector = pre.request.choices.selector
         if selector.use_uuids or selector.nouse_uuids or selector.idle_only or (
