@@ -136,7 +136,8 @@ class Scheduler:
         cfg = workdir / "config.yaml"
         cfg.write_text(yaml.safe_dump(config))
         self.log = workdir / "scheduler.log"
-        env = {**os.environ, "VGPU_LOG_LEVEL": "warning"}
+        # Plain metrics on the loopback address: the bench reads them with no token.
+        env = {**os.environ, "VGPU_LOG_LEVEL": "warning", "VGPU_METRICS_SERVER__INSECURE": "true"}
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "vgpu.cli", "scheduler", "--kubeconfig", kubeconfig,

@@ -66,7 +66,8 @@ def validating_webhook(kube: KubeCluster, kubeconfig: str, workdir: Path,
          "--key-file", str(workdir / "webhook.key"), "--port", str(port), "--metrics-port",
          str(metrics), "--address", "127.0.0.1", "--kubeconfig", kubeconfig,
          "--config", str(config)], cwd=ROOT, stdout=log, stderr=log,
-        env={**os.environ, "VGPU_LOG_LEVEL": "warning"})
+        env={**os.environ, "VGPU_LOG_LEVEL": "warning",
+             "VGPU_METRICS_SERVER__INSECURE": "true"})
     try:
         deadline = time.monotonic() + 60
         while True:

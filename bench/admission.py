@@ -157,7 +157,9 @@ def main() -> int:
              "--metrics-port", str(metrics_port), "--address", "127.0.0.1"],
             cwd=ROOT, stdout=log_file, stderr=log_file,
             env={**os.environ, "KUBERNETES_SERVICE_HOST": "", "KUBECONFIG": "",
-                 "HOME": tmp_name, "VGPU_LOG_FORMAT": "json"})
+                 "HOME": tmp_name, "VGPU_LOG_FORMAT": "json",
+                 # Its readiness, read with no token: plain HTTP on the loopback address.
+                 "VGPU_METRICS_SERVER__INSECURE": "true"})
         # One core for the server (threads it starts later inherit it).
         os.sched_setaffinity(process.pid, {server_cpu})
         try:

@@ -33,7 +33,7 @@ from vgpu_nodeagent.devices import inventory, virtual
 from vgpu_nodeagent.devices.discovery import Discovery, GpuFacts
 from vgpu_nodeagent.devices.health import HealthTracker
 from vgpu_nodeagent.devices.xid import is_device_fault
-from vgpu_nodeagent.isolation import grants
+from vgpu_nodeagent.isolation import grants, host_dirs
 from vgpu_nodeagent.isolation import metrics as isolation_metrics
 from vgpu_nodeagent.isolation.mode import Backend, node_label
 from vgpu_nodeagent.isolation.mps_faults import MpsFaults
@@ -132,11 +132,16 @@ class NodeAgent:
         self.server = PluginServer(self.service, config.nodeagent.device_plugin_dir,
                                    options.endpoint, self.resource_name)
         self.metrics_server: MetricsServer | None = None
+        #: HAMi-core's host folders (its lock folder, each container's cache folder).
+        self.cache_folders = host_dirs.CacheFolders(config.nodeagent.shared_cache_dir) \
+            if config.nodeagent.hami_core_path else None
 
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
         self.allocator.on_pod(old, new)
         if new is not None:
             self._check_edit(new)
+        elif self.cache_folders is not None:
+            self.cache_folders.on_pod(old, new)
 
     def _check_edit(self, pod: Obj) -> None:
         """Say so, once per pod, when its assignment annotation no longer is what this node
@@ -282,6 +287,12 @@ class NodeAgent:
                 handle.write(grants.preload_content())
         except OSError as exc:
             raise ConfigError(f"cannot write {preload} for HAMi-core: {exc.strerror}") from None
+        assert self.cache_folders is not None  # made whenever hamiCorePath is set
+        try:
+            self.cache_folders.prepare()
+        except OSError as exc:
+            raise ConfigError(f"cannot make HAMi-core's lock folder under "
+                              f"{self.cache_folders.shared}: {exc.strerror or exc}") from None
 
     def _configure_isolation(self) -> None:
         """The node's mode from its ``vgpu.io/isolation`` label, read once at start."""
@@ -298,6 +309,12 @@ class NodeAgent:
                 pci=self._pci)
             self._spawn("mps-faults", lambda: faults.run(self._stop))
 
+    def _sweep_cache_folders(self) -> None:
+        informer, folders = self.informer, self.cache_folders
+        assert informer is not None and folders is not None
+        if informer.synced.wait(600) and not self._stop.is_set():
+            folders.sweep({meta.uid(p) for p in informer.items()})
+
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = loops.thread(name, target)
         thread.start()
@@ -310,6 +327,10 @@ class NodeAgent:
         self._update_devices()
         if self.informer is not None:
             self._threads.append(self.informer.start(self._stop, "pod-informer"))
+            if self.cache_folders is not None:
+                # Once: the folders of pods that went while no agent watched.
+                threading.Thread(target=self._sweep_cache_folders, daemon=True,
+                                 name="cache-sweep").start()
         if self.phases is not None:
             phases = self.phases
             self._spawn("bind-phase-writer", lambda: phases.run(self._stop))
@@ -329,7 +350,8 @@ class NodeAgent:
         if self.options.metrics_port is not None:
             self.metrics_server = MetricsServer(self.metrics.registry, self.healthz,
                                                 self.options.metrics_port,
-                                                self.options.metrics_host)
+                                                self.options.metrics_host,
+                                                serving=self.options.metrics_serving)
             self.metrics_server.start()
         _log.info("node agent started", node=self.node, resource=self.resource_name,
                   discovery=self.discovery.name, gpus=len(self._facts), split=self.split,

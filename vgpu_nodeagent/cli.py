@@ -13,6 +13,8 @@ from vgpu import logs
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
+from vgpu.metrics_auth import Reviewer
+from vgpu.serving import serving
 from vgpu_nodeagent.agent import NodeAgent
 from vgpu_nodeagent.devices.discovery import Discovery
 from vgpu_nodeagent.devices.excluded import filtered
@@ -44,6 +46,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="port of /metrics and /healthz (default: nodeagent.metricsPort, "
                              "9394); 0 turns them off")
+    parser.add_argument("--proc-root", default="/proc", metavar="DIR",
+                        help="the host's /proc, where the usage watchdog reads a GPU "
+                             "process's cgroup by its host PID: the agent's own /proc with "
+                             "hostPID, else the host's mounted read-only (default: /proc)")
     parser.add_argument("--no-cluster", action="store_true",
                         help="run without cluster access: the inventory is logged instead "
                              "of published, and Allocate fails (it cannot find the pod)")
@@ -57,16 +63,20 @@ def _discovery(args: argparse.Namespace) -> Discovery:
     return NvmlDiscovery()
 
 
-def _cluster(args: argparse.Namespace) -> ClusterPort | None:
+def _cluster(args: argparse.Namespace) -> tuple[ClusterPort | None, Reviewer | None]:
+    """The cluster and the reviewer of the metrics port's callers (on a connection apart)."""
     if args.no_cluster:
-        return None
+        return None, None
     # Imported only when needed: the kubernetes client is the agent's largest import.
     from vgpu.kube.adapter import connect  # noqa: PLC0415
+    from vgpu.kube.reviews import KubeReviewer  # noqa: PLC0415
     try:
-        return connect(args.kubeconfig, required=True)
+        cluster = connect(args.kubeconfig, required=True)
+        reviews = connect(args.kubeconfig, required=True, qps=50, burst=100, pool_size=2)
     except ConfigError as exc:
         raise ConfigError(f"{exc}; or pass --no-cluster to run without one (the inventory "
                           "is then only logged and Allocate fails)") from None
+    return cluster, KubeReviewer(reviews) if reviews is not None else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,9 +99,15 @@ def run(args: argparse.Namespace) -> int:
     metrics_port = None if args.metrics_port == 0 else section.metrics_port
 
     discovery = filtered(_discovery(args), section.exclude_devices)
-    port = _cluster(args)
+    port, reviewer = _cluster(args)
+    if not os.path.isdir(args.proc_root):
+        raise ConfigError(f"--proc-root {args.proc_root}: no such folder (mount the host's "
+                          "/proc there, read-only)")
     agent = NodeAgent(cfg, discovery, port,
-                      Options(node_name=args.node_name, metrics_port=metrics_port))
+                      Options(node_name=args.node_name, metrics_port=metrics_port,
+                              proc_root=args.proc_root,
+                              metrics_serving=serving(cfg.metrics_server, reviewer,
+                                                      name="vgpu-nodeagent")))
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

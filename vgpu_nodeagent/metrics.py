@@ -18,6 +18,7 @@ from vgpu import latency, logs, loops, meta
 from vgpu.cluster.port import Obj
 from vgpu.errors import CodecError
 from vgpu.probes import Check, ProbeServer
+from vgpu.serving import PLAIN, Serving
 from vgpu.usage import claimed
 from vgpu_nodeagent.devices.discovery import GpuFacts, GpuSample
 from vgpu_nodeagent.kubelet.podresources import KubeletView
@@ -194,5 +195,6 @@ class MetricsServer(ProbeServer):
     """``/metrics`` and ``/healthz`` on ``host:port`` (port 0 picks a free one)."""
 
     def __init__(self, registry: CollectorRegistry, health: Health, port: int,
-                 host: str = "0.0.0.0") -> None:
-        super().__init__(registry, {"/healthz": health}, port, host, name="metrics")
+                 host: str = "", *, serving: Serving = PLAIN) -> None:
+        super().__init__(registry, {"/healthz": health}, port, host, name="metrics",
+                         serving=serving)

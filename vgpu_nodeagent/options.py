@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vgpu.serving import PLAIN, Serving
+
 #: The plugin's socket in the kubelet's device-plugin folder.
 ENDPOINT = "vgpu.sock"
 
@@ -16,10 +18,13 @@ class Options:
     node_name: str
     #: None: no metrics server; 0: any free port (tests).
     metrics_port: int | None = None
-    metrics_host: str = "0.0.0.0"
+    metrics_host: str = ""
+    #: HTTPS with delegated authentication, or plain HTTP on the loopback address.
+    metrics_serving: Serving = PLAIN
     endpoint: str = ENDPOINT
     poll_seconds: float = 0.1
     #: How long the informer's watch calls last before they are renewed.
     watch_timeout: float = 30.0
-    #: Where the watchdog reads processes' cgroups (the host's /proc, with hostPID).
+    #: Where the watchdog reads processes' cgroups by host PID: the host's /proc (the
+    #: agent's own with hostPID, else the host's mounted read-only: ``--proc-root``).
     proc_root: str = "/proc"

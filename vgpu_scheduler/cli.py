@@ -11,10 +11,12 @@ from typing import Any
 
 from vgpu import logs
 from vgpu.cluster.leader import ClusterLeaseStore, ElectionConfig
-from vgpu.config import Config, scoring_keys
+from vgpu.config import Config, SchedulerConfig, scoring_keys
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import KubeCluster, connect
+from vgpu.kube.reviews import KubeReviewer
+from vgpu.serving import serving
 from vgpu_scheduler.host.service import Options, Service, default_identity
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
@@ -32,8 +34,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "or ~/.kube/config)")
     config_cli.add_config_option(parser)
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
-                        help="plain-HTTP port of /healthz, /readyz and /metrics (default: "
-                             "scheduler.metricsPort of the config, 9396; 0: any free port)")
+                        help="port of /healthz, /readyz and /metrics, HTTPS unless "
+                             "metricsServer.insecure (default: scheduler.metricsPort of the "
+                             "config, 9396; 0: any free port)")
     parser.add_argument("--address", default="", metavar="ADDR",
                         help="address that port listens on (default: every address)")
     parser.add_argument("--kube-api-qps", type=float, metavar="N",
@@ -109,26 +112,53 @@ def _connect(kubeconfig: str | None, qps: float, burst: int, pool: int) -> KubeC
     return cluster
 
 
+@dataclasses.dataclass(frozen=True)
+class Connections:
+    """One connection each for the scheduler's own requests, its events and its Lease, so
+    that neither a burst of events nor a burst of bindings can delay a renewal."""
+
+    cluster: KubeCluster
+    events: KubeCluster
+    leases: KubeCluster | None
+
+
+def connections(kubeconfig: str | None, sc: SchedulerConfig,
+                election: ElectionConfig | None) -> Connections:
+    """The connections, each write on them bounded in time (issue 46): the scheduler's
+    and its events' by ``scheduler.writeTimeoutSeconds``, as the next leader counts on; a
+    renewal by the renew deadline it is meant to meet, as client-go's."""
+    cluster = _connect(kubeconfig, sc.api_qps, sc.api_burst, max(16, sc.bind_workers + 8))
+    events = _connect(kubeconfig, sc.event_qps, sc.event_burst, 4)
+    cluster.write_timeout = events.write_timeout = sc.write_timeout_seconds
+    leases = None
+    if election is not None:
+        leases = _connect(kubeconfig, 0, 1, 2)
+        leases.write_timeout = election.renew_deadline
+    return Connections(cluster, events, leases)
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     election = election_config(args)
-    if election is not None:
-        # What the next leader waits beyond this one's lease: how late its writes may land.
-        election = dataclasses.replace(election, in_doubt=cfg.scheduler.bind_in_doubt_seconds)
     sc = cfg.scheduler
-    # One connection each for the scheduler's own requests, its events and its Lease, so
-    # that neither a burst of events nor a burst of bindings can delay a renewal.
-    cluster = _connect(args.kubeconfig, sc.api_qps, sc.api_burst, max(16, sc.bind_workers + 8))
-    events = _connect(args.kubeconfig, sc.event_qps, sc.event_burst, 4)
-    leases = (ClusterLeaseStore(_connect(args.kubeconfig, 0, 1, 2))
-              if election is not None else None)
-    service = Service(cfg, cluster, events=events, leases=leases,
+    if election is not None:
+        # What the next leader waits beyond this one's renew deadline: how long a write
+        # of this one may stay in flight.
+        election = dataclasses.replace(election, in_flight=sc.write_timeout_seconds)
+    conns = connections(args.kubeconfig, sc, election)
+    cluster, events = conns.cluster, conns.events
+    leases = ClusterLeaseStore(conns.leases) if conns.leases is not None else None
+    # The metrics port's reviews (TokenReview, SubjectAccessReview) on a connection apart.
+    reviews = KubeReviewer(_connect(args.kubeconfig, 50, 100, 2))
+    service = Service(cfg, cluster, event_port=events, leases=leases,
                       options=Options(metrics_port=sc.metrics_port, address=args.address,
-                                      election=election))
+                                      election=election,
+                                      serving=serving(cfg.metrics_server, reviews,
+                                                      name="vgpu-scheduler")))
     if service.elector is not None:
-        # Every write of the scheduler's own connection is fenced by its Lease (the Lease's
-        # connection is apart, so that the renewals themselves never are).
-        cluster.fence = service.elector.fence
+        # Every write of the scheduler's own connection and of its events' is fenced by its
+        # Lease (the Lease's connection is apart, so that the renewals themselves never are).
+        cluster.fence = events.fence = service.elector.fence
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -7,25 +7,40 @@ operations port.
 answer. Whatever happens inside, the API server gets a
 well-formed answer: HTTP 400 with a message for a body that is not an AdmissionReview,
 and for anything unexpected (a bug) a denial naming the request uid, never HTTP 500 or a
-traceback. ``/healthz``, ``/readyz`` and ``/metrics`` live on a plain-HTTP port of their
-own so that probes and scrapes need no certificate and never queue behind admissions.
+traceback. ``/healthz``, ``/readyz`` and ``/metrics`` live on an operations port of their
+own (:class:`vgpu.probes.ProbeServer`: HTTPS with delegated authentication, or plain HTTP on
+the loopback address) so that probes and scrapes never queue behind admissions.
+
+The admission listener is bounded as the operations port is: at most
+``webhook.maxConnections`` connections (:class:`~vgpu_webhook.capped_site.CappedSite`), and
+``webhook.requestTimeoutSeconds`` for a handshake and for a request's body and answer
+(then HTTP 408), ``webhook.idleTimeoutSeconds`` for a connection with no request, or with
+one whose headers have not all come (the keep-alive timer; longer than the API server's
+90 s for an idle connection, which would otherwise send on one just closed): a flood of
+forged reviews costs the cap, and a slow client its deadline, never every admission.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import socket
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vgpu import logs
 from vgpu.config import Config
-from vgpu_webhook.denials import DenialRecorder
+from vgpu.errors import ClusterError
+from vgpu.probes import ProbeServer
+from vgpu.serving import PLAIN, Serving
+from vgpu_webhook import node_scope
+from vgpu_webhook.agent_nodes import AgentNodes
+from vgpu_webhook.capped_site import CappedSite
+from vgpu_webhook.denials import DenialRecorder, from_the_api_server
 from vgpu_webhook.gpus import GpuView
 from vgpu_webhook.metrics import Metrics
 from vgpu_webhook.mutate import decide
@@ -40,6 +55,10 @@ log = logs.get("vgpu.webhook")
 #: one object on CREATE; 4 MiB leaves room and still bounds what a client can make us hold.
 MAX_BODY = 4 * 1024 * 1024
 JSON = "application/json"
+#: How long /node-scope waits to read the agent's pod (the registration allows 5 s).
+LOOKUP_SECONDS = 3.0
+Route = Literal["mutate", "validate", "node-scope"]
+Verdict = AdmissionVerdict | Awaitable[AdmissionVerdict]
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -52,12 +71,14 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 class WebhookServer:
-    """Serves ``/mutate`` (TLS) and the operations endpoints (plain HTTP) on one loop."""
+    """Serves ``/mutate``, ``/validate`` and ``/node-scope`` (TLS) on one loop, and the
+    operations endpoints on threads of their own."""
 
     def __init__(self, config: Config, view: GpuView, tls: CertReloader, *, host: str = "",
                  port: int | None = None, metrics_port: int | None = None,
                  reload_interval: float = 10.0, metrics: Metrics | None = None,
-                 denials: DenialRecorder | None = None) -> None:
+                 denials: DenialRecorder | None = None,
+                 agent_nodes: AgentNodes | None = None, serving: Serving = PLAIN) -> None:
         self.config = config
         self.view = view
         self.tls = tls
@@ -67,6 +88,10 @@ class WebhookServer:
         self.reload_interval = reload_interval
         self.metrics = metrics or Metrics()
         self.denials = denials
+        self.agent_nodes = agent_nodes or AgentNodes(None)
+        self.serving = serving
+        self.ops: ProbeServer | None = None
+        self._site: CappedSite | None = None
         self._runners: list[web.AppRunner] = []
         self._watch: asyncio.Task[None] | None = None
 
@@ -74,15 +99,56 @@ class WebhookServer:
 
     async def mutate(self, request: web.Request) -> web.Response:
         return await self._review(
-            request, lambda r: decide(r, self.config, self.view.snapshot), validating=False)
+            request, lambda r: decide(r, self.config, self.view.snapshot), route="mutate")
 
     async def validate(self, request: web.Request) -> web.Response:
         return await self._review(request, lambda r: validate(r, self.config),
-                                  validating=True)
+                                  route="validate")
+
+    async def node_scope(self, request: web.Request) -> web.Response:
+        return await self._review(request, self._node_scope, route="node-scope")
+
+    async def _node_scope(self, request: Mapping[str, Any]) -> AdmissionVerdict:
+        agents = self.config.webhook.node_agents
+        who = node_scope.identity(request)
+        if who.username not in agents:
+            return node_scope.decide(request, agents, None)
+        try:
+            if self.agent_nodes.needs_lookup(who):
+                # A blocking read of the API server, off the loop and bounded.
+                node = await asyncio.wait_for(
+                    asyncio.to_thread(self.agent_nodes.node_of, who), LOOKUP_SECONDS)
+            else:
+                node = self.agent_nodes.node_of(who)
+        except (ClusterError, TimeoutError) as exc:
+            log.warning("cannot read the node agent's pod", pod=who.pod, error=str(exc))
+            return deny(f"cannot tell the node of the node agent's pod {who.namespace}/"
+                        f"{who.pod} now (retry): {exc or 'the API server did not answer'}",
+                        code=503)
+        stored = None
+        if node and (name := node_scope.stored_to_read(request, agents)):
+            try:
+                stored = await asyncio.wait_for(
+                    asyncio.to_thread(self.agent_nodes.stored_node, name), LOOKUP_SECONDS)
+            except (ClusterError, TimeoutError) as exc:
+                log.warning("cannot read the Node", node=name, error=str(exc))
+                return deny(f"cannot read Node {name} to check the node agent's write now "
+                            f"(retry): {exc or 'the API server did not answer'}", code=503)
+        return node_scope.decide(request, agents, node, stored)
 
     async def _review(self, request: web.Request,
-                      verdict_of: Callable[[Mapping[str, Any]], AdmissionVerdict], *,
-                      validating: bool) -> web.Response:
+                      verdict_of: Callable[[Mapping[str, Any]], Verdict], *,
+                      route: Route) -> web.Response:
+        try:
+            return await asyncio.wait_for(self._answer(request, verdict_of, route=route),
+                                          self.config.webhook.request_timeout_seconds)
+        except TimeoutError:
+            log.info("request too slow", route=route, peer=request.remote)
+            return web.Response(status=408, text="request took too long\n")
+
+    async def _answer(self, request: web.Request,
+                      verdict_of: Callable[[Mapping[str, Any]], Verdict], *,
+                      route: Route) -> web.Response:
         started = time.perf_counter()
         outcome = "error"
         try:
@@ -94,7 +160,8 @@ class WebhookServer:
                 log.info("not an admission review", error=str(exc), peer=request.remote)
                 return web.Response(status=400, text=f"{exc}\n")
             try:
-                verdict = verdict_of(review.request)
+                found = verdict_of(review.request)
+                verdict = await found if inspect.isawaitable(found) else found
                 outcome = verdict.outcome
             except Exception:
                 # Fail closed as the registration's failurePolicy would, but with an
@@ -108,8 +175,10 @@ class WebhookServer:
             # than the decision itself.
             if verdict.outcome == "denied":
                 who = review.describe()
-                log.info("pod denied", **who, message=verdict.message)
-                if self.denials is not None:
+                log.info("denied" if route == "node-scope" else "pod denied", **who,
+                         route=route, message=verdict.message)
+                if self.denials is not None and route != "node-scope" and \
+                        from_the_api_server(review.request):
                     self.denials.record(who["namespace"], who["pod"].rstrip("*"),
                                         verdict.message)
             elif verdict.outcome == "mutated":
@@ -117,7 +186,9 @@ class WebhookServer:
             return web.Response(body=answer(review.uid, verdict), content_type=JSON)
         finally:
             seconds = time.perf_counter() - started
-            if validating:
+            if route == "node-scope":
+                self.metrics.node_scope[outcome].inc()
+            elif route == "validate":
                 self.metrics.validation[outcome].inc()
                 self.metrics.validation_latency.observe(seconds)
             else:
@@ -136,21 +207,16 @@ class WebhookServer:
             return False, "waiting for the first list of nodes"
         return True, "ready"
 
-    async def healthz(self, request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+    def healthz(self) -> tuple[bool, str]:
+        return True, "ok"
 
-    async def readyz(self, request: web.Request) -> web.Response:
-        ok, why = self.readiness()
-        return web.Response(status=200 if ok else 503, text=f"{why}\n")
-
-    async def metrics_page(self, request: web.Request) -> web.Response:
+    def refresh_gauges(self) -> None:
+        """The inventory and certificate gauges, as of this scrape."""
         snapshot = self.view.snapshot
         self.metrics.nodes.set(snapshot.nodes)
         self.metrics.gpus.set(snapshot.gpus)
         if self.tls.expires is not None:
             self.metrics.cert_expiry.set(self.tls.expires.timestamp())
-        return web.Response(body=generate_latest(self.metrics.registry),
-                            headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -158,13 +224,7 @@ class WebhookServer:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post("/mutate", self.mutate)
         app.router.add_post("/validate", self.validate)
-        return app
-
-    def ops_app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/healthz", self.healthz)
-        app.router.add_get("/readyz", self.readyz)
-        app.router.add_get("/metrics", self.metrics_page)
+        app.router.add_post("/node-scope", self.node_scope)
         return app
 
     def _on_reload(self, ok: bool) -> None:
@@ -175,21 +235,28 @@ class WebhookServer:
         self.tls.on_reload = self._on_reload
         secure = listen(self.host, self.port)
         try:
-            plain = listen(self.host, self.metrics_port)
+            self.ops = ProbeServer(self.metrics.registry,
+                                   {"/healthz": self.healthz, "/readyz": self.readiness},
+                                   self.metrics_port, self.host, name="vgpu-webhook-ops",
+                                   serving=self.serving, before_scrape=self.refresh_gauges)
         except OSError:
             secure.close()
             raise
         self.port = secure.getsockname()[1]
-        self.metrics_port = plain.getsockname()[1]
-        for app, sock, context in ((self.mutate_app(), secure, self.tls.front),
-                                   (self.ops_app(), plain, None)):
-            # No access log: at thousands of admissions a second it would cost more than
-            # the admissions; outcomes are counted in the metrics and logged when they
-            # change a pod.
-            runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
-            await runner.setup()
-            self._runners.append(runner)
-            await web.SockSite(runner, sock, ssl_context=context, backlog=1024).start()
+        self.metrics_port = self.ops.port
+        hook = self.config.webhook
+        # No access log: at thousands of admissions a second it would cost more than the
+        # admissions; outcomes are counted in the metrics and logged when they change a
+        # pod. The keep-alive timer also ends a connection whose request never arrives.
+        runner = web.AppRunner(self.mutate_app(), access_log=None, shutdown_timeout=5.0,
+                               keepalive_timeout=hook.idle_timeout_seconds)
+        await runner.setup()
+        self._runners.append(runner)
+        self._site = CappedSite(runner, secure, ssl_context=self.tls.front, backlog=1024,
+                                max_connections=hook.max_connections,
+                                handshake_timeout=hook.request_timeout_seconds)
+        await self._site.start()
+        self.ops.start()
         self._watch = asyncio.create_task(self.tls.watch(self.reload_interval))
         log.info("webhook serving", port=self.port, metrics_port=self.metrics_port,
                  scheduler=self.config.scheduler_name)
@@ -204,3 +271,6 @@ class WebhookServer:
         for runner in reversed(self._runners):
             await runner.cleanup()
         self._runners.clear()
+        if self.ops is not None:
+            await asyncio.to_thread(self.ops.stop)
+            self.ops = None

@@ -12,7 +12,10 @@ from vgpu import logs
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import connect
+from vgpu.kube.reviews import KubeReviewer
+from vgpu.serving import serving
 from vgpu_webhook.admission_server import WebhookServer
+from vgpu_webhook.agent_nodes import AgentNodes
 from vgpu_webhook.denials import DenialRecorder
 from vgpu_webhook.tls import CertReloader
 from vgpu_webhook.watch import no_cluster, watch_nodes
@@ -32,8 +35,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="HTTPS port of /mutate (default: webhook.port of the config, "
                              "9443)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
-                        help="plain-HTTP port of /healthz, /readyz and /metrics (default: "
-                             "webhook.metricsPort of the config, 9395)")
+                        help="port of /healthz, /readyz and /metrics (default: "
+                             "webhook.metricsPort of the config, 9395; HTTPS unless "
+                             "metricsServer.insecure)")
     parser.add_argument("--address", default="", metavar="ADDR",
                         help="address to listen on (default: every address)")
     parser.add_argument("--kubeconfig", metavar="FILE",
@@ -62,12 +66,21 @@ def run(args: argparse.Namespace) -> int:
         view = watch_nodes(cluster, stop, namespace=args.namespace,
                            remember=cfg.quota.remember_gpu_types) if cluster is not None \
             else no_cluster()
-        denials = DenialRecorder(cluster) if cluster is not None else None
+        rate = cfg.webhook.denial_events_per_second
+        denials = DenialRecorder(cluster, per_second=rate, burst=max(1, int(rate * 10))) \
+            if cluster is not None and rate > 0 else None
+        # The operations port's reviews (TokenReview, SubjectAccessReview) on a connection
+        # apart: a scrape's never waits behind the node watch's.
+        reviews = connect(args.kubeconfig, required=False, qps=50, burst=100, pool_size=2) \
+            if cluster is not None else None
         server = WebhookServer(cfg, view, tls, host=args.address,
                                port=_port(args.port, "--port"),
                                metrics_port=_port(args.metrics_port, "--metrics-port"),
                                reload_interval=cfg.webhook.cert_reload_seconds,
-                               denials=denials)
+                               denials=denials, agent_nodes=AgentNodes(cluster),
+                               serving=serving(cfg.metrics_server,
+                                               KubeReviewer(reviews) if reviews else None,
+                                               name="vgpu-webhook"))
         asyncio.run(_serve(server))
     finally:
         stop.set()

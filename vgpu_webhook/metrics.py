@@ -40,6 +40,10 @@ class Metrics:
                               "containers), by outcome", ["outcome"], registry=self.registry)
         self.validation = {key: validations.labels(value)
                            for key, value in VALIDATIONS.items()}
+        scoped = Counter("vgpu_webhook_node_scope",
+                         "Requests /node-scope answered (the node agents' writes), by outcome",
+                         ["outcome"], registry=self.registry)
+        self.node_scope = {key: scoped.labels(value) for key, value in VALIDATIONS.items()}
         self.validation_latency = Histogram(
             "vgpu_webhook_validation_duration_seconds",
             "Time from a /validate request received to its answer ready",

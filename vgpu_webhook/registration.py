@@ -19,6 +19,9 @@ from vgpu import protected
 from vgpu.config import Config, ResourceNames
 
 POLICY = "vgpu-annotations"
+#: Namespaces no registration reaches: Kubernetes' own and vgpu's (its components must be
+#: able to start while the webhook is down).
+SYSTEM_NAMESPACES = ("kube-system", "vgpu-node", "vgpu-system")
 EPHEMERAL = "ephemeralcontainers"
 
 
@@ -129,7 +132,7 @@ def admission_policy(config: Config) -> list[dict[str, Any]]:
                                                  "pods/status"]}],
                 "namespaceSelector": {"matchExpressions": [{
                     "key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                    "values": ["kube-system", "vgpu-system"]}]},
+                    "values": list(SYSTEM_NAMESPACES)}]},
             },
             "matchConditions": [validate_conditions(config)[0]],
             # Evaluated once, and only when an expression reads it.
@@ -151,3 +154,4 @@ def admission_policy(config: Config) -> list[dict[str, Any]]:
         "spec": {"policyName": POLICY, "validationActions": ["Deny"]},
     }
     return [policy, binding]
+

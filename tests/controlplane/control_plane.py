@@ -49,6 +49,7 @@ class ControlPlane:
         startup_timeout: float = 90.0,
         binaries: Binaries | None = None,
         served_to: ServedTo | None = None,
+        etcd_for_apiserver: Callable[[str], str] | None = None,
     ) -> None:
         self._requested_workdir = workdir
         self._keep = keep_workdir or bool(os.environ.get("VGPUDEV_KEEP_CP"))
@@ -58,6 +59,8 @@ class ControlPlane:
                             *extra_apiserver_args]
         self._startup_timeout = startup_timeout
         self._binaries = binaries
+        #: The etcd URL the API server is given, from etcd's own (a proxy in between).
+        self._etcd_for_apiserver = etcd_for_apiserver or (lambda url: url)
         self._procs: list[ChildProcess] = []
         self._workdir: Path | None = None
         self._etcd_data: Path | None = None
@@ -247,7 +250,8 @@ class ControlPlane:
         self._wait_until(etcd, "etcd /health", lambda: etcd_healthy(self._etcd_url))
 
         self._server = f"https://127.0.0.1:{api_port}"
-        args = apiserver_args(binaries.kube_apiserver, wd, self._etcd_url, api_port,
+        args = apiserver_args(binaries.kube_apiserver, wd,
+                              self._etcd_for_apiserver(self._etcd_url), api_port,
                               self._extra_args)
         apiserver = ChildProcess("kube-apiserver", args, wd / "kube-apiserver.log")
         self._procs.append(apiserver)

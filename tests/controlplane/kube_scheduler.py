@@ -8,8 +8,9 @@ The reference implementation that vgpu-scheduler's parity is measured against, a
 baseline of its speed. It reads a ``KubeSchedulerConfiguration`` (v1beta1, the 1.20
 version) with one profile named ``scheduler_name``; ``profile`` adds to that profile
 (``plugins``, ``pluginConfig``) and ``extra_args`` to its flags. It runs with the admin
-kubeconfig, without leader election, serving ``/healthz`` and ``/metrics`` on a free
-loopback port without authentication.
+kubeconfig, without leader election unless ``leader_election`` gives the fields of its
+``leaderElection`` (``resourceName``, ``leaseDuration``, ...; the lock is a Lease),
+serving ``/healthz`` and ``/metrics`` on a free loopback port without authentication.
 """
 
 from __future__ import annotations
@@ -34,11 +35,14 @@ CONFIG_API = "kubescheduler.config.k8s.io/v1beta1"
 
 def scheduler_config(kubeconfig: Path, scheduler_name: str,
                      profile: Mapping[str, Any] | None = None,
-                     insecure_port: int | None = None) -> dict[str, Any]:
+                     insecure_port: int | None = None,
+                     leader_election: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    election = ({"leaderElect": True, "resourceLock": "leases", **leader_election}
+                if leader_election is not None else {"leaderElect": False})
     config = {"apiVersion": CONFIG_API, "kind": "KubeSchedulerConfiguration",
               "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 1000,
                                    "burst": 2000},
-              "leaderElection": {"leaderElect": False},
+              "leaderElection": election,
               "profiles": [{"schedulerName": scheduler_name, **(profile or {})}]}
     if insecure_port is not None:
         # The config file's insecure healthz/metrics address wins over --port=0, and its
@@ -51,10 +55,12 @@ def scheduler_config(kubeconfig: Path, scheduler_name: str,
 class KubeScheduler:
     def __init__(self, cp: ControlPlane, *, scheduler_name: str = "default-scheduler",
                  profile: Mapping[str, Any] | None = None, extra_args: Sequence[str] = (),
-                 startup_timeout: float = 60.0, binary: Path | None = None) -> None:
+                 startup_timeout: float = 60.0, binary: Path | None = None,
+                 leader_election: Mapping[str, Any] | None = None) -> None:
         self.cp = cp
         self.scheduler_name = scheduler_name
         self._profile = dict(profile or {})
+        self._election = dict(leader_election) if leader_election is not None else None
         self._extra = list(extra_args)
         self._timeout = startup_timeout
         self.binary = binary or ensure_kube_scheduler()
@@ -83,7 +89,8 @@ class KubeScheduler:
         for _attempt in range(3):  # a port picked here can be taken before it binds
             self.port = free_port()
             config.write_text(json.dumps(scheduler_config(
-                self.cp.kubeconfig, self.scheduler_name, self._profile, free_port())))
+                self.cp.kubeconfig, self.scheduler_name, self._profile, free_port(),
+                self._election)))
             self._proc = ChildProcess("kube-scheduler", [
                 str(self.binary), f"--config={config}", "--bind-address=127.0.0.1",
                 f"--secure-port={self.port}", "--port=0",
@@ -130,6 +137,12 @@ class KubeScheduler:
 
     def log_tail(self, lines: int = 40) -> str:
         return self._proc.log_tail(lines) if self._proc is not None else ""
+
+    def kill(self) -> None:
+        """SIGKILL: the process ends without a word (nothing given up, nothing flushed)."""
+        if self._proc is not None:
+            self._proc.popen.kill()
+            self._proc.popen.wait(10)
 
     def stop(self) -> None:
         if self._proc is not None:

@@ -19,8 +19,7 @@ cluster): the manifests' ``config.yaml`` with a scheduler name of this stack's o
 pods other tests left pending for ``vgpu-scheduler`` are never this scheduler's business.
 
 Every wait is bounded; :meth:`FullStack.stop` ends exactly the processes it started (their
-own process groups, SIGTERM, then SIGKILL after a bound) and deletes what it created in
-the cluster. :meth:`FullStack.logs` is what to print when a test fails.
+own process groups, SIGTERM, then SIGKILL after a bound) and deletes what it created.
 
 The pieces are beside it: ``harness_processes`` (the processes and the waits),
 ``harness_nodes`` (the simulated nodes) and ``harness_pods`` (what tests do on a running
@@ -52,11 +51,13 @@ from tests.e2e.harness_nodes import Gpu, NodeSpec, SimNode, live_gpu_nodes
 from tests.e2e.harness_pods import StackPods, allocated, bind_phase
 from tests.e2e.harness_processes import (
     ROOT,
+    OpsAccess,
     Processes,
     child_env,
     free_port,
-    http_get,
     log_event,
+    metrics_server,
+    ops_get,
     vgpu_command,
     wait_until,
 )
@@ -73,15 +74,15 @@ BASE_CONFIG = MANIFESTS / "base" / "core" / "config.yaml"
 RESOURCE = "nvidia.com/gpu"
 
 #: What tests import from here (the pieces live in the harness_* modules).
-__all__ = ["FullStack", "Gpu", "NodeSpec", "SimNode", "StackPods", "allocated", "bind_phase",
-           "free_port", "wait_until"]
+__all__ = ["FullStack", "Gpu", "NodeSpec", "OpsAccess", "SimNode", "StackPods", "allocated",
+           "bind_phase", "free_port", "wait_until"]
 
 
 class FullStack(StackPods):
     def __init__(self, control_plane: ControlPlane, nodes: Sequence[NodeSpec], *,
                  config: Mapping[str, Any] | None = None, startup_timeout: float = 90.0,
-                 agent_metrics: bool = False,
-                 kubeconfigs: Mapping[str, Path] | None = None) -> None:
+                 agent_metrics: bool = False, kubeconfigs: Mapping[str, Path] | None = None,
+                 ops_access: OpsAccess | None = None) -> None:
         self.cp = control_plane
         self.tag = uuid.uuid4().hex[:6]
         self.node_specs = [dataclasses.replace(n, name=f"{n.name}-{self.tag}",
@@ -103,8 +104,8 @@ class FullStack(StackPods):
         self.webhook_port = 0
         self.webhook_metrics_port = 0
         self.scheduler_metrics_port = 0
-        self._registered = False
-        self._agent_metrics = agent_metrics
+        self._registered, self._agent_metrics = False, agent_metrics
+        self.ops_access = ops_access
         # A component ("scheduler", "nodeagent") may reach the API server another way,
         # e.g. through the fault suite's proxy.
         self._kubeconfigs = dict(kubeconfigs or {})
@@ -189,7 +190,8 @@ class FullStack(StackPods):
     def _write_config(self) -> dict[str, Any]:
         config: dict[str, Any] = yaml.safe_load(BASE_CONFIG.read_text())
         config.update(schedulerName=self.scheduler_name,
-                      webhook={"annotationWriters": [ADMIN_USER]})
+                      webhook={"annotationWriters": [ADMIN_USER]},
+                      metricsServer=metrics_server(self.ops_access))
         config.update(self._config_overrides)
         (self.workdir / "config.yaml").write_text(yaml.safe_dump(config))
         return config
@@ -264,9 +266,10 @@ class FullStack(StackPods):
 
         def sees_every_gpu() -> bool:
             self.procs.check_alive()
-            metrics = http_get(f"http://127.0.0.1:{self.webhook_metrics_port}/metrics")
+            port = self.webhook_metrics_port
+            metrics = ops_get(self.ops_access, port, "/metrics")
             found = re.search(r"^vgpu_webhook_inventory_gpus (\S+)$", metrics or "", re.M)
-            return http_get(f"http://127.0.0.1:{self.webhook_metrics_port}/readyz") is not None \
+            return ops_get(self.ops_access, port, "/readyz") is not None \
                 and found is not None and float(found.group(1)) >= gpus
 
         wait_until("webhook ready with every node's GPUs", sees_every_gpu, timeout,
@@ -280,7 +283,7 @@ class FullStack(StackPods):
     def _wait_scheduler_ready(self, timeout: float) -> None:
         def ready() -> bool:
             self.procs.check_alive()
-            return http_get(f"http://127.0.0.1:{self.scheduler_metrics_port}/readyz") is not None
+            return ops_get(self.ops_access, self.scheduler_metrics_port, "/readyz") is not None
 
         wait_until("scheduler ready", ready, timeout, interval=0.2, context=self.logs)
 

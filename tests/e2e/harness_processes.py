@@ -12,11 +12,13 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -122,10 +124,43 @@ def log_event(path: Path, event: str) -> dict[str, Any] | None:
     return None
 
 
-def http_get(url: str) -> str | None:
-    """The body of a 200 answer, else None."""
+def http_get(url: str, *, token: str | None = None,
+             context: ssl.SSLContext | None = None) -> str | None:
+    """The body of a 200 answer, else None (``token``: sent as a bearer token)."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"}
+                                     if token else {})
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
+        with urllib.request.urlopen(request, timeout=2, context=context) as resp:
             return str(resp.read().decode()) if resp.status == 200 else None
     except OSError:
         return None
+
+
+@dataclass(frozen=True)
+class OpsAccess:
+    """The components' operations ports served as in a cluster (HTTPS with the given
+    certificate, /metrics for callers the API server authorizes), and how the stack reads
+    them: the CA to trust and a token allowed to get /metrics."""
+
+    cert_file: Path
+    key_file: Path
+    ca_file: Path
+    token: str
+
+
+def metrics_server(access: OpsAccess | None) -> dict[str, Any]:
+    """The config's ``metricsServer``: plain HTTP on the loopback address, read with no
+    token, unless the stack is given ``access`` (test_ops_prometheus scrapes as Prometheus
+    does in a cluster)."""
+    if access is None:
+        return {"insecure": True}
+    return {"certFile": str(access.cert_file), "keyFile": str(access.key_file)}
+
+
+def ops_get(access: OpsAccess | None, port: int, path: str) -> str | None:
+    """A component's operations port on the loopback address: plain HTTP, or as
+    ``access`` says."""
+    if access is None:
+        return http_get(f"http://127.0.0.1:{port}{path}")
+    return http_get(f"https://127.0.0.1:{port}{path}", token=access.token,
+                    context=ssl.create_default_context(cafile=str(access.ca_file)))

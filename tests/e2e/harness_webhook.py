@@ -3,6 +3,8 @@
 Each configuration of ``manifests/webhook`` (``/mutate`` and ``/validate``) is registered
 by URL with the stack's CA, the system-namespace selector kept and one term added so that
 only the stack's namespaces are sent; ``matchConditions`` is taken out (1.20 drops it).
+``/node-scope`` is left out: it sees every Node and pod status write of the shared control
+plane, which no stack may hold up (the install suite runs it on a cluster of its own).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def registration(manifest: Path, path: str, *, name: str, port: int, ca_pem: byt
                  tag: str) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load(manifest.read_text())
     doc["metadata"]["name"] = name
+    doc["webhooks"] = [h for h in doc["webhooks"] if h["name"] != "node-scope.vgpu.io"]
     for hook in doc["webhooks"]:
         hook["clientConfig"] = {"url": f"https://localhost:{port}{path}",
                                 "caBundle": base64.b64encode(ca_pem).decode()}

@@ -10,10 +10,13 @@ folders as base, with ``images:`` pointing ``vgpu`` at the local image; nothing 
 from __future__ import annotations
 
 import collections
+import hashlib
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.controlplane.binaries import ControlPlaneError
 from tests.controlplane.images import BUSYBOX
@@ -36,13 +38,18 @@ from vgpu.kube.adapter import KubeCluster, connect
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE_CACHE = Path(os.environ.get("VGPUDEV_IMAGE_CACHE", Path.home() / ".cache" / "vgpu-image"))
 #: The names the image goes by on the node: what build.sh tags, and the "new release" an
-#: upgrade applies (the same image under a second tag: what the roll does is the point).
+#: upgrade applies (the same content with one more label: another digest, which is what a
+#: roll needs; what it does is the point). The user's kustomization pins each by digest.
 IMAGE = "localhost/vgpu"
 TAG = "ci"
 UPGRADE_TAG = "ci-upgrade"
+#: The name the manifests give the image until a release pins its own (tests/image/pin.py).
+UNRELEASED = "vgpu.invalid/vgpu"
 #: What docs/operator-guide.md#install bases a Kubernetes 1.20 install without GPUs on.
 BASE = "overlays/k8s-1.20-fake-gpus"
 NAMESPACE = "vgpu-system"
+#: The node agent's own namespace (it alone needs the host).
+AGENT_NAMESPACE = "vgpu-node"
 NODE = "node-a"
 #: The users' namespace.
 WORKLOADS = "team-a"
@@ -71,16 +78,57 @@ class UserKustomization:
 
     folder: Path
 
-    def write(self, tag: str) -> None:
+    def write(self, digest: str) -> None:
+        """The kustomization pinning ``IMAGE@digest``, as docs/operator-guide.md#install
+        writes it: the name ends in ``@sha256`` because kubectl 1.20's kustomize reads an
+        image's name up to its last colon (and a current one matches it as well)."""
         base = os.path.relpath(ROOT / "manifests" / BASE, self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "kustomization.yaml").write_text(
             f"bases: [{base}]\n"
-            f"images: [{{name: vgpu, newName: {IMAGE}, newTag: \"{tag}\"}}]\n")
+            f"images: [{{name: \"{UNRELEASED}@sha256\", newName: {IMAGE}, "
+            f"digest: \"{digest}\"}}]\n")
 
     def rendered(self, cluster: RealCluster) -> list[Obj]:
         out = cluster.kubectl("kustomize", str(self.folder)).stdout
         return [d for d in yaml.safe_load_all(out) if d]
+
+
+def second_release(archive: Path) -> Path:
+    """The archive's image with one more label in its config: the same content under
+    another digest, as a new release of the same sources would be. Kept beside it."""
+    out = archive.with_name(archive.stem + "-upgrade.tar")
+    if out.is_file():
+        return out
+    with tarfile.open(archive) as src, tarfile.open(out.with_suffix(".part"), "w") as dst:
+        (manifest,) = json.load(src.extractfile("manifest.json"))  # type: ignore[arg-type]
+        config = json.load(src.extractfile(manifest["Config"]))  # type: ignore[arg-type]
+        config.setdefault("config", {}).setdefault("Labels", {})["vgpu.release"] = "upgrade"
+        body = json.dumps(config).encode()
+        name = hashlib.sha256(body).hexdigest() + ".json"
+        manifest.update(Config=name, RepoTags=[f"{IMAGE}:{UPGRADE_TAG}"])
+        for member in src.getmembers():
+            if member.name in ("manifest.json", manifest["Config"]) or member.name == name:
+                continue
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+        for file_name, data in ((name, body), ("manifest.json", json.dumps([manifest]).encode())):
+            info = tarfile.TarInfo(file_name)
+            info.size = len(data)
+            dst.addfile(info, io.BytesIO(data))
+    out.with_suffix(".part").rename(out)
+    return out
+
+
+def import_image(cluster: RealCluster, archive: Path, tag: str) -> str:
+    """Import an image archive into the node's containerd as ``IMAGE:tag``; its digest,
+    which is also made a name of it, as a pull by digest leaves it."""
+    node = cluster.node
+    node.ctr("images", "import", str(archive), timeout=600)
+    listed = node.ctr("images", "ls", f"name=={IMAGE}:{tag}")
+    (row,) = [line.split() for line in listed.splitlines()[1:] if line.strip()]
+    digest = row[2]
+    node.ctr("images", "tag", "--force", f"{IMAGE}:{tag}", f"{IMAGE}@{digest}")
+    return digest
 
 
 def api(cluster: RealCluster) -> KubeCluster:
@@ -157,21 +205,18 @@ def kubectl_vgpu(cluster: RealCluster, *args: str) -> str:
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def scrape(cluster: RealCluster, path: str) -> Samples:
-    """A ``/metrics`` page fetched through the API server's proxy (``kubectl get --raw``)."""
-    text = cluster.kubectl("get", "--raw", path).stdout
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
 def sample_sum(samples: Samples, name: str, **labels: str) -> float:
     return sum(v for (n, got), v in samples.items()
                if n == name and labels.items() <= dict(got).items())
 
 
+def namespace_of(component: str) -> str:
+    return AGENT_NAMESPACE if component == "nodeagent" else NAMESPACE
+
+
 def component_pods(port: KubeCluster, component: str) -> list[Obj]:
     """vgpu's running pods of one component (not being deleted)."""
-    return [p for p in port.list("pods", Selector(namespace=NAMESPACE)).items
+    return [p for p in port.list("pods", Selector(namespace=namespace_of(component))).items
             if meta.labels_of(p).get("app.kubernetes.io/component") == component
             and not meta.deleting(p) and (p.get("status") or {}).get("phase") == "Running"]
 
@@ -191,7 +236,7 @@ def rollouts(cluster: RealCluster, user: UserKustomization, timeout: int = 240) 
     """``kubectl rollout status`` of every Deployment and DaemonSet the install has."""
     for obj in user.rendered(cluster):
         if obj["kind"] in ("Deployment", "DaemonSet"):
-            cluster.kubectl("rollout", "status", "-n", NAMESPACE,
+            cluster.kubectl("rollout", "status", "-n", obj["metadata"]["namespace"],
                             f"{obj['kind'].lower()}/{obj['metadata']['name']}",
                             f"--timeout={timeout}s", timeout=timeout + 30)
 

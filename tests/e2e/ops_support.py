@@ -18,8 +18,11 @@ import kubernetes.client
 import yaml
 
 from tests.controlplane.cluster import ControlPlane
+from tests.image.pin import UNRELEASED
 
 ROOT = Path(__file__).resolve().parents[2]
+#: What every kustomization pins until a release pins its own.
+IMAGE = UNRELEASED
 MANIFESTS = ROOT / "manifests"
 OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
 #: Every folder kustomize can render on its own.
@@ -55,6 +58,31 @@ def service_account_kubeconfig(cp: ControlPlane, namespace: str, account: str,
     return path
 
 
+def metrics_reader_token(cp: ControlPlane, namespace: str, account: str) -> str:
+    """A token of ServiceAccount ``account`` (created in ``namespace``, which must exist)
+    bound to a ClusterRole allowed ``get`` on ``/metrics``: what a Prometheus scrapes the
+    components' secure ports with (manifests' ``vgpu-metrics-reader``)."""
+    name = f"{namespace}-{account}"
+    cp.kubectl("apply", "-f", "-", input_text=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": account, "namespace": namespace}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": name},
+         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]},
+    ]))
+    with cp.api_client() as client:
+        answer = kubernetes.client.CoreV1Api(client).create_namespaced_service_account_token(
+            account, namespace, kubernetes.client.AuthenticationV1TokenRequest(
+                spec=kubernetes.client.V1TokenRequestSpec(audiences=[],
+                                                          expiration_seconds=3600)))
+    return str(answer.status.token)
+
+
 def kustomize(kubectl: Path, folder: str) -> list[Obj]:
     return copy.deepcopy(_kustomize(kubectl, folder))
 
@@ -68,7 +96,8 @@ def _kustomize(kubectl: Path, folder: str) -> list[Obj]:
 
 
 def check_rendered(objs: list[Obj]) -> None:
-    """What every rendering must hold: every object lands in vgpu-system, the images
+    """What every rendering must hold: every object lands in vgpu-system (the node agent's
+    in vgpu-node), the images
     transformer reached every container, generated ConfigMaps are referred to by their
     hashed names."""
     assert objs
@@ -76,7 +105,12 @@ def check_rendered(objs: list[Obj]) -> None:
     for o in objs:
         if o["kind"] not in ("Namespace", "MutatingWebhookConfiguration") and \
                 not o["kind"].startswith("Cluster"):
-            assert o["metadata"].get("namespace") in (None, "vgpu-system"), o["metadata"]
+            # The node agent's workload in its namespace, every other one in vgpu-system.
+            # (None: cluster-scoped, or the dashboards folder, namespaced where applied.)
+            expected = {"vgpu-node"} if o["kind"] == "DaemonSet" else \
+                {"vgpu-system"} if o["kind"] in ("Deployment", "Job", "CronJob") else \
+                {None, "vgpu-system", "vgpu-node"}
+            assert o["metadata"].get("namespace") in expected, o["metadata"]
         spec = o.get("spec", {})
         template = spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get(
             "template")
@@ -84,8 +118,9 @@ def check_rendered(objs: list[Obj]) -> None:
             continue
         pod = template["spec"]
         for c in pod.get("initContainers", []) + pod["containers"]:
-            # The images transformer reached every container, init containers included.
-            assert c["image"] == "vgpu:0.1.0", (o["metadata"]["name"], c["name"])
+            # The images transformer reached every container, init containers included:
+            # the one pinned image (tests/image/pin.py).
+            assert c["image"] == IMAGE, (o["metadata"]["name"], c["name"])
         for v in pod.get("volumes", []):
             # Every generated ConfigMap is referred to by its hashed name.
             if "configMap" in v:

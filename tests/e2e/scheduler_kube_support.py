@@ -65,7 +65,9 @@ class SchedulerProcess:
         self.port = free_port()
         self.log = workdir / f"{tag}.log"
         cfg_file = workdir / f"{tag}.yaml"
-        cfg_file.write_text(yaml.safe_dump({"schedulerName": scheduler_name, **(config or {})}))
+        cfg_file.write_text(yaml.safe_dump({"schedulerName": scheduler_name,
+                                            "metricsServer": {"insecure": True},
+                                            **(config or {})}))
         self.argv = [sys.executable, "-m", "vgpu.cli", "scheduler", "--kubeconfig",
                      str(kubeconfig or cp.kubeconfig), "--config", str(cfg_file), "--metrics-port",
                      str(self.port), "--address", "127.0.0.1", *args]

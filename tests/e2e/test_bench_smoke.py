@@ -1,7 +1,8 @@
-"""bench/bind.py and bench/scheduler_perf.py run, at a small size, on control planes of
-their own (the other benches' smoke runs are in tests/ops/test_benches.py): the last line
-is the JSON that docs/benchmarks.md reads, the writes per pod counted by the API server
-among it, and on a cluster this small neither scheduler breaks a hard rule."""
+"""bench/bind.py, bench/scheduler_perf.py, bench/failover.py and bench/write_bound.py run,
+at a small size, each on a control plane of its own (the other benches' smoke runs are in
+tests/ops/test_benches.py): their last line is the JSON that docs/benchmarks.md and
+docs/faults.md read (for bind.py, the writes per pod counted by the API server among it; for
+scheduler_perf.py, that on a cluster this small neither scheduler breaks a hard rule)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,24 @@ def test_the_scheduler_perf_bench_runs_small() -> None:
     # Preemption happened under both: 3 of the 4 low-priority pods of each node gave way.
     for scheduler in ("kube-scheduler", "vgpu-scheduler"):
         assert workloads["PreemptionBasic"][scheduler]["deleted"] == 30  # type: ignore[index]
+
+
+def test_the_failover_bench_runs_small() -> None:
+    out = last_json(["bench/failover.py", "--rounds", "1", "--lease-duration", "4",
+                     "--renew-deadline", "3", "--retry-period", "0.5", "--write-timeout", "1",
+                     "--pods", "2"], timeout=600)
+    for scheduler in ("kube-scheduler", "vgpu-scheduler"):
+        for scenario in ("replicas", "restart"):
+            assert out[scheduler][scenario]["median_s"] > 0, out  # type: ignore[index]
+    assert "target_met" in out["vgpu-scheduler"]["replicas"], out  # type: ignore[index]
+
+
+def test_the_write_bound_bench_runs_small() -> None:
+    out = last_json(["bench/write_bound.py", "--trials", "1", "--write-timeout", "1",
+                     "--delays", "0.5", "--late", "2", "--etcd-delays", "0.5"], timeout=300)
+    cases = out["cases"]
+    assert cases["forwarded"]["trials"][0]["answer"] == "bound", cases  # type: ignore[index]
+    # A Binding the proxy sends on after its client gave up lands all the same: the fault
+    # the write timeout cannot bound, which the bench is there to show.
+    assert cases["late-2"]["latest_landed_s"] >= 2, cases  # type: ignore[index]
+    assert out["bound_s"] is not None, out

@@ -4,15 +4,10 @@ The cluster (:class:`tests.controlplane.real_cluster.RealCluster`) is Kubernetes
 built from Debian's sources: the control plane with kube-controller-manager and
 kube-scheduler, one node with the kubelet, containerd, a CNI bridge and kube-proxy. vgpu's
 image (``tests/image/build.sh``) is imported into the node's containerd; the user's
-kustomization only names the base (the 1.20 fake-GPU overlay) and the image; the control
-plane's own kubectl applies it. Everything then runs as pods: the certificates Job, the
-webhook behind its Service (the API server reaches it through the node's kube-proxy), the
-scheduler Deployment electing a leader, the node agent DaemonSet registering with the
-kubelet from its pod. The tests run in order on one install: pods, the operator's tools,
-metrics, an upgrade, an uninstall and a reinstall.
-
-Nothing here knows which webhooks ``manifests/`` registers: every webhook configuration
-the kustomization renders is checked the same way.
+kustomization names the base (the 1.20 fake-GPU overlay) and pins the image by digest; the
+control plane's kubectl applies it. Everything then runs as pods, in order on one install:
+pods, the operator's tools, metrics, stolen tokens, an upgrade, an uninstall, a reinstall.
+Nothing here knows which webhooks ``manifests/`` registers: each is checked the same way.
 """
 
 from __future__ import annotations
@@ -24,7 +19,15 @@ import pytest
 
 from tests.controlplane.real_cluster import RealCluster
 from tests.e2e.harness_processes import wait_until
+from tests.e2e.install_probes import (
+    metrics_show_the_grants,
+    reader_token,
+    scrape,
+    stolen_agent_token_writes_only_its_own_node,
+    stolen_scheduler_token_cannot_patch_a_pod,
+)
 from tests.e2e.install_support import (
+    AGENT_NAMESPACE,
     GPU,
     IMAGE,
     NAMESPACE,
@@ -42,11 +45,12 @@ from tests.e2e.install_support import (
     ensure_image,
     env_of,
     gpu_pod,
+    import_image,
     kubectl_vgpu,
     rollouts,
     running,
     sample_sum,
-    scrape,
+    second_release,
     slices_per_gpu,
     webhook_configurations,
 )
@@ -57,14 +61,16 @@ from vgpu.cluster.port import Obj, Selector
 from vgpu.codecs import decode_inventory
 from vgpu.pod_history import ADMISSION
 
+RELEASES: dict[str, str] = {}  # tag: digest of the images on the node
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RealCluster]:
     archive = ensure_image()  # a build, when there is one, before anything is timed
+    upgrade = second_release(archive)
     with RealCluster(NODE) as running_cluster:
-        running_cluster.node.ctr("images", "import", str(archive), timeout=600)
-        running_cluster.node.ctr("images", "tag", "--force", f"{IMAGE}:{TAG}",
-                                 f"{IMAGE}:{UPGRADE_TAG}")
+        RELEASES[TAG] = import_image(running_cluster, archive, TAG)
+        RELEASES[UPGRADE_TAG] = import_image(running_cluster, upgrade, UPGRADE_TAG)
         yield running_cluster
 
 
@@ -76,7 +82,7 @@ def user(cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> User
     cluster.kubectl("label", "namespace", "kube-system",
                     "kubernetes.io/metadata.name=kube-system")
     folder = UserKustomization(tmp_path_factory.mktemp("operator") / "my-vgpu")
-    folder.write(TAG)
+    folder.write(RELEASES[TAG])
     cluster.kubectl("apply", "-k", str(folder.folder))
     cluster.kubectl("create", "namespace", WORKLOADS)
     return folder
@@ -172,33 +178,27 @@ def test_kubectl_vgpu_inspect_and_why_answer_against_the_cluster(
     assert "mutated by the vgpu webhook" in why, why
 
 
-def test_each_components_metrics_through_the_api_server_proxy_show_the_grants(
+def test_each_components_metrics_over_https_with_a_readers_token_show_the_grants(
         cluster: RealCluster, user: UserKustomization) -> None:
+    """As a Prometheus scrapes them: pod IPs, HTTPS, the token of an account bound to
+    vgpu-metrics-reader; no token, or a token not allowed the path, is refused; the
+    webhook's Service carries admissions only (install_probes.py)."""
     port = api(cluster)
     granted = sum(s.memory_mib for p in ("notebook", "pair")
                   for slices in assignment(port.get("pods", p, WORKLOADS)).containers.values()
                   for s in slices)
-    (agent,) = component_pods(port, "nodeagent")
-    samples = scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods/{meta.name(agent)}:9394"
-                              "/proxy/metrics")
-    assert sample_sum(samples, "vgpu_container_memory_granted_bytes",
-                      namespace=WORKLOADS, pod="notebook") == 3000 * 1024 * 1024
-    assert sample_sum(samples, "vgpu_container_memory_granted_bytes",
-                      namespace=WORKLOADS) == granted * 1024 * 1024
-    leader = port.get("leases", "vgpu-scheduler", NAMESPACE)["spec"]["holderIdentity"]
-    samples = scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods/{leader}:9396/proxy/metrics")
-    assert sample_sum(samples, "vgpu_scheduler_node_gpu_memory_allocated_bytes",
-                      node=NODE) == granted * 1024 * 1024
-    assert sample_sum(samples, "vgpu_scheduler_bindings_total", result="success") >= 2
-    mutated = 0.0
-    for hook in component_pods(port, "webhook"):
-        samples = scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods/{meta.name(hook)}:9395"
-                                  "/proxy/metrics")
-        mutated += sample_sum(samples, "vgpu_webhook_requests_total", outcome="mutated")
-    assert mutated >= 2
-    # And through the webhook's Service, as a Prometheus without pod discovery would.
-    assert scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/services/vgpu-webhook:metrics"
-                           "/proxy/metrics")
+    metrics_show_the_grants(cluster, granted)
+
+
+def test_a_stolen_component_token_makes_only_that_components_writes(
+        cluster: RealCluster, user: UserKustomization,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """RBAC and /node-scope through the real API server (install_probes.py): the
+    scheduler's token cannot patch a pod; the agent's, bound to its pod as the kubelet's
+    is, writes its Node's vgpu.io/ annotations, not a label of it, not another Node."""
+    folder = tmp_path_factory.mktemp("tokens")
+    stolen_scheduler_token_cannot_patch_a_pod(cluster, folder)
+    stolen_agent_token_writes_only_its_own_node(cluster, folder)
 
 
 def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
@@ -209,7 +209,7 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
            for c in ("scheduler", "webhook", "nodeagent")}
     # docs/operator-guide.md#upgrades, 1.20: the finished certs Job stays (no TTL); it goes first.
     cluster.kubectl("delete", "job", "-n", NAMESPACE, "vgpu-certs")
-    user.write(UPGRADE_TAG)
+    user.write(RELEASES[UPGRADE_TAG])
     with PodsMeanwhile(cluster, most=14) as meanwhile:
         cluster.kubectl("apply", "-k", str(user.folder))
         rollouts(cluster, user)
@@ -234,8 +234,7 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
     granted = sum(s.memory_mib for p in gpu_pods for c in assignment(p).containers.values()
                   for s in c)
     (agent,) = component_pods(port, "nodeagent")
-    samples = scrape(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods/{meta.name(agent)}:9394"
-                              "/proxy/metrics")
+    samples = scrape(agent, 9394, reader_token(cluster))
     assert sample_sum(samples, "vgpu_container_memory_granted_bytes",
                       namespace=WORKLOADS) == granted * 1024 * 1024
     # Every component runs the new image in new pods; a new scheduler leads.
@@ -243,11 +242,12 @@ def test_an_upgrade_rolls_every_component_without_losing_or_doubling_a_gpu_pod(
         replaced = component_pods(port, component)
         assert replaced and not names & {meta.name(p) for p in replaced}, component
         for p in replaced:
-            assert all(c["image"] == f"{IMAGE}:{UPGRADE_TAG}" for c in p["spec"]["containers"])
+            assert all(c["image"] == f"{IMAGE}@{RELEASES[UPGRADE_TAG]}"
+                       for c in p["spec"]["containers"])
     holder = port.get("leases", "vgpu-scheduler", NAMESPACE)["spec"]["holderIdentity"]
     assert holder in {meta.name(p) for p in component_pods(port, "scheduler")}
     # The agent's documented strategy: a rolling update, one node at a time.
-    strategy = json.loads(cluster.kubectl("get", "daemonset", "-n", NAMESPACE,
+    strategy = json.loads(cluster.kubectl("get", "daemonset", "-n", AGENT_NAMESPACE,
                                           "vgpu-nodeagent", "-o", "json").stdout)["spec"][
         "updateStrategy"]
     assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
@@ -262,7 +262,7 @@ def test_uninstall_leaves_nothing_in_the_way_and_a_reinstall_runs_gpu_pods(
     # webhook configuration, which would otherwise send pods to a webhook that is no more.
     for obj in installed:
         left = cluster.kubectl("get", obj["kind"].lower(), obj["metadata"]["name"], "-n",
-                               NAMESPACE, check=False)
+                               obj["metadata"].get("namespace") or NAMESPACE, check=False)
         assert left.returncode != 0 and "NotFound" in left.stderr, (obj["kind"], left.stdout)
     # Pods are created as if vgpu had never been here (a GPU pod too: nothing refuses it,
     # nothing schedules it); the GPU pods keep running.
@@ -281,7 +281,7 @@ def test_uninstall_leaves_nothing_in_the_way_and_a_reinstall_runs_gpu_pods(
     node = port.get("nodes", NODE)
     assert node["status"]["allocatable"].get(GPU) == "0"
     before = meta.annotations_of(node).get(NODE_HEARTBEAT)
-    user.write(TAG)
+    user.write(RELEASES[TAG])
     cluster.kubectl("apply", "-k", str(user.folder))
     rollouts(cluster, user)
     wait_until("the reinstalled agent publishes", lambda: meta.annotations_of(

@@ -15,7 +15,6 @@ import copy
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import kubernetes.client
 import kubernetes.dynamic
@@ -31,6 +30,7 @@ from tests.e2e.ops_support import (
     service_account_kubeconfig,
     vgpu,
 )
+from tests.e2e.rbac_probe import CAN, CANNOT, EVERYONE_CANNOT, can_i, user
 
 
 @pytest.fixture(scope="module")
@@ -167,106 +167,7 @@ def test_the_dry_run_catches_what_1_20_lacks(cp: ControlPlane, prepared: None,
         f"{o['kind']}/{o['metadata']['name']}" for o in unconverted]
 
 
-# --- RBAC ---------------------------------------------------------------------------------
-
-def sa(name: str) -> str:
-    return f"--as=system:serviceaccount:vgpu-system:{name}"
-
-
-CAN = {
-    "vgpu-scheduler": [
-        ("list", "pods", "-A"), ("watch", "pods", "-A"), ("get", "pods", "-n", "team-a"),
-        ("patch", "pods", "-n", "team-a"), ("create", "pods", "--subresource=binding", "-A"),
-        ("patch", "pods", "--subresource=status", "-n", "team-a"),
-        ("list", "nodes"), ("watch", "nodes"), ("get", "nodes"),
-        ("create", "events", "-n", "team-a"), ("patch", "events", "-n", "team-a"),
-        ("create", "events.events.k8s.io", "-n", "team-a"),
-        ("create", "leases.coordination.k8s.io", "-n", "vgpu-system"),
-        ("get", "leases.coordination.k8s.io/vgpu-scheduler", "-n", "vgpu-system"),
-        ("update", "leases.coordination.k8s.io/vgpu-scheduler", "-n", "vgpu-system"),
-    ],
-    "vgpu-webhook": [("list", "nodes"), ("watch", "nodes")],
-    "vgpu-nodeagent": [
-        ("list", "pods", "-A"), ("watch", "pods", "-A"), ("get", "pods", "-n", "team-a"),
-        ("patch", "pods", "--subresource=status", "-n", "team-a"), ("patch", "nodes"),
-        ("get", "nodes/node-a"),
-        ("create", "events", "-n", "team-a"), ("create", "pods", "--subresource=eviction", "-A"),
-    ],
-    "vgpu-certs": [
-        ("create", "secrets", "-n", "vgpu-system"),
-        ("get", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
-        ("update", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
-        ("get", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
-        ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
-        ("get", "validatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
-        ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
-    ],
-}
-
-EVERYONE_CANNOT = [
-    ("create", "pods", "-n", "team-a"), ("delete", "pods", "-n", "team-a"),
-    ("delete", "nodes"), ("create", "nodes"), ("update", "nodes"),
-    ("get", "secrets", "-A"), ("list", "secrets", "-A"), ("get", "secrets", "-n", "kube-system"),
-    ("list", "configmaps", "-A"), ("create", "deployments.apps", "-n", "vgpu-system"),
-    ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
-    ("escalate", "clusterroles.rbac.authorization.k8s.io"),
-    ("impersonate", "serviceaccounts", "-A"),
-    ("create", "pods", "--subresource=exec", "-A"),
-    ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
-    ("*", "*", "-A"),
-]
-
-CANNOT = {
-    "vgpu-scheduler": [("patch", "nodes"), ("update", "leases.coordination.k8s.io/other",
-                                                      "-n", "vgpu-system"),
-                       ("create", "leases.coordination.k8s.io", "-n", "kube-system"),
-                       ("update", "pods", "-n", "team-a")],
-    "vgpu-webhook": [("get", "pods", "-A"), ("patch", "nodes"), ("get", "nodes/some-node")],
-    "vgpu-nodeagent": [("list", "nodes"), ("create", "pods", "--subresource=binding", "-A"),
-                       ("update", "pods", "-n", "team-a"), ("patch", "pods", "-n", "team-a"),
-                       ("patch", "events", "-A")],
-    "vgpu-certs": [("get", "secrets/other", "-n", "vgpu-system"),
-                   ("update", "secrets/other", "-n", "vgpu-system"),
-                   ("create", "secrets", "-n", "team-a"),
-                   ("delete", "secrets/vgpu-webhook-tls", "-n", "vgpu-system"),
-                   ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other"),
-                   ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other"),
-                   ("patch",
-                    "mutatingwebhookconfigurations.admissionregistration.k8s.io/vgpu-webhook"),
-                   ("list", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
-                   ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/x"),
-                   ("patch", "validatingwebhookconfigurations.admissionregistration.k8s.io")],
-}
-
-
-def _review(check: tuple[str, ...]) -> dict[str, Any]:
-    """A `kubectl auth can-i` argument list as a SubjectAccessReview resourceAttributes."""
-    verb, what, *flags = check
-    resource, _, name = what.partition("/")
-    resource, _, group = resource.partition(".")
-    attrs: dict[str, Any] = {"verb": verb, "resource": resource, "group": group, "name": name}
-    for flag in flags:
-        if flag.startswith("--subresource="):
-            attrs["subresource"] = flag.split("=", 1)[1]
-    if "-n" in flags:
-        attrs["namespace"] = flags[flags.index("-n") + 1]
-    return attrs
-
-
-def can_i(cp: ControlPlane, account: str, check: tuple[str, ...]) -> bool:
-    """What `kubectl auth can-i CHECK --as=system:serviceaccount:vgpu-system:ACCOUNT` says,
-    asked of the same authorizer in-process (a kubectl per check costs a second here)."""
-    user = f"system:serviceaccount:vgpu-system:{account}"
-    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-            "spec": {"user": user, "groups": ["system:serviceaccounts",
-                                              "system:serviceaccounts:vgpu-system",
-                                              "system:authenticated"],
-                     "resourceAttributes": _review(check)}}
-    with cp.api_client() as client:
-        review = kubernetes.client.AuthorizationV1Api(client).create_subject_access_review(
-            kubernetes.client.V1SubjectAccessReview.from_dict(body))
-    return bool(review.status.allowed)
-
+# --- RBAC (the tables: tests/e2e/rbac_probe.py) -----------------------------------------
 
 @pytest.mark.parametrize("account", sorted(CAN))
 def test_rbac_gives_each_component_what_it_needs_and_nothing_broader(
@@ -277,7 +178,7 @@ def test_rbac_gives_each_component_what_it_needs_and_nothing_broader(
     assert not extra, f"{account} may {extra}"
     # The in-process review and kubectl agree (one of each per account).
     for check, expected in ((CAN[account][0], "yes"), (EVERYONE_CANNOT[0], "no")):
-        proc = cp.kubectl("auth", "can-i", *check, sa(account), check=False)
+        proc = cp.kubectl("auth", "can-i", *check, f"--as={user(account)}", check=False)
         assert proc.stdout.strip() == expected, (check, proc.stdout, proc.stderr)
 
 

@@ -7,18 +7,23 @@ for a GPU type nobody has, so every family has series; a ResourceQuota on the de
 names, counted by the quota controller (kube-controller-manager running it alone), feeds
 the quota row through a stand-in for kube-state-metrics' ``kube_resourcequota``
 (tests/e2e/kube_state_metrics.py). Debian's Prometheus scrapes the four /metrics every
-second. Every PromQL expression of every dashboard panel and
-variable is then evaluated and must return data; a query naming a metric no component
-exports returns none, and fails the same check.
+second, the components' as a Prometheus in a cluster does: over HTTPS, trusting the CA of
+their certificate, with the token of a ServiceAccount allowed ``get`` on ``/metrics`` (the
+components ask the API server: TokenReview, SubjectAccessReview). Every PromQL expression
+of every dashboard panel and variable is then evaluated and must return data; a query
+naming a metric no component exports returns none, and fails the same check.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import ssl
 import subprocess
+import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,9 +33,10 @@ import yaml
 
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.kube_controllers import KubeControllers
-from tests.e2e.harness import FullStack, Gpu, NodeSpec, free_port, wait_until
+from tests.e2e.harness import FullStack, Gpu, NodeSpec, OpsAccess, free_port, wait_until
 from tests.e2e.kube_state_metrics import QuotaExporter
-from tests.e2e.ops_support import MANIFESTS, ROOT
+from tests.e2e.ops_support import MANIFESTS, ROOT, metrics_reader_token
+from tests.webhook import certs
 from vgpu import latency, quota_charge
 
 DASHBOARDS = MANIFESTS / "dashboards"
@@ -67,6 +73,8 @@ def for_prometheus(expr: str) -> str:
 class Prometheus:
     def __init__(self, port: int) -> None:
         self.url = f"http://127.0.0.1:{port}"
+        #: What each component's /metrics answered a caller with no token.
+        self.refused: dict[str, int] = {}
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
@@ -99,14 +107,28 @@ def gpu_pod(name: str, annotations: dict[str, str] | None = None) -> dict[str, A
                            "nvidia.com/gpucores": "30"}}}]}}
 
 
+def ops_access(control_plane: ControlPlane, folder: Path) -> OpsAccess:
+    """A CA, the components' serving certificate from it, and a reader's token."""
+    ca = certs.authority()
+    ca_file = ca.write(folder / "ca.crt")
+    certs.serving(ca, folder / "tls.crt", folder / "tls.key")
+    namespace = f"prom-reader-{uuid.uuid4().hex[:6]}"
+    control_plane.ensure_namespace(namespace)
+    token = metrics_reader_token(control_plane, namespace, "prometheus")
+    return OpsAccess(folder / "tls.crt", folder / "tls.key", ca_file, token)
+
+
 @pytest.fixture(scope="module")
-def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
+def prometheus(control_plane: ControlPlane,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     bin_dir = Path(subprocess.run(["bash", str(ROOT / "tests" / "e2e" / "prometheus.sh")],
                                   capture_output=True, text=True, check=True,
                                   timeout=300).stdout.strip().splitlines()[-1])
+    access = ops_access(control_plane, tmp_path_factory.mktemp("prom-tls"))
     with KubeControllers(control_plane, ("resourcequota",)), \
             FullStack(control_plane, [NodeSpec("prom", gpus_of_the_fake_overlay())],
-                      agent_metrics=True) as stack, QuotaExporter(stack.cluster) as quotas:
+                      agent_metrics=True, ops_access=access) as stack, \
+            QuotaExporter(stack.cluster) as quotas:
         (node,) = stack.nodes.values()
         namespace = stack.namespace(f"prom-{stack.tag}")
         stack.create_pod(namespace, gpu_pod("job"))
@@ -117,16 +139,21 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
             "spec": {"hard": {f"requests.{name}": "100000" for name in quota_charge.NAMES}}})
 
         prom_port = free_port()
+        (stack.workdir / "reader.token").write_text(access.token)
+        # As a Prometheus in the cluster: HTTPS, the CA, a token allowed get /metrics.
+        secure = {"scheme": "https",
+                  "tls_config": {"ca_file": str(access.ca_file), "server_name": "localhost"},
+                  "authorization": {"credentials_file": str(stack.workdir / "reader.token")}}
         scrape: dict[str, Any] = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "scrape_configs": [
-                {"job_name": "webhook", "static_configs": [
+                {"job_name": "webhook", **secure, "static_configs": [
                     {"targets": [f"127.0.0.1:{stack.webhook_metrics_port}"]}]},
-                {"job_name": "scheduler", "static_configs": [
+                {"job_name": "scheduler", **secure, "static_configs": [
                     {"targets": [f"127.0.0.1:{stack.scheduler_metrics_port}"]}]},
                 # As the prometheus-operator overlay's PodMonitor: the workload's namespace,
                 # pod and container labels win, and the series carry their node.
-                {"job_name": "nodeagent", "honor_labels": True,
+                {"job_name": "nodeagent", "honor_labels": True, **secure,
                  "static_configs": [{"targets": [f"127.0.0.1:{node.metrics_port}"],
                                      "labels": {"node": node.name}}]},
                 {"job_name": "kube-state-metrics", "honor_labels": True, "static_configs": [
@@ -157,6 +184,17 @@ def prometheus(control_plane: ControlPlane) -> Iterator[Prometheus]:
         wait_until("the scheduler reports a pending pod",
                    lambda: prom.query("sum(vgpu_scheduler_pending_pods) > 0"), 30,
                    interval=0.25, context=stack.logs)
+        context = ssl.create_default_context(cafile=str(access.ca_file))
+        context.check_hostname = False
+        for job, port in (("webhook", stack.webhook_metrics_port),
+                          ("scheduler", stack.scheduler_metrics_port),
+                          ("nodeagent", node.metrics_port)):
+            try:
+                urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", timeout=10,
+                                       context=context)
+                prom.refused[job] = 200
+            except urllib.error.HTTPError as exc:
+                prom.refused[job] = exc.code
         yield prom
         stack.clear(namespace)
 
@@ -180,6 +218,12 @@ def test_every_step_of_the_pods_path_was_measured(prometheus: Prometheus) -> Non
 def test_a_query_of_a_metric_nobody_exports_returns_nothing(prometheus: Prometheus) -> None:
     assert prometheus.query("sum(vgpu_gpu_memory_total_bytes)")
     assert prometheus.query("sum(vgpu_gpu_memory_free_bytes)") == []
+
+
+def test_a_scrape_without_the_readers_token_is_refused(prometheus: Prometheus) -> None:
+    """The same ports refuse a caller the API server does not authorize."""
+    assert prometheus.refused, "no scrape without a token was tried"
+    assert set(prometheus.refused.values()) == {403}
 
 
 def test_every_dashboard_expression_is_valid_promql(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def test_overlays_change_what_they_say(kubectl_path: Path) -> None:
         return named(kustomize(kubectl_path, folder), "DaemonSet", "vgpu-nodeagent")
 
     fake = agent("overlays/fake-gpus")["spec"]["template"]["spec"]
-    assert fake["containers"][0]["args"] == ["nodeagent",
+    assert fake["containers"][0]["args"] == ["nodeagent", "--proc-root=/host/proc",
                                              "--fake-devices=/run/vgpu-fake/devices.yaml"]
     assert fake["initContainers"][0]["name"] == "fake-devices"
     hami = agent("overlays/hami-core")["spec"]["template"]["spec"]
@@ -46,8 +46,8 @@ def test_overlays_change_what_they_say(kubectl_path: Path) -> None:
     assert sorted(dashboards["data"]) == ["vgpu-cluster.json", "vgpu-gpus.json"]
     old = kustomize(kubectl_path, "overlays/k8s-1.20")
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-        hook = named(old, kind, "vgpu-webhook")["webhooks"][0]
-        assert "matchConditions" not in hook and hook["failurePolicy"] == "Ignore"
+        for hook in named(old, kind, "vgpu-webhook")["webhooks"]:
+            assert "matchConditions" not in hook and hook["failurePolicy"] == "Ignore"
     # The ValidatingAdmissionPolicy (1.30+) is the base's, not the 1.20 overlay's.
     base = kustomize(kubectl_path, "base")
     named(base, "ValidatingAdmissionPolicy", "vgpu-annotations")

@@ -34,8 +34,9 @@ NO_SCHEMA = {
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
                   "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
                   "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
-#: The policy the k8s-1.21 overlay deletes (`$patch: delete`, which kustomize v2 does not
-#: apply to a kind it does not know; that overlay is for kubectl 1.21+, kustomize v4+).
+#: The policies the k8s-1.28 overlay (and k8s-1.21 over it) deletes (`$patch: delete`, which
+#: kustomize v2 does not apply to a kind it does not know; those overlays are for kubectl
+#: 1.21+, kustomize v4+).
 POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 
@@ -85,7 +86,7 @@ def test_modern_kubectl_renders_what_kubectl_1_20_renders(
     objs = kustomize(modern, folder)
     check_rendered(objs)
     old = kustomize(kubectl_path, folder)
-    if folder == "overlays/k8s-1.21":
+    if folder in ("overlays/k8s-1.21", "overlays/k8s-1.28"):
         assert not [o for o in objs if o["kind"] in POLICY_KINDS]
         old = [o for o in old if o["kind"] not in POLICY_KINDS]
     # kustomize v5 and the v2 inside kubectl 1.20 read the same kustomizations (the

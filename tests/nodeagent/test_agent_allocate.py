@@ -27,6 +27,7 @@ from tests.nodeagent.conftest import (
     phase,
     small_config,
     wait_phase,
+    wait_until,
 )
 from tests.support.kubelet import KubeletStandIn, device_plugin_dir
 from tests.support.pods import bind_assigned, container, pod, slices
@@ -209,8 +210,9 @@ def test_hami_core_mounts_and_oversubscription(make_env: Any, tmp_path: Any) -> 
     env = make_env(config)
     env.kubelet.wait_registration()
     env.kubelet.devices().wait_for(lambda d: len(d) == 30)
-    created = bind_assigned(env.cluster, pod("h", [container("c", 1, cores=40)]), NODE,
-                            {"c": slices((GPU0, 1000, 40))})
+    spec = pod("h", [container("c", 1, cores=40)])
+    spec["spec"]["securityContext"] = {"runAsUser": 1234, "runAsGroup": 5678}
+    created = bind_assigned(env.cluster, spec, NODE, {"c": slices((GPU0, 1000, 40))})
     uid = created["metadata"]["uid"]
     (response,) = env.kubelet.admit_pod([1])
     e = envs(response)
@@ -223,10 +225,18 @@ def test_hami_core_mounts_and_oversubscription(make_env: Any, tmp_path: Any) -> 
         "/usr/local/vgpu/libvgpu.so": (str(library), True),
         "/etc/ld.so.preload": (f"{cache}/ld.so.preload", True),
         str(cache): (f"{cache}/containers/{uid}_c", False),
-        "/tmp/vgpulock": ("/tmp/vgpulock", False),
+        # The agent's own folder, never a host /tmp path a tenant could plant a link at.
+        "/tmp/vgpulock": (f"{cache}/vgpulock", False),
     }
     assert (cache / "ld.so.preload").read_text() == "/usr/local/vgpu/libvgpu.so\n"
-    assert (cache / "containers" / f"{uid}_c").is_dir()
+    lock = (cache / "vgpulock").stat()
+    assert (lock.st_mode & 0o7777, lock.st_uid) == (0o1777, 0)
+    # The container's own folder: its user's (the pod's runAsUser), nobody else's.
+    folder = (cache / "containers" / f"{uid}_c").stat()
+    assert (folder.st_mode & 0o7777, folder.st_uid, folder.st_gid) == (0o700, 1234, 5678)
+    env.cluster.delete("pods", "h", "default")
+    wait_until(lambda: not (cache / "containers" / f"{uid}_c").exists(), 20,
+               "the deleted pod's folder removed")
 
 
 def test_preferred_allocation_honours_must_include_and_size(make_env: Any) -> None:

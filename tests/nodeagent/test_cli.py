@@ -19,7 +19,7 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
         main(["nodeagent", "--help"])
     out = capsys.readouterr().out
     for flag in ("--node-name", "--fake-devices", "--device-plugin-dir", "--kubeconfig",
-                 "--config", "--metrics-port", "--no-cluster"):
+                 "--config", "--metrics-port", "--proc-root", "--no-cluster"):
         assert flag in out
 
 
@@ -48,6 +48,9 @@ def no_cluster_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
      "device-plugin folder /nonexistent-dir does not exist"),
     (["--node-name", "n", "--fake-devices", "{devices}", "--no-cluster",
       "--metrics-port", "70000"], "--metrics-port: 70000 is not a port"),
+    (["--node-name", "n", "--fake-devices", "{devices}", "--no-cluster",
+      "--proc-root", "/nonexistent-proc"],
+     "--proc-root /nonexistent-proc: no such folder (mount the host's /proc there"),
     (["--node-name", "n", "--config", "/nonexistent-config.yaml"],
      "/nonexistent-config.yaml: cannot read"),
 ])

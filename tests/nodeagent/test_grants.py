@@ -69,5 +69,6 @@ def test_hami_core_mounts() -> None:
         MountSpec("/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so", True),
         MountSpec("/etc/ld.so.preload", "/tmp/vgpu/ld.so.preload", True),
         MountSpec("/tmp/vgpu", "/tmp/vgpu/containers/u_c", False),
-        MountSpec("/tmp/vgpulock", "/tmp/vgpulock", False),
+        # The agent's own lock folder, under sharedCacheDir: never a host /tmp path.
+        MountSpec("/tmp/vgpulock", "/tmp/vgpu/vgpulock", False),
     )

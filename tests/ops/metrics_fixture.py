@@ -104,6 +104,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         "vgpu_scheduler_loop_errors_total",
         *_counter("vgpu_scheduler_bindings"), *_counter("vgpu_scheduler_events"),
         *_counter("vgpu_scheduler_permit_waits"),
+        "vgpu_scheduler_preemptions_total",
         *_histogram("vgpu_step_duration_seconds"),
     }),
     # Not vgpu's: kube-state-metrics, which Prometheus setups run beside Kubernetes, exports

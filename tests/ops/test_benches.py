@@ -3,8 +3,8 @@ bench nobody runs breaks unseen, as `bench/scheduling.py --nodes 5000` once did)
 
 The figures are not checked here (timings belong to the benches, run by hand); that each
 script runs to the end with its options, and prints what docs/benchmarks.md reads, is.
-`bench/bind.py` and `bench/scheduler_perf.py` need the control plane: their smoke runs are in
-tests/e2e/test_bench_smoke.py;
+`bench/bind.py`, `bench/failover.py`, `bench/scheduler_perf.py` and `bench/write_bound.py`
+need the control plane: their smoke runs are in tests/e2e/test_bench_smoke.py;
 `bench/isolation.py` needs a GPU: tests/ops/test_bench_isolation*.py run it without one.
 """
 
@@ -34,7 +34,7 @@ SMOKE: dict[str, list[str]] = {
                              "mixed", "--policies", "binpack"],
     "soft_rules.py": ["--nodes", "60", "--runs", "1"],
 }
-ELSEWHERE = {"bind.py", "isolation.py", "scheduler_perf.py"}
+ELSEWHERE = {"bind.py", "failover.py", "isolation.py", "scheduler_perf.py", "write_bound.py"}
 #: The scale case of scheduling.py, and scripts that take a folder.
 SCALE = ["--nodes", "200", "--placed", "400", "--pods", "100", "--runs", "1"]
 

@@ -49,7 +49,7 @@ def test_every_file_a_kustomization_names_exists(folder: Path) -> None:
 def test_base_has_every_piece() -> None:
     components = ("scheduler", "webhook", "nodeagent", "certs")
     assert sorted((o["kind"], o["metadata"]["name"]) for o in BASE) == sorted([
-        ("Namespace", "vgpu-system"),
+        ("Namespace", "vgpu-system"), ("Namespace", "vgpu-node"),
         *(("ServiceAccount", f"vgpu-{c}") for c in components),
         *((kind, f"vgpu-{c}") for c in components
           for kind in ("ClusterRole", "ClusterRoleBinding")),
@@ -57,17 +57,28 @@ def test_base_has_every_piece() -> None:
         ("RoleBinding", "vgpu-scheduler-leader-election"),
         ("Role", "vgpu-certs"), ("RoleBinding", "vgpu-certs"),
         ("Role", "vgpu-webhook"), ("RoleBinding", "vgpu-webhook"),
+        ("Role", "vgpu-webhook-agent-pods"), ("RoleBinding", "vgpu-webhook-agent-pods"),
+        ("ClusterRole", "vgpu-metrics-reader"),
+        ("NetworkPolicy", "vgpu-deny-ingress"), ("NetworkPolicy", "vgpu-deny-ingress"),
+        ("NetworkPolicy", "vgpu-webhook"), ("NetworkPolicy", "vgpu-scheduler"),
+        ("NetworkPolicy", "vgpu-nodeagent"),
         ("Deployment", "vgpu-scheduler"), ("Deployment", "vgpu-webhook"),
         ("Service", "vgpu-webhook"), ("PodDisruptionBudget", "vgpu-webhook"),
         ("MutatingWebhookConfiguration", "vgpu-webhook"), ("DaemonSet", "vgpu-nodeagent"),
         ("ValidatingWebhookConfiguration", "vgpu-webhook"),
         ("ValidatingAdmissionPolicy", "vgpu-annotations"),
         ("ValidatingAdmissionPolicyBinding", "vgpu-annotations"),
+        ("ValidatingAdmissionPolicy", "vgpu-node-scope"),
+        ("ValidatingAdmissionPolicyBinding", "vgpu-node-scope"),
+        ("ValidatingAdmissionPolicy", "vgpu-certs-ca-bundle"),
+        ("ValidatingAdmissionPolicyBinding", "vgpu-certs-ca-bundle"),
         ("Job", "vgpu-certs"), ("CronJob", "vgpu-certs"),
     ])
     # The config ConfigMap comes from a generator.
-    generator = kustomization(MANIFESTS / "base" / "core")["configMapGenerator"][0]
-    assert (generator["name"], generator["files"]) == ("vgpu-config", ["config.yaml"])
+    generators = kustomization(MANIFESTS / "base" / "core")["configMapGenerator"]
+    assert [(g["name"], g["namespace"], g["files"]) for g in generators] == [
+        ("vgpu-config", "vgpu-system", ["config.yaml"]),
+        ("vgpu-nodeagent-config", "vgpu-node", ["config.yaml"])]
     assert find(BASE, "Deployment", "vgpu-scheduler")["spec"]["replicas"] == 2
     assert find(BASE, "Deployment", "vgpu-webhook")["spec"]["replicas"] == 2
 
@@ -143,3 +154,18 @@ def test_every_pod_runs_a_vgpu_command_line_that_parses(where: str, args: list[s
     expanded = [re.sub(r"\$\(\w+\)", "vgpu-system", a) for a in args]
     parsed = cli.build_parser(expanded).parse_args(expanded)
     assert parsed._subcommand == command
+
+
+def test_the_fail_open_patches_of_1_20_and_1_21_are_one_text() -> None:
+    """kustomize reads no file outside a kustomization's folder: the k8s-1.21 overlay has
+    copies of the k8s-1.20 overlay's webhook patches."""
+    for name in ("mutating-fail-open.yaml", "validating-fail-open.yaml"):
+        assert (MANIFESTS / "overlays" / "k8s-1.21" / name).read_text() == \
+            (MANIFESTS / "overlays" / "k8s-1.20" / name).read_text()
+    # Every webhook of each configuration is patched.
+    for kind, name in (("MutatingWebhookConfiguration", "mutating-fail-open.yaml"),
+                       ("ValidatingWebhookConfiguration", "validating-fail-open.yaml")):
+        hooks = find(BASE, kind, "vgpu-webhook")["webhooks"]
+        ops = yaml.safe_load((MANIFESTS / "overlays" / "k8s-1.20" / name).read_text())
+        assert sorted({op["path"].split("/")[2] for op in ops}) == \
+            [str(i) for i in range(len(hooks))]

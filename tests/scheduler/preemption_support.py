@@ -130,8 +130,9 @@ class World:
         info, state = self.prepare(obj)
         if offset is not None:
             self.plugin.offset = lambda n: offset
+        # Every candidate with its victims, as kube's DryRunPreemption lists them.
         return self.plugin.find_candidates(state, info, self.sched.snapshot,
-                                           self.positions(nodes))
+                                           self.positions(nodes), every=True)
 
     def best(self, obj: Obj) -> Candidate:
         return pick_one(self.dry_run(obj)[0])
@@ -141,7 +142,10 @@ class World:
         """PostFilter with the filters' verdicts given, as kube's tests give them."""
         info, state = self.prepare(obj)
         diagnosis = Diagnosis(len(self.sched.snapshot), dict(statuses), groups=list(groups))
-        return self.plugin.post_filter(state, info, self.sched.snapshot, diagnosis)
+        status = self.plugin.post_filter(state, info, self.sched.snapshot, diagnosis)
+        # What the attempt does once it is over: the preemption's API calls (inline here).
+        self.sched.preemptions.submit()
+        return status
 
     def names(self) -> set[str]:
         return {p["metadata"]["name"] for p in self.cluster.list("pods").items}

@@ -6,11 +6,14 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.unit.test_resources import Recorder
 from vgpu import cli as vgpu_cli
 from vgpu.errors import ConfigError
+from vgpu.kube.adapter import KubeCluster
 from vgpu_scheduler import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +42,33 @@ def test_no_election_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     election = cli.election_config(parse("--leader-elect"))
     assert election is not None
     assert (election.identity, election.namespace) == ("vgpu-scheduler-7d4-abc", "gpu-system")
+
+
+@pytest.mark.parametrize("elect", [True, False])
+def test_every_write_is_bounded_in_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        elect: bool) -> None:
+    """The scheduler's and its events' writes by writeTimeoutSeconds, which the next
+    leader counts on; the Lease's renewals by the renew deadline (issue 46)."""
+    monkeypatch.delenv("VGPU_CONFIG", raising=False)
+    path = tmp_path / "config.yaml"
+    path.write_text("scheduler:\n  writeTimeoutSeconds: 3.5\n")
+    args = parse("--config", str(path), *(("--leader-elect", "--renew-deadline=7")
+                                          if elect else ()))
+    built: list[tuple[float, int]] = []
+
+    def fake_connect(kubeconfig: str | None, **kw: Any) -> KubeCluster:
+        built.append((kw["qps"], kw["pool_size"]))
+        return KubeCluster(Recorder(), qps=0)
+
+    monkeypatch.setattr(cli, "connect", fake_connect)
+    cfg = cli.load_config(args)
+    conns = cli.connections(None, cfg.scheduler, cli.election_config(args))
+    assert (conns.cluster.write_timeout, conns.events.write_timeout) == (3.5, 3.5)
+    if elect:
+        assert conns.leases is not None and conns.leases.write_timeout == 7.0
+    else:
+        assert conns.leases is None
+    assert len(built) == 2 + elect
 
 
 @pytest.mark.parametrize(("argv", "message"), [

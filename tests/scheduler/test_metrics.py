@@ -158,3 +158,29 @@ def test_no_start_is_kept_for_pods_that_are_gone_or_not_ours() -> None:
     # A binding the watch showed first is counted once.
     assert value(metrics, "vgpu_scheduler_pod_create_to_bound_seconds_count") == 1
 
+
+
+def test_preemptions_by_result() -> None:
+    sched, cluster, _, metrics = setup()
+    assert value(metrics, "vgpu_scheduler_preemptions_total", result="success") == 0
+    for i in range(2):
+        cluster.create("pods", builders.pod(f"low{i}", [builders.container(percent=100)],
+                                            priority=0))
+    sched.run_until_idle()
+    cluster.create("poddisruptionbudgets", {
+        "metadata": {"name": "all", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "batch"}}},
+        "status": {"disruptionsAllowed": 0}})
+    low1 = cluster.get("pods", "low1", "default")
+    low1["metadata"]["labels"] = {"app": "batch"}
+    low1["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    cluster.replace("pods", low1)
+    cluster.create("pods", builders.pod("high", [builders.container(percent=100)],
+                                        priority=100))
+    cluster.create("pods", builders.pod("higher", [builders.container(percent=100)],
+                                        priority=200))
+    sched.run_until_idle()
+    # "higher" evicts low0 (no budget); "high" is refused low1 by its budget.
+    assert value(metrics, "vgpu_scheduler_preemptions_total", result="success") == 1
+    assert value(metrics, "vgpu_scheduler_preemptions_total", result="failed") == 1
+    assert value(metrics, "vgpu_scheduler_loop_errors_total", loop="preemption") == 0

@@ -146,9 +146,9 @@ def test_a_budget_refusal_disturbs_no_other_victim_and_is_retried() -> None:
     # The budgeted victim is evicted first and refused: nobody is evicted.
     assert {node_of(cluster, "guarded"), node_of(cluster, "free")} == {"n1"}
     assert "nominatedNodeName" not in status(cluster, "high")
-    assert messages(cluster, "high", "FailedScheduling")[-1].endswith(
-        "preemption: eviction of default/guarded on node n1 was refused by a "
-        "PodDisruptionBudget; will retry.")
+    assert messages(cluster, "high", "FailedScheduling") == [
+        "0/1 nodes are available: 1 insufficient GPU memory. preemption: eviction of "
+        "default/guarded on node n1 was refused by a PodDisruptionBudget; will retry."]
     assert sched.queue.counts()["backoff"] == 1
     # The budget allows a disruption now: the next attempt goes through.
     budget = cluster.get("poddisruptionbudgets", "db", "default")

@@ -19,6 +19,7 @@ from tests.scheduler.preemption_support import (
     pod,
     rejected,
 )
+from vgpu.cluster.memory import MemoryCluster
 from vgpu.cluster.port import Obj
 from vgpu.config import Config
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
@@ -30,6 +31,7 @@ from vgpu_scheduler.framework.snapshot import Snapshot
 from vgpu_scheduler.framework.status import SUCCESS, Code, Status, error
 from vgpu_scheduler.plugins.kube.default_preemption.budgets import parse_budgets, violations
 from vgpu_scheduler.plugins.kube.default_preemption.evict import terminating_by_preemption
+from vgpu_scheduler.plugins.kube.default_preemption.started import Started
 from vgpu_scheduler.plugins.registry import REGISTRY
 
 # -- budgets -------------------------------------------------------------------------------
@@ -101,6 +103,50 @@ def test_a_pod_waits_for_the_victims_of_its_last_preemption(victim: Obj, status:
     else:
         assert got.message != ("preemption: not eligible due to a terminating pod on the "
                                "nominated node.")
+
+
+def _leaving(reason: str | None, *, deleting: bool = True) -> Obj:
+    obj = pod("p1", LOW, on="node1")
+    if deleting:
+        obj = _terminating(obj, by_preemption=False)
+    obj["metadata"]["uid"] = "uid-p1"
+    if reason is not None:
+        obj["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
+                                            "reason": reason})
+    return obj
+
+
+@pytest.mark.parametrize(("conditions", "reason", "mine", "deleting", "waits"), [
+    # 1.26 on: only kube's mark says "preempted" (an eviction's own says nothing of why)...
+    (True, "PreemptionByScheduler", False, True, True),
+    (True, "EvictionByEvictionAPI", False, True, False),
+    # ...unless it is a victim of the preemption this scheduler started for the pod, whose
+    # mark and nomination the watch has not shown yet, or even its deletion (a pod with
+    # no grace period is deleted at once, never marked as being deleted).
+    (True, "EvictionByEvictionAPI", True, True, True),
+    (True, None, True, True, True),
+    (True, None, True, False, True),
+    (False, None, True, False, True),
+    # Before 1.26 nobody marks victims: any lower-priority pod leaving is waited for, as
+    # kube-scheduler does without the PodDisruptionConditions feature.
+    (False, None, False, True, True),
+    (False, None, False, False, False),
+], ids=["marked", "evicted by someone", "ours, mark not seen", "ours, evicted before 1.26",
+        "ours, deletion not seen", "ours, deletion not seen, before 1.26", "before 1.26",
+        "not leaving"])
+def test_which_leaving_pods_a_preemptor_waits_for(conditions: bool, reason: str | None,
+                                                  mine: bool, deleting: bool,
+                                                  waits: bool) -> None:
+    world = World([node("node1", ("0", "0"), pods=1)], [_leaving(reason, deleting=deleting)],
+                  cluster=MemoryCluster(disruption_conditions=conditions))
+    preemptor = pod("p", HIGH)
+    if mine:
+        world.plugin.started.record("default/p", Started("node1", frozenset({"uid-p1"})))
+    else:
+        preemptor["status"] = {"nominatedNodeName": "node1"}
+    got = world.post_filter(preemptor, {"node1": Status(Code.UNSCHEDULABLE)})
+    assert (got.message == "preemption: not eligible due to a terminating pod on the "
+                           "nominated node.") is waits
 
 
 def test_terminating_by_preemption_needs_both_marks() -> None:

@@ -187,3 +187,80 @@ def test_pop_waits_and_can_be_interrupted() -> None:
     q.add(info("late"))
     t.join(timeout=5)
     assert result[-1] is not None and result[-1].info.name == "late"
+
+
+# -- preemptors held while their calls run (kube's IsPodRunningPreemption) ----------------
+
+
+def _preempting(q: SchedulingQueue, name: str = "p") -> str:
+    """A pod whose attempt started a preemption: held, then parked by its failed attempt."""
+    q.add(info(name, 10))
+    qp = q.pop()
+    assert qp is not None
+    q.hold(qp.key)
+    q.requeue(qp, unschedulable=True, rejected_by={"VGPU"})
+    return qp.key
+
+
+DELETED = ClusterEvent("pod", "delete", "n1")
+
+
+def test_a_held_preemptor_is_woken_by_nothing_until_released() -> None:
+    q, clock = make()
+    key = _preempting(q)
+    assert q.preempting() == 1
+    q.on_event(DELETED)                 # one of its victims left
+    q.add(info("p", 10))                # the pod itself changed
+    clock.advance(301)                  # parked past max_unschedulable
+    q.flush()
+    assert q.pop() is None
+    assert q.counts()["unschedulable"] == 1
+    q.release(key)
+    assert q.preempting() == 0
+    # At once: the room its preemption made is held for it, idle, until it is tried.
+    assert drain(q) == ["p"]
+
+
+def test_a_released_preemptor_nothing_woke_waits_for_its_victims() -> None:
+    q, _ = make()
+    key = _preempting(q)
+    q.release(key)
+    assert q.pop() is None and q.counts()["unschedulable"] == 1
+    q.on_event(DELETED)  # now its victims leave: no backoff
+    assert drain(q) == ["p"]
+
+
+def test_an_event_during_the_attempt_that_held_it_counts() -> None:
+    q, clock = make()
+    q.add(info("p", 10))
+    qp = q.pop()
+    assert qp is not None
+    q.hold(qp.key)
+    q.on_event(DELETED)  # mid-cycle: would send an unheld pod to backoff
+    q.requeue(qp, unschedulable=True)
+    clock.advance(5)
+    assert q.pop() is None
+    q.release(qp.key)
+    assert drain(q) == ["p"]
+
+
+def test_a_failed_preemption_backs_the_pod_off() -> None:
+    q, clock = make()
+    key = _preempting(q)
+    qp = q.get(key)
+    assert qp is not None and qp.attempts == 1
+    q.release(key, failed="preemption: eviction of default/v refused")
+    assert q.counts()["backoff"] == 1 and qp.attempts == 2
+    assert qp.message == "preemption: eviction of default/v refused"
+    assert q.pop() is None
+    clock.advance(2)  # 1 s doubled
+    assert drain(q) == ["p"]
+
+
+def test_a_deleted_preemptor_is_forgotten() -> None:
+    q, _ = make()
+    key = _preempting(q)
+    q.delete(key)
+    assert q.preempting() == 0
+    q.release(key, failed="too late")
+    assert key not in q

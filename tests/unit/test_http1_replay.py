@@ -139,11 +139,12 @@ def test_a_write_none_of_which_was_written_is_sent_on_a_new_connection(
     real = http1.Connection.send
     failed: list[bool] = []
 
-    def first_fails(self: http1.Connection, head: bytes, body: bytes, timeout: float) -> None:
+    def first_fails(self: http1.Connection, head: bytes, body: bytes, timeout: float,
+                    deadline: float | None = None) -> None:
         if not failed:
             failed.append(True)
             raise http1.NothingWritten("broken pipe before the first byte")
-        real(self, head, body, timeout)
+        real(self, head, body, timeout, deadline)
 
     monkeypatch.setattr(http1.Connection, "send", first_fails)
     assert pool.request("POST", "/once", {}, b"{}", 5) == (200, b"{}")

@@ -62,11 +62,15 @@ class Recorder:
 
     def __init__(self, answer: Response | None = None) -> None:
         self.requests: list[tuple[str, str, list[tuple[str, str]], Any]] = []
+        #: Each call's deadline (``time.monotonic``, None: none), in the order sent.
+        self.deadlines: list[float | None] = []
         self.answer = answer or Response(200, b'{"metadata": {"resourceVersion": "7"}}')
 
     def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
-             content_type: str, timeout: Any) -> tuple[int, bytes]:
+             content_type: str, timeout: Any,
+             deadline: float | None = None) -> tuple[int, bytes]:
         self.requests.append((method, path, query, body))
+        self.deadlines.append(deadline)
         return self.answer.status, self.answer.data
 
     def stream(self, method: str, path: str, *, query: list[tuple[str, str]],

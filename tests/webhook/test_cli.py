@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -97,9 +98,17 @@ def test_serves_by_flags_and_stops_on_sigterm(tmp_path: Path) -> None:
         with urllib.request.urlopen(request, context=context, timeout=10) as response:
             answer = json.loads(response.read())
         assert answer["response"]["allowed"] is True
-        ready = f"http://127.0.0.1:{record['metrics_port']}/readyz"
-        with urllib.request.urlopen(ready, timeout=10) as response:
+        # The operations port is HTTPS (a self-signed certificate: no files were given);
+        # the probes are open, /metrics is not, and with no API server to ask, for nobody.
+        unverified = ssl.create_default_context()
+        unverified.check_hostname, unverified.verify_mode = False, ssl.CERT_NONE
+        ops = f"https://127.0.0.1:{record['metrics_port']}"
+        with urllib.request.urlopen(f"{ops}/readyz", timeout=10, context=unverified) as response:
             assert response.status == 200
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{ops}/metrics", timeout=10, context=unverified)
+        assert refused.value.code == 403
+        assert "no API server" in refused.value.read().decode()
     finally:
         process.send_signal(signal.SIGTERM)
         try:

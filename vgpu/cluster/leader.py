@@ -11,10 +11,12 @@ Two more rules keep a Lease from being shared in practice, not only on paper (is
 every successful renewal moves the elector's :class:`~vgpu.cluster.fence.Fence`, which the
 replica checks before each write it sends, so a leader that wakes from a pause sends
 nothing; and a replica that takes the Lease over from another holder (not given up
-cleanly) learns when that holder's last writes can no longer land
-(:attr:`LeaderElector.takeover_not_before`: its last renewal, plus the lease duration,
-plus ``in_doubt``, how late a write it sent may still reach the API server), before which
-it must not act.
+cleanly), or from its own identity's earlier process, learns when that holder's last
+writes can no longer land (:attr:`LeaderElector.takeover_not_before`, :func:`takeover_time`),
+before which it must not act. That moment is counted on this replica's monotonic clock
+from when it last saw the holder renew, as client-go counts a lease's expiry (issue 46):
+the holder's fence stopped its writes a renew deadline after it sent that renewal, and a
+write it sent before then is in flight for ``in_flight`` seconds at most (its deadline).
 
 The Lease is read and written through the cluster port, so an election runs the same on
 the API server and on the in-memory cluster.
@@ -89,9 +91,9 @@ class ElectionConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
-    #: How long after a write was sent it may still land (the transport's request timeout
-    #: plus a margin): what a new leader waits beyond the old one's lease.
-    in_doubt: float = 0.0
+    #: The longest a write of a leader stays in flight (its deadline, counted from its
+    #: fence check): what a new leader waits beyond the old one's renew deadline.
+    in_flight: float = 0.0
 
 
 def lease_expired(spec: dict[str, Any], now: dt.datetime) -> bool:
@@ -103,17 +105,18 @@ def lease_expired(spec: dict[str, Any], now: dt.datetime) -> bool:
     return now > renewed + dt.timedelta(seconds=float(duration))
 
 
-def takeover_time(spec: dict[str, Any], in_doubt: float) -> dt.datetime | None:
-    """When the holder of ``spec`` can have nothing in flight any more: its last renewal,
-    plus the lease duration (it sends nothing once its renew deadline, shorter, passed),
-    plus ``in_doubt``. None for a Lease given up cleanly or never held."""
+def takeover_time(spec: dict[str, Any], observed_at: float, renew_deadline: float,
+                  in_flight: float) -> float | None:
+    """When (local monotonic time) the holder of ``spec`` can have nothing in flight any
+    more, ``observed_at`` being when this replica last saw the Lease change (or first saw
+    it): a renewal is sent before anyone can read it, so the holder's fence, held for
+    ``renew_deadline`` from the sending of its last renewal, ran out by ``observed_at +
+    renew_deadline`` at the latest, and every write it checked the fence for has landed
+    or been given up ``in_flight`` later. Wall clocks are not read: another machine's
+    ``renewTime`` may be skewed. None for a Lease given up cleanly or never held."""
     if not spec.get("holderIdentity"):
         return None
-    renewed = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime"))
-    if renewed is None:
-        return None
-    duration = float(spec.get("leaseDurationSeconds") or 0)
-    return renewed + dt.timedelta(seconds=duration + in_doubt)
+    return observed_at + renew_deadline + in_flight
 
 
 class LeaderElector:
@@ -128,23 +131,44 @@ class LeaderElector:
         self.observed_holder: str | None = None
         #: Checked before every write this replica sends (:mod:`vgpu.cluster.fence`).
         self.fence = Fence(config.renew_deadline, monotonic)
-        #: Set on taking the Lease over from another holder: until then, that holder's
-        #: last writes may still land, so this replica must not act.
-        self.takeover_not_before: dt.datetime | None = None
+        #: Set on taking the Lease over from another holder (monotonic time): until
+        #: then, that holder's last writes may still land, so this replica must not act.
+        self.takeover_not_before: float | None = None
+        # The Lease's spec as last seen and when it was first seen so (monotonic).
+        self._observed: dict[str, Any] | None = None
+        self._observed_at = 0.0
+        # Whether this elector's last attempt found it holding the Lease: a record naming
+        # its identity that it does not hold is an earlier process's (a restart).
+        self._holding = False
 
     def takeover_wait(self) -> float:
         """Seconds this replica must still wait before its first write as leader."""
         if self.takeover_not_before is None:
             return 0.0
-        return max(0.0, (self.takeover_not_before - self._clock()).total_seconds())
+        return max(0.0, self.takeover_not_before - self._monotonic())
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this candidate holds the Lease afterwards."""
         sent = self._monotonic()
         won = self._attempt()
+        self._holding = won
         if won:
             self.fence.renewed(sent)
         return won
+
+    def _observe(self, spec: dict[str, Any]) -> None:
+        """Note when the Lease was seen to change, after the read that shows it returned
+        (by then every renewal it shows had been sent)."""
+        if spec != self._observed:
+            self._observed, self._observed_at = dict(spec), self._monotonic()
+
+    def _takeover(self, spec: dict[str, Any]) -> float | None:
+        """When this replica may act after acquiring the Lease whose spec it read: None
+        at once (it was holding it, or the Lease was given up cleanly)."""
+        if self._holding and spec.get("holderIdentity") == self.config.identity:
+            return None
+        cfg = self.config
+        return takeover_time(spec, self._observed_at, cfg.renew_deadline, cfg.in_flight)
 
     def _attempt(self) -> bool:
         cfg = self.config
@@ -164,12 +188,13 @@ class LeaderElector:
             self.observed_holder = cfg.identity
             return True
         spec: dict[str, Any] = dict(lease.get("spec") or {})
+        self._observe(spec)
         holder = spec.get("holderIdentity")
         self.observed_holder = str(holder) if holder else None
         if holder != cfg.identity and not lease_expired(spec, now):
             return False
         taking_over = holder != cfg.identity
-        previous = takeover_time(spec, cfg.in_doubt) if taking_over else None
+        previous = self._takeover(spec)
         if taking_over:
             spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
             spec["acquireTime"] = _fmt(now)
@@ -179,7 +204,7 @@ class LeaderElector:
             self.store.replace_lease(cfg.namespace, {"metadata": lease["metadata"], "spec": spec})
         except ConflictError:
             return False
-        if taking_over:
+        if previous is not None:
             self.takeover_not_before = previous
         self.observed_holder = cfg.identity
         return True

@@ -10,10 +10,11 @@ object entering the selection as ADDED and leaving it as DELETED. It stores ever
 resource of :mod:`vgpu.cluster.resources` alike; only pods get defaults (an empty spec,
 phase Pending) and subresources: a binding, an eviction that respects
 PodDisruptionBudgets as the API server does (:mod:`vgpu.cluster.budgets`; HTTP 429's
-``EvictionRefusedError``), and Events kept apart, counted by content
-(:mod:`vgpu.cluster.events`). Writes that name a uid check it as the API server does: an
-eviction's and a patch's always, a Binding's as servers since 1.23 do, or not at all as
-1.20-1.22 (``binding_checks_uid``).
+``EvictionRefusedError``) and, as servers from 1.26 do (``disruption_conditions``), gives
+the pod the ``DisruptionTarget`` condition before deleting it, and Events kept apart,
+counted by content (:mod:`vgpu.cluster.events`). Writes that name a uid check it as the
+API server does: an eviction's and a patch's always, a Binding's as servers since 1.23
+do, or not at all as 1.20-1.22 (``binding_checks_uid``).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class MemoryCluster:
     """A thread-safe in-memory implementation of :class:`vgpu.cluster.port.ClusterPort`."""
 
     def __init__(self, history: int = 100_000, copy_objects: bool = True, *,
-                 binding_checks_uid: bool = True) -> None:
+                 binding_checks_uid: bool = True, disruption_conditions: bool = True) -> None:
         self._lock = threading.Condition()
         self._objects: dict[str, dict[str, Obj]] = {kind: {} for kind in RESOURCES}
         self._rv = itertools.count(1)
@@ -74,6 +75,8 @@ class MemoryCluster:
         # of every object at every read dominate a 10,000-pod replay.
         self._copy_objects = copy_objects
         self.binding_checks_uid = binding_checks_uid
+        #: As an API server from 1.26 (True) or before: see ``pod_disruption_conditions``.
+        self.disruption_conditions = disruption_conditions
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -336,4 +339,20 @@ class MemoryCluster:
                 new["status"] = dict(budget.get("status") or {},
                                      disruptionsAllowed=budgets.allowed(budget) - 1)
                 self._store("poddisruptionbudgets", new, "MODIFIED", budget)
+            if self.disruption_conditions:
+                self._disruption_target(pod)
             self.delete("pods", name, namespace)
+
+    def _disruption_target(self, pod: Obj) -> None:
+        """What a 1.26+ API server's eviction writes before the delete."""
+        new = copy.copy(pod)
+        status = dict(pod.get("status") or {})
+        status["conditions"] = [
+            *(c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"),
+            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+             "message": "Eviction API: evicting", "lastTransitionTime": self._now()}]
+        new["status"] = status
+        self._store("pods", new, "MODIFIED", pod)
+
+    def pod_disruption_conditions(self) -> bool:
+        return self.disruption_conditions

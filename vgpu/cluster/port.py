@@ -134,7 +134,15 @@ class ClusterPort(Protocol):
     def evict(self, namespace: str, name: str, *, uid: str = "") -> None:
         """POST ``pods/eviction``: delete the pod unless a PodDisruptionBudget forbids it
         now, which raises ``EvictionRefusedError``. With ``uid`` (``preconditions.uid``)
-        another pod of the name raises ``ConflictError`` and stays."""
+        another pod of the name raises ``ConflictError`` and stays. Where
+        :meth:`pod_disruption_conditions`, the pod is given the ``DisruptionTarget``
+        condition (reason ``EvictionByEvictionAPI``) before it is deleted."""
+        ...
+
+    def pod_disruption_conditions(self) -> bool:
+        """Whether the API server has the PodDisruptionConditions feature (Kubernetes 1.26
+        on): the ``DisruptionTarget`` pod condition, which its evictions write and
+        kube-scheduler's preemption reads. Found once; False while it cannot be found."""
         ...
 
     def record_event(self, obj: Obj, event_type: Literal["Normal", "Warning"], reason: str,

@@ -14,17 +14,37 @@ from vgpu.errors import ConfigError
 @dataclass(frozen=True)
 class WebhookConfig:
     port: int = _knob(9443, "HTTPS port of /mutate", lo=1, hi=65535)
-    metrics_port: int = _knob(9395, "plain-HTTP port of /healthz, /readyz and /metrics",
+    metrics_port: int = _knob(9395, "port of /healthz, /readyz and /metrics (metricsServer)",
                               lo=1, hi=65535)
+    max_connections: int = _knob(
+        512, "connections the admission port (9443) serves at once; more are closed as they "
+        "arrive", lo=1, hi=100000)
+    request_timeout_seconds: float = _knob(
+        10.0, "how long the admission port waits for a TLS handshake, or a request's body "
+        "and answer (the registrations' timeoutSeconds is 5)", lo=0.5, hi=600)
+    idle_timeout_seconds: float = _knob(
+        120.0, "how long the admission port keeps a connection with no request under way, "
+        "or one whose request's headers have not all come: above the API server's 90 s "
+        "for an idle connection, so that it never sends on one just closed", lo=1,
+        hi=3600)
+    denial_events_per_second: float = _knob(
+        5.0, "FailedAdmission Events the webhook writes at most per second (a burst of ten "
+        "times as many): each is a write on the pod's namespace for whoever sent the "
+        "review; 0 = none", lo=0, hi=1000)
     cert_reload_seconds: float = _knob(
         10.0, "how often the certificate and key files are checked for a change", lo=0.1,
         hi=3600)
     annotation_writers: tuple[str, ...] = _knob(
         ("system:serviceaccount:vgpu-system:vgpu-scheduler",
-         "system:serviceaccount:vgpu-system:vgpu-nodeagent"),
+         "system:serviceaccount:vgpu-node:vgpu-nodeagent"),
         "users (as the API server names them in an admission review's userInfo.username) "
         "that may set, change or remove vgpu's own pod annotations: the scheduler's and the "
         "node agent's service accounts; /validate refuses everyone else")
+    node_agents: tuple[str, ...] = _knob(
+        ("system:serviceaccount:vgpu-node:vgpu-nodeagent",),
+        "users (as in an admission review's userInfo.username) that are node agents: "
+        "/node-scope lets them write only their own Node and the pods bound to their node, "
+        "and there only vgpu.io/ annotations and a pod's vgpu.io/ conditions")
 
 
 @dataclass(frozen=True)
@@ -76,7 +96,8 @@ class NodeAgentConfig:
     device_plugin_dir: str = _knob("/var/lib/kubelet/device-plugins",
                                    "kubelet device-plugin folder")
     heartbeat_seconds: float = _knob(30.0, "how often the inventory heartbeat is written", lo=1)
-    metrics_port: int = _knob(9394, "plain-HTTP port of /healthz and /metrics", lo=1, hi=65535)
+    metrics_port: int = _knob(9394, "port of /healthz and /metrics (metricsServer)", lo=1,
+                              hi=65535)
     hami_core_path: str = _knob("", "host path of HAMi-core's libvgpu.so; empty = not mounted")
     shared_cache_dir: str = _knob("/tmp/vgpu", "folder holding each container's shared cache file")
     health_quiet_seconds: float = _knob(

@@ -15,6 +15,7 @@ from vgpu.config.component_sections import NodeAgentConfig, QuotaConfig, Webhook
 from vgpu.config.isolation_section import IsolationConfig, check_split
 from vgpu.config.knobs import knob as _knob
 from vgpu.config.knobs import section as _section
+from vgpu.config.metrics_section import MetricsServerConfig
 from vgpu.config.plugin_args import (
     InterPodAffinityArgs,
     NodeResourcesFitArgs,
@@ -87,7 +88,11 @@ class SchedulerConfig:
     )
     bind_in_doubt_seconds: float = _knob(
         35.0, "how long a Binding whose answer was lost keeps its room held while the pod is "
-        "not seen bound (the request timeout and a margin), and a new leader waits", lo=1)
+        "not seen bound (far past writeTimeoutSeconds: a proxy may send it on late)", lo=1)
+    write_timeout_seconds: float = _knob(
+        5.0, "the longest a write the scheduler sends stays in flight: its client deadline "
+        "and the API server's timeout; a new leader waits the old one's renew deadline plus "
+        "this after it last saw the Lease renewed", lo=0.5, hi=60)
     plugins: tuple[str, ...] = _knob(
         DEFAULT_SCHEDULER_PLUGINS,
         "plugins of the profile, in the order their extension points run (names from the "
@@ -193,7 +198,7 @@ class SchedulerConfig:
                 raise ConfigError(f"scheduler.scoreWeights: {name!r} is not in scheduler.plugins")
             out[name] = weight
         return out
-    metrics_port: int = _knob(9396, "plain-HTTP port of /healthz, /readyz and /metrics",
+    metrics_port: int = _knob(9396, "port of /healthz, /readyz and /metrics (metricsServer)",
                               lo=1, hi=65535)
     per_gpu_metrics: bool = _knob(False, "also serve what the scheduler allocated on each "
                                   "GPU (vgpu_scheduler_gpu_*): about 16 MB a scrape at 40,000 "
@@ -251,6 +256,8 @@ class Config:
     nodeagent: NodeAgentConfig = _section(NodeAgentConfig, "node agent")
     isolation: IsolationConfig = _section(IsolationConfig, "isolation backends and watchdog")
     quota: QuotaConfig = _section(QuotaConfig, "derived requests for namespace quotas")
+    metrics_server: MetricsServerConfig = _section(
+        MetricsServerConfig, "every component's operations port: /metrics and the probes")
 
     def __post_init__(self) -> None:
         problem = check_split(self.isolation.mode, self.device_split_count, self.isolation.mps)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import quote
@@ -31,12 +32,11 @@ from vgpu.errors import (
     ClusterError,
     ConfigError,
     ConflictError,
-    EvictionRefusedError,
     InvalidError,
     NotFoundError,
     OutcomeUnknownError,
 )
-from vgpu.kube import http1, paths, tokens
+from vgpu.kube import deadlines, discovery, http1, paths, tokens
 from vgpu.kube.ratelimit import TokenBucket
 from vgpu.kube.transport import (
     SERVICE_ACCOUNT_DIR,
@@ -49,6 +49,9 @@ from vgpu.kube.transport import (
 # The transports are reached through this module too (tests build an in-cluster one).
 __all__ = ["ClientTransport", "InClusterTransport", "KubeCluster", "Transport", "connect"]
 
+#: ``GET /version`` is looked up from a preemption: never long, and tried again later.
+_VERSION_TIMEOUT = 5.0
+
 
 class KubeCluster:
     def __init__(self, transport: Transport, qps: float = 200.0, burst: int = 400,
@@ -59,9 +62,13 @@ class KubeCluster:
         #: Checked immediately before each write is sent (a leader's
         #: :class:`vgpu.cluster.fence.Fence`); it raises to stop the write.
         self.fence: Fence = OpenFence()
+        #: Each write's longest time in flight from its fence check (:mod:`.deadlines`).
+        self.write_timeout: float | None = None
         # The older version a resource is served at on this server, once a list found it
         # (Resource.fallbacks); every later call for the kind uses it.
         self._served: dict[str, Resource] = {}
+        self.discovery = discovery.Discovery(lambda: self.request_json(
+            "GET", "/version", "get the server version", timeout=_VERSION_TIMEOUT))
 
     def _resource(self, kind: Kind) -> Resource:
         return self._served.get(kind) or resource(kind)
@@ -76,14 +83,18 @@ class KubeCluster:
         tests and benches setting up what the port does not serve (namespaces, RBAC)."""
         self._bucket.acquire()
         write = method in paths.WRITES
+        query, deadline = query or [], None
         if write:
-            # After the rate limiter, which may hold the request for a while: the check
-            # is as close to the write as this layer gets.
+            started = time.monotonic()  # so that a pause after the check counts too
+            # After the rate limiter (it may hold a request): as close to the write as can be.
             self.fence.check(what)
+            if self.write_timeout is not None:
+                deadline = started + self.write_timeout
+                query = deadlines.with_timeout(query, deadline)
         try:
-            status, data = self.transport.call(method, path, query=query or [], body=body,
-                                               content_type=content_type,
-                                               timeout=timeout or self._timeout)
+            status, data = self.transport.call(
+                method, path, query=query, body=body, content_type=content_type,
+                timeout=timeout or self._timeout, deadline=deadline)
         except http1.AnswerLost as exc:
             raise OutcomeUnknownError(f"{what}: {exc}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -232,22 +243,21 @@ class KubeCluster:
                                  f"patch {res.singular} {name} status",
                                  body={"status": dict(status)}, content_type=paths.MERGE_PATCH)
 
+    def pod_disruption_conditions(self) -> bool:
+        return self.discovery.disruption_conditions()
+
     def evict(self, namespace: str, name: str, *, uid: str = "") -> None:
         target = paths.path(resource("pods"), name, namespace, "eviction")
-        body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
-                                "metadata": {"name": name, "namespace": namespace}}
+        body: dict[str, Any] = {"metadata": {"name": name, "namespace": namespace}}
         if uid:
             body["deleteOptions"] = {"preconditions": {"uid": uid}}
-        try:
-            self.request_json("POST", target, f"evict pod {namespace}/{name}", body=body)
-        except ClusterError as exc:
-            # Before Kubernetes 1.22 the server knows only policy/v1beta1 Evictions, and
-            # says so naming the version it does not know.
-            if isinstance(exc, (NotFoundError, EvictionRefusedError, ConflictError,
-                                OutcomeUnknownError)) or "policy/v1" not in str(exc):
-                raise
-            self.request_json("POST", target, f"evict pod {namespace}/{name}",
-                              body={**body, "apiVersion": "policy/v1beta1"})
+        what = f"evict pod {namespace}/{name}"
+
+        def post(api: str) -> None:
+            self.request_json("POST", target, what,
+                              body={"apiVersion": api, "kind": "Eviction", **body})
+
+        self.discovery.evict(post)
 
 
 def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,

@@ -21,6 +21,8 @@ import contextlib
 import select
 import socket
 import ssl
+import struct
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -45,6 +47,10 @@ class AnswerLost(ProtocolError):
     """A request that is not safe to send twice went out (some or all of it) and no whole
     answer came back: the server may have carried it out."""
 
+
+class DeadlinePassed(ProtocolError):
+    """The request's deadline passed: before it was sent (then as :class:`NothingWritten`)
+    or while its answer was awaited."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,17 @@ def times(timeout: Timeout) -> tuple[float, float]:
     return timeout if isinstance(timeout, tuple) else (timeout, timeout)
 
 
+def left(deadline: float | None, timeout: float) -> float:
+    """``timeout``, cut to what is left before ``deadline`` (``time.monotonic``; None: no
+    deadline); :class:`DeadlinePassed` when nothing is."""
+    if deadline is None:
+        return timeout
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise DeadlinePassed(f"its deadline passed {-remaining:.3f} s ago")
+    return min(timeout, remaining)
+
+
 class Connection:
     def __init__(self, endpoint: Endpoint, connect_timeout: float) -> None:
         sock = socket.create_connection((endpoint.host, endpoint.port), timeout=connect_timeout)
@@ -139,6 +156,9 @@ class Connection:
             raise
         self._sock = sock
         self.used = False
+        # The request in hand's: every wait for its answer ends by then.
+        self._deadline: float | None = None
+        self._read_timeout = connect_timeout
 
     def stale(self) -> bool:
         """Whether the server closed it (or sent something unasked) while it sat idle."""
@@ -151,10 +171,17 @@ class Connection:
             return True
         return bool(ready)
 
-    def send(self, head: bytes, body: bytes, read_timeout: float) -> None:
+    def send(self, head: bytes, body: bytes, read_timeout: float,
+             deadline: float | None = None) -> None:
+        """Write one request; with a ``deadline`` (``time.monotonic``), nothing is written
+        once it has passed, and no wait for the answer outlasts it."""
         self.used = True
         sock = self._sock
-        sock.settimeout(read_timeout)
+        self._deadline, self._read_timeout = deadline, read_timeout
+        try:
+            sock.settimeout(left(deadline, read_timeout))
+        except DeadlinePassed as exc:
+            raise NothingWritten(f"the request was not sent: {exc}") from exc
         # One write for a small request; a large body is not copied behind its head.
         sent = 0
         for piece in (head, body) if len(body) >= 65536 else (head + body,):
@@ -171,6 +198,8 @@ class Connection:
 
     def receive(self, answer: Answer) -> bool:
         """Feed what the socket has to ``answer``'s parser; False at the end of the stream."""
+        if self._deadline is not None:
+            self._sock.settimeout(left(self._deadline, self._read_timeout))
         data = self._sock.recv(262144)
         if not data:
             return False
@@ -182,9 +211,10 @@ class Connection:
             raise ProtocolError(f"malformed answer: {exc}") from None
         return True
 
-    def start(self, head: bytes, body: bytes, read_timeout: float) -> Answer:
+    def start(self, head: bytes, body: bytes, read_timeout: float,
+              deadline: float | None = None) -> Answer:
         """Send one request and read its answer up to the end of the headers."""
-        self.send(head, body, read_timeout)
+        self.send(head, body, read_timeout, deadline)
         answer = Answer()
         received = False
         while not answer.headers_done:
@@ -206,6 +236,16 @@ class Connection:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._sock.close()
+
+    def abort(self) -> None:
+        """Close with a reset: what the kernel still holds of the request is dropped, not
+        sent on for as long as TCP retransmits (minutes, across a partition), and the
+        server learns at once that nobody waits for the answer (Go's server then cancels
+        the request's context)."""
+        with contextlib.suppress(OSError):
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                  struct.pack("ii", 1, 0))
+        self.close()
 
 
 class Stream:

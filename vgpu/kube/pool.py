@@ -28,11 +28,12 @@ REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 def _drop(conn: http1.Connection, method: str, target: str, exc: BaseException) -> NoReturn:
     """Close ``conn`` and raise for ``exc``, met after the request went out: as it is, or
     :class:`http1.AnswerLost` for a request that is not safe to send twice and failed on
-    the connection."""
-    conn.close()
+    the connection (that connection is reset: what it had not delivered yet never is)."""
     if method in REPLAYABLE or not isinstance(exc, OSError) or isinstance(
             exc, (http1.NothingWritten, http1.AnswerLost)):
+        conn.close()
         raise exc
+    conn.abort()
     raise http1.AnswerLost(
         f"{method} {target.partition('?')[0]}: no whole answer: {exc}") from exc
 
@@ -46,11 +47,15 @@ class Pool:
         self._idle: list[http1.Connection] = []
         self._lock = threading.Lock()
 
-    def _take(self, connect_timeout: float) -> http1.Connection:
+    def _take(self, connect_timeout: float, deadline: float | None) -> http1.Connection:
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
+                try:
+                    connect_timeout = http1.left(deadline, connect_timeout)
+                except http1.DeadlinePassed as exc:
+                    raise http1.NothingWritten(f"the request was not sent: {exc}") from exc
                 return http1.Connection(self.endpoint, connect_timeout)
             if not conn.stale():
                 return conn
@@ -64,15 +69,16 @@ class Pool:
         conn.close()
 
     def _started(self, method: str, target: str, headers: Mapping[str, str], body: bytes,
-                 timeout: http1.Timeout) -> tuple[http1.Connection, http1.Answer]:
+                 timeout: http1.Timeout, *, deadline: float | None = None,
+                 ) -> tuple[http1.Connection, http1.Answer]:
         connect_timeout, read_timeout = http1.times(timeout)
         head = http1.request_head(method, target, self.endpoint.authority, headers, len(body))
         replayable = method in REPLAYABLE
         for attempt in range(2):
-            conn = self._take(connect_timeout)
+            conn = self._take(connect_timeout, deadline)
             again = conn.used and not attempt
             try:
-                return conn, conn.start(head, body, read_timeout)
+                return conn, conn.start(head, body, read_timeout, deadline)
             except http1.NothingWritten:
                 conn.close()
                 if not again:
@@ -90,9 +96,14 @@ class Pool:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes,
-                timeout: http1.Timeout) -> tuple[int, bytes]:
-        """Send a request (``target``: path and query) and read the whole answer."""
-        conn, answer = self._started(method, target, headers, body, timeout)
+                timeout: http1.Timeout, *, deadline: float | None = None,
+                ) -> tuple[int, bytes]:
+        """Send a request (``target``: path and query) and read the whole answer, by
+        ``deadline`` (``time.monotonic``) if one is given: a request not yet sent then is
+        :class:`~vgpu.kube.http1.NothingWritten`, one sent and unanswered is lost as any
+        other (:class:`~vgpu.kube.http1.AnswerLost` unless it may be sent again)."""
+        conn, answer = self._started(method, target, headers, body, timeout,
+                                     deadline=deadline)
         try:
             conn.finish(answer)
         except BaseException as exc:

@@ -42,8 +42,11 @@ class Answer(Protocol):
 
 class Transport(Protocol):
     def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
-             content_type: str, timeout: Timeout) -> tuple[int, bytes]:
-        """Send one request and read its whole answer: (status, body)."""
+             content_type: str, timeout: Timeout,
+             deadline: float | None = None) -> tuple[int, bytes]:
+        """Send one request and read its whole answer: (status, body); with a
+        ``deadline`` (``time.monotonic``), not sent once it passed and not waited for
+        past it."""
         ...
 
     def stream(self, method: str, path: str, *, query: list[tuple[str, str]],
@@ -75,6 +78,18 @@ def _target(path: str, query: list[tuple[str, str]]) -> str:
 
 def _body(body: Any) -> bytes:
     return b"" if body is None else orjson.dumps(body)
+
+
+def _within(timeout: Timeout, deadline: float | None) -> Timeout:
+    """``timeout`` cut to ``deadline``, for urllib3, which knows no deadline (its read
+    timeout is per read: close to the deadline for the small answers of writes)."""
+    if deadline is None:
+        return timeout
+    connect, read = http1.times(timeout)
+    try:
+        return (http1.left(deadline, connect), http1.left(deadline, read))
+    except http1.DeadlinePassed as exc:
+        raise http1.NothingWritten(f"the request was not sent: {exc}") from exc
 
 
 def _client_endpoint(configuration: Any) -> tuple[http1.Endpoint, str] | None:
@@ -125,14 +140,16 @@ class ClientTransport:
                                  _request_timeout=timeout).response
 
     def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
-             content_type: str, timeout: Timeout) -> tuple[int, bytes]:
+             content_type: str, timeout: Timeout,
+             deadline: float | None = None) -> tuple[int, bytes]:
         if self._fast is None:
             response = self.request(method, path, query=query, body=body,
-                                    content_type=content_type, timeout=timeout)
+                                    content_type=content_type,
+                                    timeout=_within(timeout, deadline))
             return response.status, response.data
         return self._fast.request(method, self._prefix + _target(path, query),
                                   self._headers(method, path, body, content_type),
-                                  _body(body), timeout)
+                                  _body(body), timeout, deadline=deadline)
 
     def stream(self, method: str, path: str, *, query: list[tuple[str, str]],
                timeout: Timeout) -> Answer:
@@ -175,9 +192,10 @@ class InClusterTransport:
         return self._token.token()
 
     def call(self, method: str, path: str, *, query: list[tuple[str, str]], body: Any,
-             content_type: str, timeout: Timeout) -> tuple[int, bytes]:
+             content_type: str, timeout: Timeout,
+             deadline: float | None = None) -> tuple[int, bytes]:
         return self._pool.request(method, _target(path, query), self._headers(content_type),
-                                  _body(body), timeout)
+                                  _body(body), timeout, deadline=deadline)
 
     def stream(self, method: str, path: str, *, query: list[tuple[str, str]],
                timeout: Timeout) -> Answer:

@@ -20,7 +20,6 @@ annotation its owner could edit.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 
@@ -46,7 +45,7 @@ from vgpu_nodeagent.allocation.inflight_pod import Claim, InFlightPod
 from vgpu_nodeagent.allocation.ledger import Ledger
 from vgpu_nodeagent.allocation.phases import PhaseUpdate, PhaseWriter
 from vgpu_nodeagent.devices.virtual import physical_uuid
-from vgpu_nodeagent.isolation import answers, grants
+from vgpu_nodeagent.isolation import answers, grants, host_dirs
 from vgpu_nodeagent.isolation.mode import Backend, Live
 
 _log = logs.get("vgpu.nodeagent.allocate")
@@ -82,7 +81,8 @@ class Allocator:
         # The node's GPU links, for GetPreferredAllocation when no assignment steers it.
         self._links = links
         self._wait = wait_seconds
-        self._prepare_host_dirs = prepare_host_dirs
+        self._folders = host_dirs.CacheFolders(config.nodeagent.shared_cache_dir) \
+            if prepare_host_dirs else None
         # Told the bind-to-Allocate seconds of each pod this agent completes (a metric).
         self._on_complete = on_complete
         self._now = now
@@ -181,10 +181,11 @@ class Allocator:
                                   totals=totals)
                       for name, ids in zip(claim.containers, requests, strict=True)]
             served = inflight.served(claim)
-        if (self._prepare_host_dirs and self._config.nodeagent.hami_core_path
+        if (self._folders is not None and self._config.nodeagent.hami_core_path
                 and live.backend in (isolation_modes.HAMI_CORE, isolation_modes.MPS_HAMI_CORE)):
             for item in result:
-                self._make_cache_dir(served.uid, item.container)
+                self._folders.make(claim.pod.pod, served.uid, item.container,
+                                   grants.cache_name(served.uid, item.container))
         complete = served.complete
         _log.info("allocated", pod=served.key, containers=list(claim.containers),
                   complete=complete, isolation=live.mode)
@@ -225,16 +226,6 @@ class Allocator:
         return answers.answer(backend, granted, pod_uid=claim.pod.uid, container=name,
                               priority=assignment.priorities.get(name),
                               totals=totals, config=self._config)
-
-    def _make_cache_dir(self, pod_uid: str, container: str) -> None:
-        path = grants.container_cache_host_dir(pod_uid, container, self._config)
-        try:
-            os.makedirs(path, exist_ok=True)
-            # The workload's user is not ours to predict.
-            os.chmod(path, 0o777)
-        except OSError as exc:
-            _log.warning("cannot create the container's cache folder; the runtime will",
-                         path=path, error=exc.strerror)
 
     # -- GetPreferredAllocation ------------------------------------------------------------
 

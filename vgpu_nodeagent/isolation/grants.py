@@ -18,8 +18,12 @@ from vgpu.config import CORE_POLICY_DISABLE, CORE_POLICY_FORCE, Config
 LIBRARY_IN_CONTAINER = "/usr/local/vgpu/libvgpu.so"
 PRELOAD_IN_CONTAINER = "/etc/ld.so.preload"
 PRELOAD_FILE = "ld.so.preload"
-#: HAMi-core serialises device initialisation across containers with lock files here.
+#: HAMi-core serialises device initialisation across containers with lock files here; the
+#: host folder mounted there is the agent's own (vgpu_nodeagent/isolation/host_dirs.py).
 LOCK_DIR = "/tmp/vgpulock"
+LOCK_FOLDER = "vgpulock"
+#: The folder of the containers' own cache folders, under nodeagent.sharedCacheDir.
+CONTAINERS = "containers"
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,14 @@ def container_envs(devices: Sequence[GrantedDevice], *, pod_uid: str, container:
 def container_cache_host_dir(pod_uid: str, container: str, config: Config) -> str:
     """Host folder mounted over the shared-cache folder of one container, so the cache file
     of each container is its own and visible on the host."""
-    return os.path.join(config.nodeagent.shared_cache_dir, "containers",
+    return os.path.join(config.nodeagent.shared_cache_dir, CONTAINERS,
                         cache_name(pod_uid, container))
+
+
+def lock_host_path(config: Config) -> str:
+    """The host folder mounted at :data:`LOCK_DIR`: made by the agent, never a host
+    ``/tmp`` path a tenant could plant a link at."""
+    return os.path.join(config.nodeagent.shared_cache_dir, LOCK_FOLDER)
 
 
 def preload_host_path(config: Config) -> str:
@@ -98,7 +108,7 @@ def container_mounts(*, pod_uid: str, container: str, config: Config) -> tuple[M
         MountSpec(PRELOAD_IN_CONTAINER, preload_host_path(config), True),
         MountSpec(config.nodeagent.shared_cache_dir,
                   container_cache_host_dir(pod_uid, container, config), False),
-        MountSpec(LOCK_DIR, LOCK_DIR, False),
+        MountSpec(LOCK_DIR, lock_host_path(config), False),
     )
 
 

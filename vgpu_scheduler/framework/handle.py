@@ -4,7 +4,8 @@ As in kube-scheduler, the Handle is the profile's :class:`~vgpu_scheduler.framew
 Framework` itself (kube's ``frameworkImpl``): its own steps for plugins that simulate
 (preemption), and what the host lends it when the profile is built (:class:`Host`, kube's
 framework options): the configuration, the cluster, the clock, the watched objects, the
-cache's view of the nodes, the nominator and the waiting room at Permit.
+cache's view of the nodes, the nominator, the waiting room at Permit and where
+preemptions' API calls run.
 """
 
 from __future__ import annotations
@@ -67,6 +68,18 @@ class PodNominator(Protocol):
     def clear_nomination(self, pod_id: str) -> None: ...
 
 
+PreemptionCalls = Callable[[], str | None]
+"""A preemption's API calls, run off the scheduling loop: None when they all went through,
+else why the preemption failed (for the preemptor's event)."""
+
+
+class Preemptions(Protocol):
+    """Where preemptions' API calls run, off the scheduling loop (kube's asynchronous
+    preemption, ``SchedulerAsyncPreemption``)."""
+
+    def start(self, pod: PodInfo, node: str, calls: PreemptionCalls) -> None: ...
+
+
 class WaitingPods(Protocol):
     """The pods held at Permit (kube's waiting pods map), by uid (``PodInfo.pod_id``)."""
 
@@ -108,6 +121,9 @@ class _Detached:
     def reject(self, pod_id: str, reason: str) -> bool:
         return False
 
+    def start(self, pod: PodInfo, node: str, calls: PreemptionCalls) -> None:
+        calls()  # no loop to keep going: at once
+
 
 DETACHED = _Detached()
 
@@ -128,6 +144,7 @@ class Host:
     nodes: NodeInfos = DETACHED
     nominator: PodNominator = DETACHED
     waiting: WaitingPods = DETACHED
+    preemptions: Preemptions = DETACHED
     #: Makes the host's scheduling loop settle the waiting room now: a plugin allowed or
     #: rejected a pod there, perhaps from another thread.
     wake: Callable[[], None] = _nothing
@@ -187,6 +204,12 @@ class Handle(Protocol):
         """Give up the room a pending pod's nomination holds (a higher-priority pod
         preempted on its node); the pod is tried again at once, as kube-scheduler moves a
         pod whose nomination it removed to the active queue."""
+
+    def preempt(self, pod: PodInfo, node: str, calls: PreemptionCalls) -> None:
+        """Run ``calls`` (the API calls of ``pod``'s preemption on ``node``) off the
+        scheduling loop, once the attempt that decided them is over; the pod is not tried
+        again until they are done. If they fail, its nomination is given up and it is
+        tried again after a backoff."""
 
 
 PluginFactory = Callable[[Handle], Any]

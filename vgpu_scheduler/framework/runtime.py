@@ -29,7 +29,7 @@ from vgpu_scheduler.framework import interfaces as fw
 from vgpu_scheduler.framework import reach
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
-from vgpu_scheduler.framework.handle import Host, Lister, PodHandler
+from vgpu_scheduler.framework.handle import Host, Lister, PodHandler, PreemptionCalls
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.schedule_result import PreFiltered, ScheduleResult
@@ -125,6 +125,9 @@ class Framework:
 
     def clear_nomination(self, pod_id: str) -> None:
         self._host.nominator.clear_nomination(pod_id)
+
+    def preempt(self, pod: PodInfo, node: str, calls: PreemptionCalls) -> None:
+        self._host.preemptions.start(pod, node, calls)
 
     def allow(self, pod_id: str, plugin: str) -> None:
         if self._host.waiting.allow(pod_id, plugin):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from vgpu import logs, meta
+from vgpu.cluster.fence import FencedError
 from vgpu.cluster.port import ALL, ClusterPort, Kind, ListResult, Obj, Selector, WatchEvent
 from vgpu.errors import ClusterError
 
@@ -153,6 +154,9 @@ class RecordingPort:
     def evict(self, namespace: str, name: str, *, uid: str = "") -> None:
         self.inner.evict(namespace, name, uid=uid)
 
+    def pod_disruption_conditions(self) -> bool:
+        return self.inner.pod_disruption_conditions()
+
     # -- events ----------------------------------------------------------------------------
 
     def record_event(self, obj: Obj, event_type: EventType, reason: str, message: str,
@@ -193,7 +197,8 @@ class RecordingPort:
         try:
             self._events.record_event(obj, event_type, reason, message, component)
             self.outcome("sent")
-        except ClusterError as exc:
+        except (ClusterError, FencedError) as exc:
+            # Fenced: a replica that may no longer lead tells nobody what it decided.
             self.outcome("failed")
             _log.warning("could not record event", reason=reason, error=str(exc))
         except Exception:  # a bug here must not end event recording for good

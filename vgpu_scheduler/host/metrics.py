@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from vgpu import latency, loops, meta
@@ -149,6 +149,14 @@ class SchedulerCollector(Collector):
             pending.add_metric([queue], counts.get(queue, 0))
         pending.add_metric(["gated"], len(sched.waiting_pods()))
         yield pending
+        preemptions = CounterMetricFamily(
+            "vgpu_scheduler_preemptions", "Preemptions whose API calls are done, by result: "
+            "success, failed (an eviction refused or failed: the preemptor gave its "
+            "nomination up and backs off)", labels=["result"])
+        results = sched.preemptions.results.copy()
+        for result in ("success", "failed"):
+            preemptions.add_metric([result], results[result])
+        yield preemptions
 
         yield from self._node_sums()
         if self._per_gpu:
@@ -171,7 +179,7 @@ class SchedulerCollector(Collector):
 
 #: The scheduler's long-running loops, whose failed rounds ``/metrics`` counts.
 LOOPS = ("scheduling attempt", "scheduling loop", "informer (pods)", "informer (nodes)",
-         "informer handler (pods)", "informer handler (nodes)")
+         "informer handler (pods)", "informer handler (nodes)", "preemption")
 
 
 class Metrics:

@@ -5,7 +5,9 @@ arrival); a pod that failed waits out a backoff (initial × 2^(attempts-1), capp
 that no node fits parks in the unschedulable set until a cluster event that could help it
 arrives (the profile's ``could_help`` hints) or ``max_unschedulable`` passes. A pod whose
 backoff has not run out when it is woken goes to the backoff heap, so a burst of events
-cannot spin it.
+cannot spin it. A preemptor whose victims' API calls are still running is held
+(:meth:`SchedulingQueue.hold`, kube's PreEnqueue check ``IsPodRunningPreemption``): it stays
+parked whatever wakes it, and what would have woken it takes effect when it is released.
 
 Pods are keyed by uid (:attr:`PodInfo.pod_id`): a pod deleted and recreated under its name
 is another pod. Thread-safe: informer threads add and move pods while the scheduling thread
@@ -47,6 +49,9 @@ class SchedulingQueue:
         # Pods a PreEnqueue plugin keeps out (scheduling gates): never attempted until an
         # update of the pod passes.
         self._gated: dict[str, QueuedPod] = {}
+        # Preemptors held while their victims' API calls run: whether something woke them
+        # meanwhile.
+        self._held: dict[str, bool] = {}
         # Pods popped and not yet settled, and the cycle of the last event that moved pods:
         # a pod failing in a cycle that started before such an event is retried instead of
         # parked, so that an event landing mid-cycle is not lost.
@@ -94,6 +99,9 @@ class SchedulingQueue:
                 return
             qp = old or QueuedPod(info, self._clock())
             qp.info = info
+            if info.pod_id in self._held:
+                self._park_held(qp)
+                return
             if not self._profile.pre_enqueue(info).ok:
                 self._gated[info.pod_id] = qp
                 return
@@ -103,6 +111,7 @@ class SchedulingQueue:
         with self._cond:
             self._detach(key)
             self._in_flight.pop(key, None)
+            self._held.pop(key, None)
 
     def __contains__(self, key: str) -> bool:
         with self._cond:
@@ -179,7 +188,10 @@ class SchedulingQueue:
             current.backoff_until = now + self._backoff_for(current.attempts)
             current.rejected_by = set(rejected_by or ())
             current.message = message
-            if current.changed:
+            if current.key in self._held:
+                self._park_held(current, woken=current.changed
+                                or self._move_cycle >= current.cycle)
+            elif current.changed:
                 # The pod itself changed meanwhile: the new version deserves a try at once.
                 self._push_active(current)
             elif unschedulable and self._move_cycle < current.cycle:
@@ -198,6 +210,9 @@ class SchedulingQueue:
             qp.backoff_until = now + self._backoff_for(qp.attempts)
             qp.message = message
             qp.rejected_by = set()
+            if qp.key in self._held:
+                self._park_held(qp)
+                return
             self._push_backoff(qp)
 
     # -- moving ----------------------------------------------------------------------------
@@ -218,6 +233,9 @@ class SchedulingQueue:
                     break
                 stale.append(qp)
             for qp in stale:
+                if qp.key in self._held:
+                    self._held[qp.key] = True
+                    continue
                 del self._unschedulable[qp.key]
                 self._wake(qp, now)
 
@@ -240,9 +258,60 @@ class SchedulingQueue:
                      if POD_SPEC not in qp.rejected_by
                      and could_help(qp.info, qp.rejected_by, event)]
             for qp in moved:
+                if qp.key in self._held:
+                    self._held[qp.key] = True
+                    continue
                 del self._unschedulable[qp.key]
                 self._wake(qp, now)
             return len(moved)
+
+    # -- preemptors ------------------------------------------------------------------------
+
+    def hold(self, key: str) -> None:
+        """Keep the pod from being tried until :meth:`release`: the API calls of its
+        preemption are running (wherever it is now, it parks as unschedulable)."""
+        with self._cond:
+            self._held[key] = False
+            qp = self._detach(key)
+            if qp is not None:
+                self._park_held(qp)
+
+    def _park_held(self, qp: QueuedPod, *, woken: bool = True) -> None:
+        self._unschedulable[qp.key] = qp
+        qp.parked_at = self._clock()
+        if woken:
+            self._held[qp.key] = True
+
+    def release(self, key: str, failed: str | None = None) -> None:
+        """The held pod's preemption calls are done. It is tried again at once if
+        something woke it meanwhile, else it waits for what can help it (its victims
+        leaving), with no backoff: the attempt made room, which stays idle, held for it,
+        until it is tried (kube-scheduler v1.20 moves it to the active queue when its own
+        nomination's update arrives). ``failed``: the calls failed, and it is tried again
+        after a backoff, with that message."""
+        now = self._clock()
+        with self._cond:
+            woken = self._held.pop(key, None)
+            qp = self._unschedulable.get(key)
+            if woken is None or qp is None:
+                return  # deleted meanwhile, or never parked (the attempt is not settled)
+            if failed is not None:
+                del self._unschedulable[key]
+                qp.attempts += 1
+                qp.backoff_until = now + self._backoff_for(qp.attempts)
+                qp.message = failed
+                qp.rejected_by = set()
+                self._push_backoff(qp)
+            else:
+                qp.backoff_until = min(qp.backoff_until, now)
+                if woken:
+                    del self._unschedulable[key]
+                    self._wake(qp, now)
+
+    def preempting(self) -> int:
+        """Pods held while their preemption's API calls run."""
+        with self._cond:
+            return len(self._held)
 
     # -- introspection ---------------------------------------------------------------------
 

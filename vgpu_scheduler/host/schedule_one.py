@@ -25,7 +25,7 @@ from vgpu import logs, loops
 from vgpu.cluster.port import ClusterPort, Obj
 from vgpu.errors import ClusterError, NotFoundError
 from vgpu_scheduler.framework.cycle_state import CycleState
-from vgpu_scheduler.framework.diagnosis import summarize
+from vgpu_scheduler.framework.diagnosis import Diagnosis, summarize
 from vgpu_scheduler.framework.handle import Clock
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.runtime import Framework
@@ -37,6 +37,7 @@ from vgpu_scheduler.host.binding import BindExecutor
 from vgpu_scheduler.host.cache import Cache
 from vgpu_scheduler.host.in_doubt import InDoubt
 from vgpu_scheduler.host.pod_records import PodRecord
+from vgpu_scheduler.host.preemptions import PreemptionRunner
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.queued_pod import POD_SPEC, QueuedPod
 from vgpu_scheduler.host.room import Refused
@@ -57,6 +58,7 @@ class ScheduleOne:
     def __init__(self, framework: Framework, snapshot: Snapshot, *, cache: Cache,
                  queue: SchedulingQueue, waiting: WaitingRoom, watched: Watched,
                  cluster: ClusterPort | None, clock: Clock, binder: BindExecutor,
+                 preemptions: PreemptionRunner | None = None,
                  listeners: list[Callable[[AttemptRecord], None]],
                  in_doubt_seconds: float = 35.0, scheduled_events: bool = True) -> None:
         self._framework = framework
@@ -69,6 +71,7 @@ class ScheduleOne:
         self._clock = clock
         #: Where binding cycles run; the threaded loop swaps in a pool.
         self.binder = binder
+        self._preemptions = preemptions
         self._listeners = listeners
         self._in_doubt_seconds = in_doubt_seconds
         # The Binding carries what a Scheduled event says: one write a pod, off by default.
@@ -94,8 +97,11 @@ class ScheduleOne:
             _log.warning("could not record event", pod=pod.key, error=str(exc))
 
     def _fail(self, qp: QueuedPod, started: tuple[float, float], *, message: str,
-              rejected_by: set[str], unschedulable: bool, node: str | None = None) -> None:
-        self._event(qp.info, "Warning", "FailedScheduling", message)
+              rejected_by: set[str], unschedulable: bool, node: str | None = None,
+              diagnosis: Diagnosis | None = None) -> None:
+        if diagnosis is None or self._preemptions is None or \
+                not self._preemptions.report_later(qp.key, diagnosis):
+            self._event(qp.info, "Warning", "FailedScheduling", message)
         self._queue.requeue(qp, unschedulable=unschedulable, rejected_by=rejected_by,
                             message=message)
         self._emit(qp.info.key, node, "unschedulable" if unschedulable else "error", message,
@@ -120,6 +126,9 @@ class ScheduleOne:
         finally:
             if held is not None:
                 self._cache.settle_lent(held)
+            if self._preemptions is not None:
+                # The attempt has parked the preemptor: its calls may run now.
+                self._preemptions.submit()
 
     def _attempt(self, qp: QueuedPod) -> None:
         started = clocks()
@@ -138,7 +147,8 @@ class ScheduleOne:
             message = summarize(diagnosis) if diagnosis is not None else result.status.message
             self._fail(qp, started, message=message,
                        rejected_by=diagnosis.rejecting_plugins if diagnosis else set(),
-                       unschedulable=result.status.code is not Code.ERROR)
+                       unschedulable=result.status.code is not Code.ERROR,
+                       diagnosis=diagnosis)
             return
         self._reserve_and_permit(qp, result.state, result.node, started)
 

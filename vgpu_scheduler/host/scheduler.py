@@ -42,6 +42,7 @@ from vgpu_scheduler.host.cache import Cache
 from vgpu_scheduler.host.handlers import Handlers
 from vgpu_scheduler.host.informers import Informers
 from vgpu_scheduler.host.nominator import Nominator
+from vgpu_scheduler.host.preemptions import WORKERS, PreemptionRunner
 from vgpu_scheduler.host.queue import SchedulingQueue
 from vgpu_scheduler.host.schedule_one import COMPONENT, ScheduleOne
 from vgpu_scheduler.host.waiting import WaitingRoom
@@ -74,18 +75,20 @@ class Scheduler:
         self._handlers = Handlers(config, clock, cache=self.cache, queue=self.queue,
                                   waiting=self.waiting, bad_inventory=self._bad_inventory)
         self._informers = Informers(cluster, self._handlers)
+        self.preemptions = PreemptionRunner(self.queue, self.cache, cluster)
         self.framework: Framework = profile.build(sc, registry, Host(
             config=config, cluster=cluster, clock=clock, listers=self._informers,
             pod_events=self._handlers, nodes=self.cache,
             nominator=Nominator(self.cache, self.queue), waiting=self.waiting,
-            wake=self.queue.interrupt))
+            preemptions=self.preemptions, wake=self.queue.interrupt))
         self.queue.use(self.framework)
         self.snapshot = Snapshot(self.framework.columns())
         self.listeners: list[Callable[[AttemptRecord], None]] = []
         self._cycle = ScheduleOne(
             self.framework, self.snapshot, cache=self.cache, queue=self.queue,
             waiting=self.waiting, watched=self._informers, cluster=cluster, clock=clock,
-            binder=binder or InlineBinder(), listeners=self.listeners,
+            binder=binder or InlineBinder(), preemptions=self.preemptions,
+            listeners=self.listeners,
             in_doubt_seconds=sc.bind_in_doubt_seconds,
             scheduled_events=sc.scheduled_events)
 
@@ -232,6 +235,9 @@ class Scheduler:
         workers = self._config.scheduler.bind_workers
         if workers > 0 and isinstance(self._cycle.binder, InlineBinder):
             self._cycle.binder = ThreadBinder(workers)
+        if workers > 0 and isinstance(self.preemptions.executor, InlineBinder):
+            # Victims' evictions off the loop: other pods keep being placed meanwhile.
+            self.preemptions.executor = ThreadBinder(WORKERS)
 
         def go_on() -> bool:
             return not stop.is_set() and (leading is None or leading.is_set())
@@ -260,7 +266,9 @@ class Scheduler:
         finally:
             # Lost the Lease: what is still queued is dropped, not sent; a clean stop
             # finishes it before the Lease is given up.
-            self._cycle.binder.close(cancel=leading is not None and not leading.is_set())
+            lost = leading is not None and not leading.is_set()
+            self._cycle.binder.close(cancel=lost)
+            self.preemptions.close(cancel=lost)
             if stop.is_set():
                 # A watch notices the stop when its request ends; the threads are daemons,
                 # so a process that exits does not wait for a long watch.

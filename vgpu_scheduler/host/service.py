@@ -22,6 +22,7 @@ from vgpu import logs
 from vgpu.cluster.leader import ElectionConfig, LeaderElector, LeaseStore
 from vgpu.cluster.port import ClusterPort
 from vgpu.config import Config
+from vgpu.serving import PLAIN, Serving
 from vgpu_scheduler.host.event_recorder import EventLimiter, RecordingPort
 from vgpu_scheduler.host.health_server import HealthServer
 from vgpu_scheduler.host.metrics import Metrics, State
@@ -40,6 +41,8 @@ class Options:
     #: Port of /healthz, /readyz and /metrics; None: no server; 0: any free port.
     metrics_port: int | None = None
     address: str = ""
+    #: HTTPS with delegated authentication, or plain HTTP on the loopback address.
+    serving: Serving = PLAIN
     #: Leader election; None: this replica always schedules.
     election: ElectionConfig | None = None
     #: Server-side timeout of one watch request (the informers then resume).
@@ -48,7 +51,7 @@ class Options:
 
 class Service:
     def __init__(self, config: Config, cluster: ClusterPort, *,
-                 events: ClusterPort | None = None, leases: LeaseStore | None = None,
+                 event_port: ClusterPort | None = None, leases: LeaseStore | None = None,
                  options: Options | None = None) -> None:
         self.options = options or Options()
         if self.options.election is not None and leases is None:
@@ -58,7 +61,7 @@ class Service:
         self.leading = threading.Event()
         self.lost = False
         self.port = RecordingPort(
-            cluster, events,
+            cluster, event_port,
             limiter=EventLimiter(sc.event_repeat_seconds, sc.event_repeat_max_seconds))
         self.scheduler = Scheduler(config, self.port)
         self.metrics = Metrics(self.scheduler, State(leading=self.leading.is_set))
@@ -88,7 +91,8 @@ class Service:
     def start_server(self) -> None:
         if self.options.metrics_port is not None and self.server is None:
             self.server = HealthServer(self.metrics.registry, self.healthz, self.readyz,
-                                       self.options.metrics_port, self.options.address)
+                                       self.options.metrics_port, self.options.address,
+                                       serving=self.options.serving)
             self.server.start()
 
     def run(self, stop: threading.Event) -> int:

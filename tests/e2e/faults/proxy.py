@@ -40,11 +40,14 @@ from tests.e2e.faults.rules import Action, Fault, Request, Rule
 
 @dataclass(frozen=True)
 class Logged:
+    #: When the proxy was done with the request (a watch: when it ended).
     at: float
     method: str
     target: str
     action: Action
     status: int | None
+    #: When the proxy had read the whole request (``time.time()``).
+    arrived: float = 0.0
 
 
 class FaultProxy:
@@ -139,34 +142,37 @@ class FaultProxy:
 
     async def _handle(self, request: Request, writer: asyncio.StreamWriter) -> bool:
         """Carry out the request's fault; False when the client connection is done."""
+        arrived = time.time()
         fault = self._fault(request)
         action = fault.action
         if action is Action.DELAY:
             await asyncio.sleep(fault.delay)
         if action in (Action.DROP, Action.RESET):
-            self._record(request, action, None)
+            self._record(request, action, None, arrived)
             if action is Action.RESET:
                 _reset(writer)
             return False
         if action is Action.LATE:
-            self._record(request, action, None)
+            self._record(request, action, None, arrived)
             _close(writer)
             await asyncio.sleep(fault.delay)
             await self._exchange(request, None)
             return False
         if action is Action.LOSE_ANSWER:
             status = await self._exchange(request, None)
-            self._record(request, action, status)
+            self._record(request, action, status, arrived)
             return False
         status = await self._exchange(request, writer)
-        self._record(request, action, status)
+        self._record(request, action, status, arrived)
         if action is Action.DUPLICATE:
             await asyncio.sleep(fault.delay)
             await self._exchange(request, None)
         return False  # every answer says Connection: close
 
-    def _record(self, request: Request, action: Action, status: int | None) -> None:
-        self.log.append(Logged(time.time(), request.method, request.target, action, status))
+    def _record(self, request: Request, action: Action, status: int | None,
+                arrived: float) -> None:
+        self.log.append(Logged(time.time(), request.method, request.target, action, status,
+                               arrived))
 
     async def _exchange(self, request: Request, client: asyncio.StreamWriter | None,
                         ) -> int | None:

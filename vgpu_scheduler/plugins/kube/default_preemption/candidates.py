@@ -10,6 +10,12 @@ away those that were not. The simulation stops once it has ``wanted`` candidates
 least one of them breaking no PodDisruptionBudget, starting from an offset that moves
 between attempts, so that on a large cluster a preemption costs a bounded number of
 simulations and different pods look at different nodes first.
+
+Once a candidate breaking no budget is found, a node that cannot rank above the best one
+(its :func:`.victims.bound`) cannot be chosen: it is passed over, and simulated only if
+where the simulation stops depends on it (whether it is a candidate counts towards
+``wanted``). The candidates and the choice are then kube's, less the candidates that
+could not have been chosen.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from vgpu_scheduler.framework.status import Code, Status, unresolvable
 from vgpu_scheduler.plugins.kube.default_preemption.victims import (
     NO_VICTIMS,
     Candidate,
+    Dominated,
+    Rank,
     earliest_start,
 )
 
@@ -70,33 +78,77 @@ def potential_nodes(diagnosis: Diagnosis, snapshot: Snapshot) -> Positions:
     return np.flatnonzero(mask).astype(np.int64)
 
 
-Simulate = Callable[[NodeInfo], Candidate | Status]
+#: Simulates one node: the rank to beat (None: choose the victims whatever they rank).
+Simulate = Callable[[NodeInfo, Rank | None], Candidate | Dominated | Status]
+#: The best rank a candidate on the node could reach (None: cannot tell).
+Bound = Callable[[NodeInfo], Rank | None]
 
 
-def dry_run(simulate: Simulate, nodes: Sequence[NodeInfo], offset: int,
-            wanted: int) -> tuple[list[Candidate], dict[str, Status]]:
+class _Found:
+    """The candidates so far, as kube keeps them: two bounded lists, and a count of
+    those that were not kept (dominated)."""
+
+    def __init__(self, wanted: int) -> None:
+        self.wanted = wanted
+        self.clean: list[Candidate] = []
+        self.breaking: list[Candidate] = []
+        self.dominated = 0
+        self.best: Rank | None = None
+        self.statuses: dict[str, Status] = {}
+
+    def take(self, node: NodeInfo, result: Candidate | Dominated | Status) -> None:
+        if isinstance(result, Status):
+            self.statuses[node.name] = result
+        elif isinstance(result, Dominated):
+            self.dominated += 1
+        else:
+            found = self.clean if result.violations == 0 else self.breaking
+            if len(found) < self.wanted:
+                found.append(result)
+                if found is self.clean:
+                    # Ties go to the first found (pick_one), so the bar is inclusive.
+                    now = rank(result)
+                    self.best = now if self.best is None else max(self.best, now)
+
+    def count(self) -> int:
+        return len(self.clean) + len(self.breaking) + self.dominated
+
+    def enough(self) -> bool:
+        return bool(self.clean) and self.count() >= self.wanted
+
+
+def dry_run(simulate: Simulate, nodes: Sequence[NodeInfo], offset: int, wanted: int,
+            bound: Bound | None = None) -> tuple[list[Candidate], dict[str, Status]]:
     """Simulate nodes from ``offset`` on (wrapping around) until ``wanted`` candidates are
     found and one of them breaks no budget; candidates breaking none come first. Each
-    list keeps at most ``wanted`` (kube's bounded candidate lists). Returns the candidates
-    and the statuses of the nodes that are none."""
-    clean: list[Candidate] = []
-    breaking: list[Candidate] = []
-    statuses: dict[str, Status] = {}
+    list keeps at most ``wanted`` (kube's bounded candidate lists). With ``bound``, nodes
+    that cannot beat the best candidate are passed over (the module docstring). Returns
+    the candidates that can be chosen and the statuses of the nodes simulated that are
+    none."""
+    found = _Found(wanted)
+    passed: list[NodeInfo] = []
     for i in range(len(nodes)):
         node = nodes[(offset + i) % len(nodes)]
-        result = simulate(node)
-        if isinstance(result, Status):
-            statuses[node.name] = result
-            continue
-        found = clean if result.violations == 0 else breaking
-        if len(found) < wanted:
-            found.append(result)
-        if clean and len(clean) + len(breaking) >= wanted:
+        if found.best is not None and bound is not None:
+            best = bound(node)
+            if best is not None and best <= found.best:
+                passed.append(node)
+                continue
+            if found.count() + len(passed) >= wanted:
+                # The simulation may have stopped among the nodes passed over: find out
+                # which of them are candidates, in order, before this node is tried.
+                for other in passed:
+                    found.take(other, simulate(other, found.best))
+                    if found.enough():
+                        return found.clean + found.breaking, found.statuses
+                passed = []
+        found.take(node, simulate(node, found.best))
+        if found.enough():
             break
-    return clean + breaking, statuses
+    return found.clean + found.breaking, found.statuses
 
 
-def _rank(candidate: Candidate) -> tuple[float, ...]:
+def rank(candidate: Candidate) -> Rank:
     """Bigger is better, criterion by criterion (kube's ``pickOneNodeForPreemption``):
     fewer budget violations, a lower highest victim priority, a smaller sum of victim
     priorities (each shifted by 2^31 so that more pods never sum to less), fewer victims,
@@ -110,7 +162,7 @@ def _rank(candidate: Candidate) -> tuple[float, ...]:
 
 def pick_one(candidates: Sequence[Candidate]) -> Candidate:
     """The best candidate; ties go to the first (``max`` keeps the first maximum)."""
-    return max(candidates, key=_rank)
+    return max(candidates, key=rank)
 
 
 def nothing_helps(total: int, potential: int, statuses: dict[str, Status]) -> str:

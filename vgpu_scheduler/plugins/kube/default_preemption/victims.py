@@ -14,6 +14,14 @@ A lower-priority pod that is only nominated to the node (its own preemption is w
 for victims) is no victim: it is not running, its room is simply taken (kube's
 scheduler likewise ignores lower-priority nominations and removes them). A pod still
 being bound (assumed, or held at Permit) is no victim either until it is bound.
+
+A node that cannot beat the best candidate found so far needs no choice of victims
+(:class:`Dominated`): :func:`bound` is the best rank any choice on it could reach, from
+the fewest victims whose CPU, memory and pod slot would let NodeResourcesFit pass
+(:func:`least_victims`). The simulation (:mod:`.candidates`) passes over such nodes; on a
+cluster of alike nodes (upstream's PreemptionBasic) one node is simulated in full and
+the others are told apart by a few sums, and the choice is the same (a property test
+holds it to the full simulation's).
 """
 
 from __future__ import annotations
@@ -22,16 +30,16 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from vgpu import meta, times, usage
+from vgpu import meta, times
 from vgpu.cluster.port import Obj
 from vgpu.pods import node_name
-from vgpu_scheduler.framework import compute
 from vgpu_scheduler.framework.cycle_state import CycleState
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
-from vgpu_scheduler.framework.status import Status, error, unresolvable
+from vgpu_scheduler.framework.status import Status, unresolvable
 from vgpu_scheduler.plugins.kube.default_preemption.budgets import Budget, violations
+from vgpu_scheduler.plugins.kube.default_preemption.trial import Trial
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 
@@ -66,6 +74,17 @@ class Victim:
     def importance(self) -> tuple[int, float]:
         """Sorts the most important first: higher priority, then started earlier."""
         return (-self.pod.info.priority, self.start)
+
+
+#: A candidate's rank in kube's ``pickOneNodeForPreemption``: bigger is better.
+Rank = tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Dominated:
+    """A candidate whose victims were not chosen: it cannot rank above the cutoff."""
+
+    node: str
 
 
 @dataclass(frozen=True)
@@ -104,79 +123,74 @@ def lower_priority(pod: PodInfo, node: NodeInfo, fresh: Fresh,
     return victims, displaced
 
 
-class _Trial:
-    """The node as the simulation changes it, with the PreFilter state kept in step.
-    Its totals change by what each pod takes, as the cache changes them."""
+def least_victims(pod: PodInfo, node: NodeInfo, victims: Sequence[Victim]) -> int:
+    """How many of ``victims`` must go, at least, before NodeResourcesFit lets ``pod`` on
+    ``node``: its CPU, memory and pod slot, each freed by the largest victims first. 0 when
+    those already fit (what is short is elsewhere, a GPU say: no bound); more than there
+    are when even all of them would not do."""
+    s = node.static
+    infos = [v.pod.info for v in victims]
+    least = 0
+    for request, requested, allocatable, sizes in (
+            (pod.cpu_milli, node.requested_cpu, s.alloc_cpu, [i.cpu_milli for i in infos]),
+            (pod.memory, node.requested_memory, s.alloc_memory, [i.memory for i in infos]),
+            (1, node.pod_count, s.alloc_pods, [1] * len(infos))):
+        short = requested + request - allocatable
+        if request <= 0 or short <= 0:
+            continue  # (a request of zero is never refused)
+        freed = count = 0
+        for amount in sorted(sizes, reverse=True):
+            if freed >= short:
+                break
+            freed += amount
+            count += 1
+        least = max(least, count if freed >= short else len(infos) + 1)
+    return least
 
-    def __init__(self, handle: Handle, state: CycleState, pod: PodInfo,
-                 node: NodeInfo) -> None:
-        self.handle, self.state, self.pod, self.node = handle, state, pod, node
-        self.pods = dict(node.pods)
-        self.usages = dict(node.gpu_usage)
-        self.cpu, self.memory, self.count = (node.requested_cpu, node.requested_memory,
-                                             node.pod_count)
-        self.other = node.requested_other
-        self.room = node
 
-    def _move(self, placed: NodePod, sign: int) -> None:
-        if sign > 0:
-            self.pods[placed.info.pod_id] = placed
-        else:
-            del self.pods[placed.info.pod_id]
-        usage.apply(self.usages, placed.assignment, sign)
-        self.cpu += sign * placed.info.cpu_milli
-        self.memory += sign * placed.info.memory
-        self.other = compute.added(self.other, ((placed.info.resources, sign),))
-        self.count += sign
+def best_possible(victims: Sequence[Victim], least: int) -> Rank:
+    """The best rank a choice of at least ``least`` (>= 1) of ``victims`` could reach:
+    no budget broken, the ``least`` lowest priorities, the latest start of any."""
+    lowest = sorted(v.priority for v in victims)[:least]
+    return (0, -lowest[-1], -sum(p + 2**31 for p in lowest), -least,
+            max(v.start for v in victims))
 
-    def _rebuild(self) -> NodeInfo:
-        return self.node.replace(requested_cpu=self.cpu, requested_memory=self.memory,
-                                 pod_count=self.count, gpu_usage=dict(self.usages),
-                                 pods=dict(self.pods), requested_other=self.other)
 
-    def remove(self, removed: Sequence[NodePod]) -> Status | None:
-        for placed in removed:
-            self._move(placed, -1)
-        self.room = self._rebuild()
-        for placed in removed:
-            status = self.handle.remove_pod(self.state, self.pod, placed, self.room)
-            if not status.ok:
-                return error(f"running RemovePod on PreFilter plugin {status.plugin!r}: "
-                             f"{status.message}")
+Lower = tuple[list[Victim], list[NodePod]]
+
+
+#: The bound of a node that is no candidate whatever goes: below any rank.
+NO_CANDIDATE: Rank = (-math.inf,)
+
+
+def bound(pod: PodInfo, node: NodeInfo, lower: Lower) -> Rank | None:
+    """The best rank a candidate on ``node`` could reach (valid where NodeResourcesFit is
+    a Filter for the pod), or None: nothing to tell (lower-priority nominations to take
+    over, which may be room enough, or nothing short in CPU, memory or pod slots)."""
+    victims, displaced = lower
+    if displaced or not victims:
         return None
-
-    def fits(self) -> Status:
-        return self.handle.run_filters(self.state, self.pod, self.room)
-
-    def give_back(self, placed: NodePod) -> Status | bool:
-        """Put a pod back; it stays if the preemptor still fits (True), else it is taken
-        away again (False)."""
-        self._move(placed, +1)
-        trial = self._rebuild()
-        status = self.handle.add_pod(self.state, self.pod, placed, trial)
-        if not status.ok:
-            return error(f"running AddPod on PreFilter plugin {status.plugin!r}: "
-                         f"{status.message}")
-        if self.handle.run_filters(self.state, self.pod, trial).ok:
-            self.room = trial
-            return True
-        self._move(placed, -1)
-        status = self.handle.remove_pod(self.state, self.pod, placed, self.room)
-        if not status.ok:
-            return error(f"running RemovePod on PreFilter plugin {status.plugin!r}: "
-                         f"{status.message}")
-        return False
+    least = least_victims(pod, node, victims)
+    if least > len(victims):
+        return NO_CANDIDATE
+    return best_possible(victims, least) if least else None
 
 
 def select_victims(handle: Handle, state: CycleState, pod: PodInfo, node: NodeInfo, *,
-                   budgets: Sequence[Budget], fresh: Fresh, now: float) -> Candidate | Status:
+                   budgets: Sequence[Budget], fresh: Fresh, now: float,
+                   cutoff: Rank | None = None,
+                   lower: Lower | None = None) -> Candidate | Dominated | Status:
     """The fewest, least important victims on ``node`` (see the module docstring), or
     why the node cannot take the pod even with preemption. ``state`` is the caller's
-    clone: the PreFilter extensions write into it."""
-    victims, displaced = lower_priority(pod, node, fresh, now)
+    clone: the PreFilter extensions write into it. With ``cutoff`` (the rank of the best
+    candidate breaking no budget found so far, when NodeResourcesFit is a Filter for the
+    pod), a candidate that cannot rank above it is :class:`Dominated`. ``lower``: the
+    node's :func:`lower_priority` pods, when the caller has them."""
+    victims, displaced = ([*lower[0]], [*lower[1]]) if lower is not None else \
+        lower_priority(pod, node, fresh, now)
     if not victims and not displaced:
         return unresolvable(NO_VICTIMS)
-    trial = _Trial(handle, state, pod, node)
+    trial = Trial(handle, state, pod, node)
     failed = trial.remove([*displaced, *(v.pod for v in victims)])
     if failed is not None:
         return failed
@@ -185,6 +199,21 @@ def select_victims(handle: Handle, state: CycleState, pod: PodInfo, node: NodeIn
         # Without pods to evict the node is as it was for the filters (the nominations
         # taken away are not running): kube's answer for a node with no victims.
         return status if victims else unresolvable(NO_VICTIMS)
+    if cutoff is not None:
+        best = bound(pod, node, (victims, displaced))
+        if best is not None and best <= cutoff:
+            return Dominated(node.name)
+    chosen = _reprieve(trial, victims, budgets)
+    if isinstance(chosen, Status):
+        return chosen
+    return Candidate(node.name, *chosen, tuple(displaced), trial.room)
+
+
+def _reprieve(trial: Trial, victims: list[Victim], budgets: Sequence[Budget],
+              ) -> tuple[tuple[Victim, ...], frozenset[str]] | Status:
+    """Give the victims back most important first, those whose eviction would break a
+    budget before the others; the victims are those the pod does not fit with (most
+    important first), and the keys of those that break a budget."""
     victims.sort(key=lambda v: v.importance)
     broken = violations([v.info for v in victims], budgets)
     violating = [v for v, b in zip(victims, broken, strict=True) if b]
@@ -202,8 +231,7 @@ def select_victims(handle: Handle, state: CycleState, pod: PodInfo, node: NodeIn
                     breaking.add(victim.info.key)
     if violating and others:
         chosen.sort(key=lambda v: v.importance)
-    return Candidate(node.name, tuple(chosen), frozenset(breaking), tuple(displaced),
-                     trial.room)
+    return tuple(chosen), frozenset(breaking)
 
 
 def earliest_start(victims: Sequence[Victim]) -> float:
