@@ -28,7 +28,7 @@ class Server:
         self.requests: list[tuple[str, str, str]] = []
 
     def call(self, method: str, path: str, *, query: Any, body: Any, content_type: str,
-             timeout: Any) -> tuple[int, bytes]:
+             timeout: Any, deadline: float | None = None) -> tuple[int, bytes]:
         api = (body or {}).get("apiVersion", "")
         self.requests.append((method, path, api))
         if path == "/version":

@@ -252,12 +252,8 @@ class KubeCluster:
         if uid:
             body["deleteOptions"] = {"preconditions": {"uid": uid}}
         what = f"evict pod {namespace}/{name}"
-
-        def post(api: str) -> None:
-            self.request_json("POST", target, what,
-                              body={"apiVersion": api, "kind": "Eviction", **body})
-
-        self.discovery.evict(post)
+        self.discovery.evict(lambda api: self.request_json(
+            "POST", target, what, body={"apiVersion": api, "kind": "Eviction", **body}))
 
 
 def connect(kubeconfig: str | None, *, qps: float = 200.0, burst: int = 400,

@@ -117,7 +117,7 @@ class Discovery:
         with self._lock:
             self._eviction = api
 
-    def evict(self, post: Callable[[str], None]) -> None:
+    def evict(self, post: Callable[[str], object]) -> None:
         """Send an eviction with ``post(api_version)``, at the version the server serves."""
         known = self.eviction_api()
         if known is not None:

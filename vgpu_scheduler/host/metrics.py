@@ -218,7 +218,7 @@ class Metrics:
         events = Counter("vgpu_scheduler_events", "Events, by outcome: sent, limited (a "
                          "repeat held back), dropped (too many queued), failed", ["outcome"],
                          registry=self.registry)
-        self._events = {o: events.labels(o) for o in ("sent", "limited", "dropped", "failed")}
+        self._event_counts = {o: events.labels(o) for o in ("sent", "limited", "dropped", "failed")}
         steps = Histogram(latency.METRIC, latency.HELP, [latency.LABEL],
                           buckets=latency.BUCKETS, registry=self.registry)
         self._queue_wait = steps.labels(latency.QUEUE_WAIT)
@@ -276,6 +276,6 @@ class Metrics:
             self._bound.observe(max(self._clock() - start, 0.0))
 
     def on_event(self, outcome: str) -> None:
-        counter = self._events.get(outcome)
+        counter = self._event_counts.get(outcome)
         if counter is not None:
             counter.inc()
