@@ -30,16 +30,22 @@ from tests.webhook import certs
 from vgpu.kube.adapter import KubeCluster
 
 MANIFEST = ROOT / "manifests" / "webhook" / "validatingwebhookconfiguration.yaml"
-OVERLAY = ROOT / "manifests" / "overlays" / "k8s-1.20" / "webhook-1.20.yaml"
+OVERLAY = ROOT / "manifests" / "overlays" / "k8s-1.20" / "validating-fail-open.yaml"
 API = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 TENANT = "bench-tenant"
 
 
 def registration(port: int, ca_pem: bytes) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load(MANIFEST.read_text())
-    hook = doc["webhooks"][0]
+    # /validate only: /node-scope checks the node agents' own tokens, and the agents'
+    # stand-in writes as the admin (tests/e2e/harness_webhook.py leaves it out too).
+    index = next(i for i, h in enumerate(doc["webhooks"]) if h["name"] == "validate.vgpu.io")
+    hook = doc["webhooks"][index]
+    doc["webhooks"] = [hook]
     for op in yaml.safe_load(OVERLAY.read_text()):  # the overlay's JSON patch, by hand
-        field = op["path"].rsplit("/", 1)[1]
+        _, _, at, field = op["path"].split("/")
+        if int(at) != index:
+            continue
         if op["op"] == "remove":
             hook.pop(field)
         else:

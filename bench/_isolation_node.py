@@ -25,7 +25,8 @@ class Node:
     """The agent in ``mode`` on GPU ``gpu_uuid``; grants through the kubelet's path."""
 
     def __init__(self, mode: str, gpu_uuid: str, *, hami_lib: str | None = None,
-                 mps_control: str = "nvidia-cuda-mps-control") -> None:
+                 mps_control: str = "nvidia-cuda-mps-control",
+                 hami_bundle: str | None = None) -> None:
         from tests.support.kubelet import KubeletStandIn  # noqa: PLC0415
         from vgpu.cluster.memory import MemoryCluster  # noqa: PLC0415
         from vgpu.config import from_mapping  # noqa: PLC0415
@@ -39,10 +40,16 @@ class Node:
                           "mps": {"pipeDir": os.path.join(self.root, "pipe"),
                                   "logDir": os.path.join(self.root, "log"),
                                   "controlCommand": mps_control}},
+            # hamiCoreBundle: the agent installs that bundle's build at hamiCorePath and
+            # checks it; without one, it checks the library at hamiCorePath as is.
             "nodeagent": {"devicePluginDir": self.folder, "podResourcesSocket": "",
-                          "hamiCorePath": hami_lib or "", "sharedCacheDir": self.cache_dir}})
+                          "hamiCorePath": hami_lib or "", "sharedCacheDir": self.cache_dir,
+                          "hamiCoreBundle": hami_bundle or ""}})
         self.cluster = MemoryCluster()
-        self.cluster.create("nodes", {"metadata": {"name": "bench"}})
+        # Allocatable as a kubelet reports it, for the scheduler of the `users` check.
+        room = {"cpu": "64", "memory": "256Gi", "pods": "110"}
+        self.cluster.create("nodes", {"metadata": {"name": "bench"},
+                                      "status": {"allocatable": room, "capacity": room}})
         self.kubelet = KubeletStandIn(self.folder)
         self.kubelet.start()
         self.registrations = 0
@@ -87,6 +94,40 @@ class Node:
             if now is None or (before is not None and now.tasks <= before.tasks - len(names)):
                 return
             time.sleep(0.02)
+
+    def library(self) -> dict[str, Any]:
+        """HAMi-core's library as the agent installed and checked it."""
+        lib = self.agent.backend.library
+        return {"ok": lib.ok, "path": lib.path, "source": lib.source, "ref": lib.ref,
+                "cuda": lib.cuda, "sha256": lib.sha256, "detail": lib.detail}
+
+    def schedule(self, name: str, uid: int, gpumem: int, gpucores: int) -> dict[str, Any]:
+        """A pod running as ``uid`` placed by vgpu's own scheduler on this node (its agent's
+        inventory, as published), then allocated through the kubelet's path; where it
+        went, or why it did not."""
+        from vgpu import builders  # noqa: PLC0415
+        from vgpu.codecs import assignment_of  # noqa: PLC0415
+        from vgpu_scheduler.host.scheduler import Scheduler  # noqa: PLC0415
+
+        if getattr(self, "scheduler", None) is None:
+            deadline = time.monotonic() + 15
+            while "vgpu.io/node-heartbeat" not in self.cluster.get("nodes", "bench")[
+                    "metadata"].get("annotations", {}) and time.monotonic() < deadline:
+                time.sleep(0.05)  # the agent's first inventory write
+            self.scheduler = Scheduler(self.config, self.cluster)
+        self.cluster.create("pods", builders.pod(name, [builders.container(
+            gpus=1, gpumem=gpumem, cores=gpucores)], securityContext={"runAsUser": uid}))
+        self.scheduler.run_until_idle()
+        obj = self.cluster.get("pods", name, "default")
+        assignment = assignment_of(obj)
+        if assignment is None:
+            events = [e.message for e in self.cluster.events(name=name)
+                      if e.reason == "FailedScheduling"]
+            return {"pod": name, "uid": uid, "gpu": None, "why": events[-1] if events else None}
+        (response,) = self.kubelet.admit_pod([1])
+        return {"pod": name, "uid": uid, "gpu": sorted(assignment.gpu_ids)[0],
+                "recorded_uid": assignment.run_as_user,
+                "pipe": dict(response.envs).get("CUDA_MPS_PIPE_DIRECTORY")}
 
     def live(self) -> dict[str, Any]:
         live = self.agent.backend.current()

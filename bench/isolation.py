@@ -1,8 +1,9 @@
 """Does a slice hold? A GPU check anyone with an NVIDIA GPU can run, no cluster needed.
 
     python bench/isolation.py [--gpumem 4096] [--gpucores 30] [--seconds 5]
-                              [--hami-lib /path/to/libvgpu.so]
-                              [--checks mps,pair,fault,restart,watchdog,hami-core]
+                              [--hami-lib /path/to/libvgpu.so] [--hami-bundle DIR]
+                              [--checks mps,pair,fault,restart,watchdog,hami-core,
+                                        installed,mps-hami-core,users]
 
 Every check runs the real node agent on NVML with an in-memory cluster and the kubelet
 stand-in (bench/_isolation_node.py), which starts the backend for real (the MPS control
@@ -26,6 +27,14 @@ NVIDIA_VISIBLE_DEVICES; LD_PRELOAD and CUDA_REDIRECT for HAMi-core's mounted lib
   reports the breach, and only it, within one interval.
 - ``hami-core`` (with ``--hami-lib``): memory seen, past-the-grant refused, TFLOP/s at
   ``gpucores`` with the default core policy and with ``GPU_CORE_UTILIZATION_POLICY=force``.
+- ``installed`` (with ``--hami-bundle``, a folder laid out as the image's
+  ``/opt/vgpu/hami-core``): the agent installs the build for this driver at start, checks
+  it, and a container's memory limit holds through the installed file.
+- ``mps-hami-core`` (with ``--hami-lib`` or ``--hami-bundle``): MPS's answer with HAMi-core
+  preloaded: the memory CUDA reports (the grant as total?), the pin, the thread share.
+- ``users``: pods of two uids on the MPS node, placed by vgpu's scheduler on the agent's
+  inventory and allocated: the second uid kept off the first's GPU, the first's next pod
+  joining it.
 
 The last line is one JSON object. Without a GPU, the NVIDIA driver, MPS or a CUDA library
 it says so and exits 2.
@@ -46,8 +55,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _isolation_checks as checks
+import _isolation_install as install
 
-CHECKS = ("mps", "pair", "fault", "restart", "watchdog", "hami-core")
+CHECKS = ("mps", "pair", "fault", "restart", "watchdog", "hami-core", "installed",
+          "mps-hami-core", "users")
 
 
 class Unavailable(Exception):
@@ -66,7 +77,8 @@ def preflight(args: argparse.Namespace) -> Any:
         if not discovery.devices():
             raise Unavailable("NVML lists no GPU on this machine")
         control = shlex.split(args.mps_control)
-        wants_mps = any(c in args.checks for c in ("mps", "pair", "fault", "restart"))
+        wants_mps = any(c in args.checks for c in ("mps", "pair", "fault", "restart",
+                                                   "mps-hami-core", "users"))
         if wants_mps and (not control or shutil.which(control[0]) is None):
             raise Unavailable(f"{args.mps_control!r} is not on PATH (the NVIDIA driver's MPS "
                               "utilities; or leave the MPS checks out with --checks)")
@@ -106,6 +118,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gpucores", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--hami-lib", metavar="PATH")
+    parser.add_argument("--hami-bundle", metavar="DIR",
+                        help="HAMi-core builds with their index.json, as the image's "
+                             "/opt/vgpu/hami-core (the installed check)")
     parser.add_argument("--mps-control", default="nvidia-cuda-mps-control",
                         help="the MPS control command (isolation.mps.controlCommand)")
     parser.add_argument("--settle", type=float, default=15.0,
@@ -123,6 +138,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         chosen.append("hami-core")
     if "hami-core" in chosen and not args.hami_lib:
         parser.error("--checks hami-core needs --hami-lib PATH")
+    if "installed" in chosen and not args.hami_bundle:
+        parser.error("--checks installed needs --hami-bundle DIR")
+    if "mps-hami-core" in chosen and not (args.hami_lib or args.hami_bundle):
+        parser.error("--checks mps-hami-core needs --hami-lib PATH or --hami-bundle DIR")
     args.checks = chosen
     return args
 
@@ -152,13 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.checks:
         began = time.monotonic()
         try:
-            out[name] = checks.RUN[name](gpu.uuid, args, baseline)
+            out[name] = {**checks.RUN, **install.RUN}[name](gpu.uuid, args, baseline)
         except Exception as exc:  # one failed check must not hide the others' figures
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
         out[name]["check_seconds"] = round(time.monotonic() - began, 1)
         print(f"bench/isolation.py: {name}: {json.dumps(out[name])}", file=sys.stderr,
               flush=True)
-    out["targets"] = checks.targets(out)
+    out["targets"] = checks.targets(out) | install.targets(out)
     out["total_seconds"] = round(time.monotonic() - started, 1)
     print(json.dumps(out))
     return 0

@@ -9,12 +9,15 @@
 #    (/usr/local/vgpu/libvgpu.so; needs root).
 # 2. Records what the library does when CUDA starts (LIBCUDA_LOG_LEVEL=4), for the case it
 #    does not enforce.
-# 3. Runs bench/isolation.py twice: HAMi-core, then MPS through the agent's own daemon, two
-#    clients at once, a faulting client, the agent replaced, the watchdog on real NVML.
+# 3. Runs bench/isolation.py three times: HAMi-core, then MPS through the agent's own
+#    daemon, two clients at once, a faulting client, the agent replaced, the watchdog on
+#    real NVML; then the agent's own install of that build from a bundle laid out as the
+#    image's /opt/vgpu/hami-core (indexed by the image build's step), MPS with HAMi-core
+#    beside it (mps-hami-core), and two uids on the MPS GPU placed by vgpu's scheduler.
 #
-# Writes build.log, symbols.txt, hami-debug.log, hami.json, mps.json (each bench run's last
-# line) and their stderr logs into OUT_DIR (default ./isolation-out). Needs nvcc, cmake,
-# make, torch or cupy, and nvidia-cuda-mps-control on PATH.
+# Writes build.log, symbols.txt, hami-debug.log, hami.json, mps.json, installed.json (each
+# bench run's last line) and their stderr logs into OUT_DIR (default ./isolation-out).
+# Needs nvcc, cmake, make, torch or cupy, and nvidia-cuda-mps-control on PATH.
 set -u
 SRC=$(cd "${1:?HAMi-core source folder}" && pwd)
 OUT=${2:-./isolation-out}
@@ -63,3 +66,13 @@ echo "== bench/isolation.py: MPS through the agent, the watchdog"
 (cd "$HERE" && timeout 300 python3 bench/isolation.py \
    --checks mps,pair,restart,watchdog,fault) >"$OUT/mps.out" 2>"$OUT/mps.err"
 tail -1 "$OUT/mps.out" | tee "$OUT/mps.json"
+
+echo "== bench/isolation.py: the agent's install, mps-hami-core, two uids on MPS"
+MAJOR=$("$NVCC" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+REF=$(cd "$SRC" && git rev-parse HEAD 2>/dev/null || echo unknown)
+rm -rf "$OUT/bundle" && mkdir -p "$OUT/bundle/cuda$MAJOR" && cp "$LIB" "$OUT/bundle/cuda$MAJOR/"
+(cd "$HERE" && python3 -m vgpu_nodeagent.isolation.hami_bundle "$OUT/bundle" --ref "$REF") \
+    >>"$OUT/build.log" 2>&1 || echo "the bundle index was refused (see $OUT/build.log)"
+(cd "$HERE" && timeout 300 python3 bench/isolation.py --hami-bundle "$OUT/bundle" \
+   --checks installed,mps-hami-core,users) >"$OUT/installed.out" 2>"$OUT/installed.err"
+tail -1 "$OUT/installed.out" | tee "$OUT/installed.json"

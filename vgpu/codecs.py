@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from vgpu import limits, meta, times
+from vgpu import limits, meta, node_isolation, times
 from vgpu.annotation_fields import boolean as _bool
 from vgpu.annotation_fields import dump as _dump
 from vgpu.annotation_fields import integer as _int
@@ -28,6 +28,7 @@ from vgpu.annotations import ASSIGNMENT, BIND_TIME, NODE_GPUS
 from vgpu.devices import Device
 from vgpu.errors import CodecError
 from vgpu.isolation_modes import UNKNOWN
+from vgpu.node_isolation import NodeIsolation
 from vgpu.pods import before_apps
 from vgpu.topology.codec import decode_links, encode_links
 from vgpu.topology.links import GpuLink
@@ -48,6 +49,8 @@ class NodeInventory:
     #: The links between the GPUs; None when the agent does not know them (an older agent,
     #: a fake-devices file without links), which placement treats as unknown topology.
     links: tuple[GpuLink, ...] | None = None
+    #: What the node runs toward as a whole; None from an agent that does not say.
+    isolation: NodeIsolation | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,9 @@ class Assignment:
     version: int = VERSION
     priorities: Mapping[str, int] = field(default_factory=dict)
     fault_domain: str | None = None
+    #: The uid its GPU containers run as, when they all state one (:mod:`vgpu.mps_users`):
+    #: on an MPS GPU only pods of one uid are placed together.
+    run_as_user: int | None = None
     #: The containers that end before the app containers start (plain init containers):
     #: their slices count by the largest, not added (:func:`vgpu.init_reuse.footprint`).
     #: Not written: every reader takes it from the pod's spec, which cannot change.
@@ -110,6 +116,8 @@ def encode_inventory(inventory: NodeInventory) -> str:
                            "devices": [device_to_dict(d) for d in inventory.devices]}
     if inventory.links is not None:
         out["links"] = encode_links(inventory.links)
+    if inventory.isolation is not None:
+        out["isolation"] = node_isolation.encode(inventory.isolation)
     return _dump(out)
 
 
@@ -147,10 +155,12 @@ def decode_inventory(text: Any) -> NodeInventory:
     if len(devices) > limits.GPUS_PER_NODE:
         raise CodecError(f"{key}.devices: {len(devices)} GPUs, more than the "
                          f"{limits.GPUS_PER_NODE} a node may have")
-    links = None
+    links = node = None
     if version >= 3 and root.get("links") is not None:
         links = decode_links(root["links"], f"{key}.links", seen)
-    return NodeInventory(devices=tuple(devices), version=version, links=links)
+    if version >= 3 and root.get("isolation") is not None:
+        node = node_isolation.decode(root["isolation"], f"{key}.isolation")
+    return NodeInventory(devices=tuple(devices), version=version, links=links, isolation=node)
 
 
 # --- heartbeat ---------------------------------------------------------------------------
@@ -188,6 +198,8 @@ def encode_assignment(assignment: Assignment) -> str:
         out["priorities"] = dict(assignment.priorities)
     if assignment.fault_domain is not None:  # likewise
         out["fault_domain"] = assignment.fault_domain
+    if assignment.run_as_user is not None:
+        out["run_as_user"] = assignment.run_as_user
     return _dump(out)
 
 
@@ -243,8 +255,11 @@ def decode_assignment(text: Any) -> Assignment:
     # An open set, as a mode in the inventory: a scope this vgpu does not know trusts no
     # other pod (vgpu.fault_domains.trusts).
     scope = None if root.get("fault_domain") is None else _str(root, "fault_domain", key)
+    user = None if root.get("run_as_user") is None else _int(root, "run_as_user", key,
+                                                             hi=limits.UID)
     return Assignment(node=node, containers=containers,
-                      priorities=_priorities(root, containers, key), fault_domain=scope)
+                      priorities=_priorities(root, containers, key), fault_domain=scope,
+                      run_as_user=user)
 
 
 def assignment_of(obj: Mapping[str, Any]) -> Assignment | None:

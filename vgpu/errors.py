@@ -66,3 +66,8 @@ class GoneError(ClusterError):
 
 class NotAvailableError(VgpuError):
     """A feature exists in the command line but is not built into this version."""
+
+
+class LibraryError(VgpuError):
+    """A library the node agent would hand to containers (HAMi-core's) was refused: not
+    found, not the build the bundle names, or without the wrappers that enforce."""

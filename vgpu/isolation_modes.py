@@ -31,6 +31,11 @@ MODES = (NONE, HAMI_CORE, MPS, MPS_HAMI_CORE)
 MPS_MODES = frozenset({MPS, MPS_HAMI_CORE})
 #: What a GPU of an inventory written before modes were reported (version 1) runs.
 UNKNOWN = "unknown"
+#: A configured mode only: the node agent runs the strongest mode the node supports
+#: (:func:`strongest`) and reports that.
+AUTO = "auto"
+#: What ``isolation.mode`` and the node label may name.
+CONFIGURABLE = (*MODES, AUTO)
 
 #: Node label naming the node's backend, overriding ``isolation.mode``.
 NODE_LABEL = "vgpu.io/isolation"
@@ -60,11 +65,78 @@ def resolve_mode(default: str, label: str | None) -> ModeChoice:
     if label is None:
         return ModeChoice(default)
     value = label.strip()
-    if value in MODES:
+    if value in CONFIGURABLE:
         return ModeChoice(value)
     return ModeChoice(default, f"node label {NODE_LABEL}={label!r} is not an isolation mode "
-                               f"(use one of {', '.join(MODES)}); running the cluster default "
-                               f"{default!r}")
+                               f"(use one of {', '.join(CONFIGURABLE)}); running the cluster "
+                               f"default {default!r}")
+
+
+def configured(default: str, label: str | None, target: str | None) -> str:
+    """The mode a node is configured for, as the scheduler and ``vgpu inspect`` read it: its
+    label, else ``default``; for ``auto``, the mode its agent chose (``target``, from its
+    inventory), else ``auto`` itself, which every reader takes as "may run any mode"."""
+    mode = resolve_mode(default, label).mode
+    if mode == AUTO and target in MODES:
+        return str(target)
+    return mode
+
+
+@dataclass(frozen=True)
+class Holds:
+    """What a mode holds a container to, as measured (docs/isolation.md#measurements)."""
+
+    memory: bool
+    compute: bool
+    #: A pod's GPU fault stays its own (:mod:`vgpu.fault_domains`).
+    faults_apart: bool
+    #: The GPU serves one Linux uid at a time (:mod:`vgpu.mps_users`).
+    one_user: bool = False
+
+
+#: Per mode a node can run: ``hami-core`` held memory but not compute on an H100 with CUDA
+#: 13; MPS held both, with one fault domain and one user per GPU.
+HOLDS: Mapping[str, Holds] = {
+    NONE: Holds(memory=False, compute=False, faults_apart=False),
+    HAMI_CORE: Holds(memory=True, compute=False, faults_apart=True),
+    MPS: Holds(memory=True, compute=True, faults_apart=False, one_user=True),
+    MPS_HAMI_CORE: Holds(memory=True, compute=True, faults_apart=False, one_user=True),
+}
+#: What a mode this vgpu does not know holds: nothing, read the safe way. (Its agent
+#: predates MPS, so it serves any user: :func:`vgpu.mps_users.on_mps`.)
+HOLDS_UNKNOWN = Holds(memory=False, compute=False, faults_apart=False)
+
+
+def holds(mode: str) -> Holds:
+    return HOLDS.get(mode, HOLDS_UNKNOWN)
+
+
+def summary(modes: Iterable[str]) -> str:
+    """What GPUs in ``modes`` hold, in words: a node's line in ``vgpu inspect``. GPUs of
+    several modes (a node whose MPS daemon came back while some GPU lagged) hold only what
+    all of them hold."""
+    listed = sorted(set(modes))
+    if not listed:
+        return "no GPUs"
+    each = [holds(m) for m in listed]
+    memory = all(h.memory for h in each)
+    compute = all(h.compute for h in each)
+    apart = all(h.faults_apart for h in each)
+    one_user = any(h.one_user for h in each)
+    parts = [f"memory {'held' if memory else 'not held'}",
+             f"compute {'held' if compute else 'not held'}",
+             "faults kept to each pod" if apart else "a GPU is one fault domain"]
+    if one_user:
+        parts.append("one uid per GPU (MPS)")
+    return ", ".join(parts)
+
+
+def strongest(mps: bool, library: bool) -> str:
+    """The mode ``auto`` runs: MPS where the node can run it (it holds compute too), with
+    HAMi-core's memory report where its library checked out; HAMi-core alone; else none."""
+    if mps:
+        return MPS_HAMI_CORE if library else MPS
+    return HAMI_CORE if library else NONE
 
 
 def uses_mps(mode: str) -> bool:

@@ -25,6 +25,8 @@ NVLINKS = 64
 NVLINK_GENERATION = 64
 #: A container's task priority (``nvidia.com/priority``: 0 high, 1 low).
 TASK_PRIORITY = 1
+#: A Linux uid as Kubernetes accepts it in ``runAsUser`` (0 to 2^31-1).
+UID = 2**31 - 1
 
 # Sums of a node's GPUs stay inside a signed 32-bit column.
 assert GPU_MEMORY_MIB * GPUS_PER_NODE < 2**31

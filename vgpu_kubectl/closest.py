@@ -53,25 +53,26 @@ def _why_not(device: Device, usage: Usage, request: ContainerRequest, reason: Fi
 
 def container_fit(request: ContainerRequest, devices: Sequence[Device],
                   usages: Mapping[str, Usage], selector: GpuSelector,
-                  scaling: float, *, barred: Collection[str] = ()) -> str | None:
+                  scaling: float, *, barred: Collection[str] = (),
+                  users: Collection[str] = ()) -> str | None:
     """None when ``request``'s vGPUs fit on distinct GPUs of the node, else what is short:
     the GPU that comes closest (most free memory among those the pod may use). ``barred``:
-    GPUs the pod may not join (their fault domain holds a pod either does not trust)."""
+    GPUs the pod may not join (their fault domain holds a pod either does not trust);
+    ``users``: MPS GPUs whose server serves another user."""
     shut = [d for d in devices if d.uuid in barred]
-    devices = [d for d in devices if d.uuid not in barred]
+    busy = [d for d in devices if d.uuid in users and d.uuid not in barred]
+    devices = [d for d in devices if d.uuid not in barred and d.uuid not in users]
     verdicts = [(d, usages.get(d.uuid, EMPTY),
                  fit_request(d, usages.get(d.uuid, EMPTY), request, selector, scaling))
                 for d in devices]
     have = sum(1 for _, _, reason in verdicts if reason is None)
     if have >= request.count:
         return None
-    head = f"container {request.name}: {have}/{request.count} GPU(s) fit"
-    if shut:
-        head += (f"; {', '.join(_gpu(d) for d in shut)} share(s) a fault domain with pods "
-                 f"it may not join (vgpu.io/fault-domain)")
+    head = _head(request, have, shut, busy)
     allowed = [v for v in verdicts if v[2] is not None and v[2] not in _EXCLUDED]
     if not allowed:
-        return _none_closer(head, [v[2] for v in verdicts], have=have, shut=bool(shut))
+        return _none_closer(head, [v[2] for v in verdicts], have=have,
+                            shut=bool(shut or busy))
     device, usage, reason = max(allowed, key=lambda v: (
         v[0].healthy, memory_capacity(v[0], scaling) - v[1].memory_mib))
     assert reason is not None
@@ -79,6 +80,19 @@ def container_fit(request: ContainerRequest, devices: Sequence[Device],
 
 
 _EXCLUDED = (FitReason.TYPE_EXCLUDED, FitReason.UUID_EXCLUDED)
+
+
+def _head(request: ContainerRequest, have: int, shut: Sequence[Device],
+          busy: Sequence[Device]) -> str:
+    """How many GPUs fit, and which ones the pod may not join and why."""
+    head = f"container {request.name}: {have}/{request.count} GPU(s) fit"
+    if shut:
+        head += (f"; {', '.join(_gpu(d) for d in shut)} share(s) a fault domain with pods "
+                 f"it may not join (vgpu.io/fault-domain)")
+    if busy:
+        head += (f"; {', '.join(_gpu(d) for d in busy)} serve(s) MPS clients of another "
+                 f"user (runAsUser)")
+    return head
 
 
 def _none_closer(head: str, reasons: Sequence[FitReason | None], *, have: int,
@@ -99,8 +113,10 @@ Beyond = Callable[[str, ContainerRequest], "str | None"]
 
 def _short(node: str, request: ContainerRequest, devices: Sequence[Device], *,
            usages: Mapping[str, Usage], selector: GpuSelector, scaling: float,
-           beyond: Beyond | None, barred: Collection[str]) -> str | None:
-    short = container_fit(request, devices, usages, selector, scaling, barred=barred)
+           beyond: Beyond | None, barred: Collection[str],
+           users: Collection[str]) -> str | None:
+    short = container_fit(request, devices, usages, selector, scaling, barred=barred,
+                          users=users)
     if short is None and beyond is not None:
         short = beyond(node, request)
     return short
@@ -110,11 +126,12 @@ def closest_nodes(requests: Sequence[ContainerRequest],
                   inventories: Mapping[str, Sequence[Device]], *, stale: Mapping[str, str],
                   usages: Mapping[str, Usage], selector: GpuSelector, scaling: float,
                   limit: int = 3, beyond: Beyond | None = None,
-                  barred: Mapping[str, Collection[str]] | None = None) -> tuple[NodeFit, ...]:
+                  barred: Mapping[str, Collection[str]] | None = None,
+                  users: Mapping[str, Collection[str]] | None = None) -> tuple[NodeFit, ...]:
     """The ``limit`` nodes holding most of the pod's GPU containers, most free memory
     first among equals. ``stale`` names nodes whose agent stopped reporting, and why;
     ``beyond`` what else a container that fits by count needs; ``barred`` per node the
-    GPUs the pod may not join (fault domains)."""
+    GPUs the pod may not join (fault domains), ``users`` the MPS GPUs of another user."""
     wanted = [r for r in requests if r.count > 0]
     ranked: list[tuple[tuple[int, int, int, str], NodeFit]] = []
     for node, devices in inventories.items():
@@ -125,7 +142,8 @@ def closest_nodes(requests: Sequence[ContainerRequest],
         short = [s for r in wanted
                  if (s := _short(node, r, devices, usages=usages, selector=selector,
                                  scaling=scaling, beyond=beyond,
-                                 barred=(barred or {}).get(node, ()))) is not None]
+                                 barred=(barred or {}).get(node, ()),
+                                 users=(users or {}).get(node, ()))) is not None]
         free = sum(memory_capacity(d, scaling) - usages.get(d.uuid, EMPTY).memory_mib
                    for d in devices if d.healthy)
         fit = NodeFit(node, len(wanted) - len(short), len(wanted), tuple(short))

@@ -14,8 +14,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from vgpu import fault_domains, isolation_modes, meta
-from vgpu.codecs import Assignment
+from vgpu.annotations import NODE_GPUS
+from vgpu.codecs import Assignment, decode_inventory
 from vgpu.devices import Device
+from vgpu.errors import CodecError
 from vgpu.fault_domains import Defaults, Tenant
 from vgpu.pods import node_name, pod_key
 
@@ -26,9 +28,16 @@ Occupants = Mapping[tuple[str, str], Sequence[Tenant]]
 
 def configured_mode(node: Obj, default: str) -> str:
     """The mode a node is configured for: its label when that names a mode, else
-    ``default``."""
-    return isolation_modes.resolve_mode(
-        default, meta.labels_of(node).get(isolation_modes.NODE_LABEL)).mode
+    ``default``; ``auto`` as its agent resolved it (its inventory's ``isolation``)."""
+    label = meta.labels_of(node).get(isolation_modes.NODE_LABEL)
+    if isolation_modes.resolve_mode(default, label).mode != isolation_modes.AUTO:
+        return isolation_modes.resolve_mode(default, label).mode
+    try:
+        inventory = decode_inventory(meta.annotations_of(node).get(NODE_GPUS))
+    except CodecError:
+        return isolation_modes.AUTO
+    target = inventory.isolation.configured if inventory.isolation is not None else None
+    return isolation_modes.configured(default, label, target)
 
 
 def configured_modes(nodes: Iterable[Obj], default: str) -> dict[str, str]:

@@ -7,7 +7,9 @@ programs. Everything is derived from the node inventories and the pod
 assignments, the same facts the scheduler rebuilds its state from, so the report shows
 what the scheduler believes, not what NVML sees. One malformed annotation becomes a
 warning in the report; the rest of the cluster is still shown. Each GPU that is one fault
-domain says whom it still takes (:mod:`vgpu_kubectl.fault_view`).
+domain says whom it still takes (:mod:`vgpu_kubectl.fault_view`), each MPS GPU whom its
+server serves (:mod:`vgpu_kubectl.mps_user_view`), and each node what its isolation holds
+(:func:`vgpu.isolation_modes.summary`) and why it runs less than it was configured for.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from vgpu.codecs import Assignment, decode_inventory
 from vgpu.devices import EMPTY, Device, Usage, memory_capacity
 from vgpu.errors import CodecError
 from vgpu.fault_domains import Defaults, Tenant
+from vgpu.mps_users import User
+from vgpu.node_isolation import NodeIsolation
 from vgpu.pods import bind_phase, is_terminated, node_name, pod_key
 from vgpu.topology.links import GpuLink
 from vgpu.usage import claimed, tally
-from vgpu_kubectl import fault_view
+from vgpu_kubectl import fault_view, mps_user_view
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class GpuRow:
     #: Whom the GPU's fault domain still takes (``any``, ``<namespace> only``, ``""``:
     #: nobody on it); None: the GPU keeps each pod's faults its own.
     fault_domain: str | None = None
+    #: Whom its MPS server serves (``uid 1000``, ``ns/pod`` for an unknown uid, ``""``:
+    #: nobody); None: not an MPS GPU.
+    mps_user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,10 @@ class NodeRow:
     stale: bool
     #: The links between its GPUs as its agent publishes them; None: unknown.
     links: tuple[GpuLink, ...] | None = None
+    #: What its agent runs toward and why it runs less; None from an agent that does not say.
+    isolation: NodeIsolation | None = None
+    #: What its GPUs' modes hold, in words (:func:`vgpu.isolation_modes.summary`).
+    enforced: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,7 @@ class _Pods:
     slices: dict[tuple[str, str], list[PodSlice]] = field(default_factory=dict)
     pending: int = 0
     occupants: dict[tuple[str, str], list[Tenant]] = field(default_factory=dict)
+    users: dict[tuple[str, str], list[User]] = field(default_factory=dict)
 
 
 def _read_pods(pods: Iterable[Mapping[str, Any]], scheduler_name: str,
@@ -128,6 +140,7 @@ def _read_pods(pods: Iterable[Mapping[str, Any]], scheduler_name: str,
         out.by_node.setdefault(node, []).append(assignment)
         phase = bind_phase(pod) or ""
         fault_view.add(out.occupants, pod, assignment, defaults)
+        mps_user_view.add(out.users, pod, assignment)
         scope = fault_view.tenant(pod, assignment, defaults).scope
         for container, granted in sorted(assignment.containers.items()):
             for g in granted:
@@ -164,9 +177,12 @@ def _node_row(obj: Mapping[str, Any], pods: _Pods, *, now: dt.datetime, expiry: 
                         key=lambda s: (s.namespace, s.pod, s.container))
         takes = fault_view.takes(device, configured,
                                  pods.occupants.get((name, device.uuid), ()))
+        serves = mps_user_view.serves(device, configured,
+                                      pods.users.get((name, device.uuid), ()))
         gpus.append(GpuRow(device, usages.get(device.uuid, EMPTY), tuple(on_gpu),
-                           memory_capacity(device, scaling), takes))
-    return NodeRow(name, tuple(gpus), beat, stale, inventory.links)
+                           memory_capacity(device, scaling), takes, serves))
+    return NodeRow(name, tuple(gpus), beat, stale, inventory.links, inventory.isolation,
+                   isolation_modes.summary(d.isolation for d in inventory.devices))
 
 
 def _totals(rows: Sequence[NodeRow], pending: int) -> Totals:

@@ -10,7 +10,9 @@ prints it. Nodes whose links are unknown (older agents, fake files without links
 
 A GPU that is one fault domain (MPS, or no isolation) and holds a pod that keeps to its
 namespace shows whom it still takes beside its mode (``mps (ml only)``); ``details`` marks
-such pods ``fault-domain=namespace``.
+such pods ``fault-domain=namespace``. An MPS GPU shows the user its server serves
+(``mps (uid 1000)``). Below the table, one line per node says what its isolation holds
+(memory, compute, fault domains, users), how its mode was chosen and why it runs less.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import datetime as dt
 import json
 from typing import Any
 
+from vgpu import node_isolation
 from vgpu.topology.codec import encode_links
 from vgpu.topology.links import LinkMatrix, label, matrix
 from vgpu_kubectl.inspect import GpuRow, NodeRow, Report
@@ -35,9 +38,23 @@ def _health(node: NodeRow, gpu: GpuRow) -> str:
 
 
 def _isolation(gpu: GpuRow) -> str:
-    takes = gpu.fault_domain
-    return gpu.device.isolation if takes in (None, "", "any") else (
-        f"{gpu.device.isolation} ({takes})")
+    notes = [n for n in (gpu.fault_domain if gpu.fault_domain not in (None, "", "any")
+                         else None, gpu.mps_user or None) if n]
+    return gpu.device.isolation if not notes else (
+        f"{gpu.device.isolation} ({'; '.join(notes)})")
+
+
+def isolation_line(node: NodeRow) -> str:
+    """What the node's isolation holds, how its mode was chosen, and why it runs less."""
+    modes = sorted({g.device.isolation for g in node.gpus})
+    head = f"  {node.name}: {', '.join(modes) or 'no GPUs'}"
+    chosen = node.isolation
+    if chosen is not None and (chosen.auto or chosen.configured not in modes):
+        head += f" ({'auto chose' if chosen.auto else 'configured'} {chosen.configured})"
+    line = f"{head}: {node.enforced}"
+    if chosen is not None and chosen.problem:
+        line += f"; {chosen.problem}"
+    return line
 
 
 def _matrix(node: NodeRow) -> LinkMatrix | None:
@@ -95,6 +112,8 @@ def to_json(report: Report) -> dict[str, Any]:
                 "tasks": g.usage.tasks, "split": g.device.split,
                 # Whom its fault domain still takes; null: each pod's faults are its own.
                 "faultDomain": g.fault_domain,
+                # Whom its MPS server serves; null: not an MPS GPU.
+                "mpsUser": g.mps_user,
                 "pods": [{"namespace": p.namespace, "name": p.pod, "container": p.container,
                           "memoryMiB": p.memory_mib, "cores": p.cores,
                           "bindPhase": p.bind_phase, "faultDomain": p.fault_domain}
@@ -102,6 +121,8 @@ def to_json(report: Report) -> dict[str, Any]:
             } for g in n.gpus],
             # The inventory's own form (docs/contracts.md#node-inventory); null: unknown.
             "links": None if n.links is None else encode_links(n.links),
+            "isolation": {"enforced": n.enforced,
+                          **(node_isolation.encode(n.isolation) if n.isolation else {})},
         } for n in report.nodes],
         "totals": {
             "nodes": t.nodes, "gpus": t.gpus, "healthyGpus": t.healthy_gpus,
@@ -170,10 +191,19 @@ def render_table(report: Report, details: bool = False, topology: bool = False) 
     for i, line in enumerate(_table(rows)):
         lines.append(line)
         lines.extend(after.get(i, ()))
+    return "\n".join(lines + _below(report, topology))
+
+
+def _below(report: Report, topology: bool) -> list[str]:
+    """What follows the table: each node's isolation, its links, the pending pods, the
+    warnings."""
+    lines: list[str] = []
+    if report.nodes:
+        lines.append("Isolation per node (what holds each container to its slice):")
+        lines.extend(isolation_line(node) for node in report.nodes)
     if topology:
         for node in report.nodes:
             lines.extend(topology_lines(node))
-    lines.append(f"Pending GPU pods: {t.pending_pods}")
-    for w in report.warnings:
-        lines.append(f"WARNING {w.object}: {w.message}")
-    return "\n".join(lines)
+    lines.append(f"Pending GPU pods: {report.totals.pending_pods}")
+    lines.extend(f"WARNING {w.object}: {w.message}" for w in report.warnings)
+    return lines

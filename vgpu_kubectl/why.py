@@ -16,11 +16,14 @@ the fact, at no extra API call:
 - the node inventory's links: how fast a placed pod's GPUs talk, or what a pod that
   requires the fastest links is short of (:mod:`vgpu_kubectl.why_links`);
 - ``vgpu.io/fault-domain`` and the scopes recorded in the assignments: whom the pod shares
-  a GPU's faults with, and which GPUs it may not join (:mod:`vgpu_kubectl.fault_view`).
+  a GPU's faults with, and which GPUs it may not join (:mod:`vgpu_kubectl.fault_view`);
+- ``runAsUser`` and the uids recorded in the assignments: which user the pod's MPS clients
+  run as, and which MPS GPUs serve another (:mod:`vgpu_kubectl.mps_user_view`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +38,7 @@ from vgpu.pod_history import ADMISSION, ALLOCATION, Allocation, decode_admission
 from vgpu.pods import node_name, pod_key
 from vgpu.requests import ContainerRequest, parse_pod
 from vgpu.usage import claimed, tally
-from vgpu_kubectl import fault_view, why_links, why_quota
+from vgpu_kubectl import fault_view, mps_user_view, why_links, why_quota
 from vgpu_kubectl.closest import NodeFit, closest_nodes
 
 Obj = Mapping[str, Any]
@@ -91,6 +94,8 @@ class Report:
     quota: tuple[str, ...] = ()
     #: Whom the pod shares a GPU's faults with, when that narrows where it may go.
     fault_domain: str | None = None
+    #: The user its MPS clients run as, where that narrows where it may go or it is on MPS.
+    mps_user: str | None = None
 
 
 def event_line(event: Obj) -> EventLine:
@@ -129,13 +134,10 @@ def _placement(pod: Obj, nodes: Sequence[Obj], config: Config) -> dict[str, Any]
         return {"warnings": [str(exc)]}
     if assignment is None:
         return {}
+    node = next((n for n in nodes if meta.name(n) == assignment.node), None)
     inventory = None
-    for n in nodes:
-        if meta.name(n) == assignment.node:
-            try:
-                inventory = decode_inventory(meta.annotations_of(n).get(NODE_GPUS))
-            except CodecError:
-                inventory = None
+    with contextlib.suppress(CodecError):
+        inventory = decode_inventory(meta.annotations_of(node).get(NODE_GPUS)) if node else None
     devices = {d.uuid: d for d in inventory.devices} if inventory is not None else {}
     lines = []
     for container, granted in assignment.containers.items():
@@ -143,9 +145,12 @@ def _placement(pod: Obj, nodes: Sequence[Obj], config: Config) -> dict[str, Any]
             d = devices.get(g.uuid)
             lines.append(GpuLine(container, g.uuid, d.index if d else None,
                                  d.model if d else "?", g.memory_mib, g.cores))
+    mode = fault_view.configured_mode(node, config.isolation.mode) if node else None
     return {"gpus": tuple(lines), "links": why_links.placed_lines(assignment, inventory),
             "fault_domain": fault_view.for_placed(
-                pod, assignment, config.isolation.fault_domains.defaults)}
+                pod, assignment, config.isolation.fault_domains.defaults),
+            "mps_user": mps_user_view.for_placed(pod, assignment, list(devices.values()),
+                                                 mode)}
 
 
 def _bound_state(pod: Obj, phase: str | None) -> tuple[str, str]:
@@ -218,14 +223,16 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
             stale[name] = f"node agent not reporting (heartbeat older than {expiry:g}s)"
     placed = _placed_others(pod, pods, config)
     usages = tally(a for _, a in placed)
+    devices = {n: i.devices for n, i in inventories.items()}
+    modes = fault_view.configured_modes(nodes, config.isolation.mode)
     try:
         out["fault_domain"], barred = fault_view.for_pending(
-            pod, placed, {n: i.devices for n, i in inventories.items()},
-            fault_view.configured_modes(nodes, config.isolation.mode),
-            config.isolation.fault_domains.defaults)
+            pod, placed, devices, modes, config.isolation.fault_domains.defaults)
     except RequestError as exc:
         out["warnings"] = (str(exc),)
         barred = {}
+    out["mps_user"], users = mps_user_view.for_pending(
+        pod, request, placed, devices, modes, on=config.isolation.mps.place_by_user)
     selector, scaling = request.choices.selector, config.device_memory_scaling
 
     def beyond(node: str, container: ContainerRequest) -> str | None:
@@ -233,9 +240,9 @@ def _pending(pod: Obj, events: list[EventLine], nodes: Sequence[Obj],
                                         selector=selector, scaling=scaling)
 
     out["closest"] = closest_nodes(
-        request.containers, {n: i.devices for n, i in inventories.items()}, stale=stale,
-        usages=usages, selector=selector, scaling=scaling,
-        beyond=beyond if request.choices.topology_required else None, barred=barred)
+        request.containers, devices, stale=stale, usages=usages, selector=selector,
+        scaling=scaling, beyond=beyond if request.choices.topology_required else None,
+        barred=barred, users=users)
     return out
 
 

@@ -55,6 +55,8 @@ def render_text(report: Report) -> str:
         lines.append(_row("Gates", ", ".join(report.gates)))
     if report.fault_domain is not None:
         lines.append(_row("Fault domain", report.fault_domain))
+    if report.mps_user is not None:
+        lines.append(_row("MPS user", report.mps_user))
     if report.last_attempt is not None:
         e = report.last_attempt
         lines.append(_row("Last attempt", f"{e.time} (x{e.count}) {e.message}"))

@@ -8,6 +8,7 @@ inventory publisher, the fault watch (NVML XID events), and the metrics server.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -33,7 +34,7 @@ from vgpu_nodeagent.devices import inventory, virtual
 from vgpu_nodeagent.devices.discovery import Discovery, GpuFacts
 from vgpu_nodeagent.devices.health import HealthTracker
 from vgpu_nodeagent.devices.xid import is_device_fault
-from vgpu_nodeagent.isolation import grants, host_dirs
+from vgpu_nodeagent.isolation import grants, hami_library, host_dirs
 from vgpu_nodeagent.isolation import metrics as isolation_metrics
 from vgpu_nodeagent.isolation.mode import Backend, node_label
 from vgpu_nodeagent.isolation.mps_faults import MpsFaults
@@ -107,7 +108,10 @@ class NodeAgent:
                 self._known_uuids, self._pods, schedulers=config.vgpu_schedulers,
                 report=self._report_mismatch, intruder=self._report_intruder,
                 quiet=self._admission_quiet)
-        self.backend = Backend(config)
+        # Nothing is handed to containers before start() has installed and checked it.
+        self.backend = Backend(config, library=hami_library.Library(
+            config.nodeagent.hami_core_path, False, "not checked yet")
+            if config.nodeagent.hami_core_path else hami_library.NOT_CONFIGURED)
         self.watchdog = Watchdog(config.isolation.watchdog, discovery, self._pods, port,
                                  schedulers=config.vgpu_schedulers,
                                  proc_root=options.proc_root)
@@ -177,7 +181,8 @@ class NodeAgent:
     def _extra_metrics(self) -> Iterator[Metric]:
         daemon = self.backend.daemon
         yield from isolation_metrics.families(self.backend.current(), self.backend.choice.mode,
-                                              daemon.status() if daemon else None)
+                                              daemon.status() if daemon else None,
+                                              self.backend.library)
         yield from self.watchdog.families()
         if self.mps_faults is not None:
             yield from self.mps_faults.families()
@@ -247,8 +252,9 @@ class NodeAgent:
     def inventory(self) -> NodeInventory:
         mode = self.backend.current().mode
         with self._lock:
-            return inventory.inventory(self._facts, self._unhealthy, self.split, mode,
+            made = inventory.inventory(self._facts, self._unhealthy, self.split, mode,
                                        self.discovery.links())
+        return dataclasses.replace(made, isolation=self.backend.node_isolation())
 
     def healthz(self) -> tuple[bool, str]:
         stalled = time.monotonic() - self._last_tick > 10 * max(self.options.poll_seconds, 0.5)
@@ -267,36 +273,48 @@ class NodeAgent:
 
     def _check_environment(self) -> None:
         """What the node must provide before the agent serves: the kubelet's device-plugin
-        folder, and HAMi-core's library and preload list when ``nodeagent.hamiCorePath``
-        is set."""
+        folder."""
         folder = self.config.nodeagent.device_plugin_dir
         if not os.path.isdir(folder):
             raise ConfigError(f"device-plugin folder {folder} does not exist: mount the "
                               "kubelet's /var/lib/kubelet/device-plugins into the agent or "
                               "pass --device-plugin-dir")
-        library = self.config.nodeagent.hami_core_path
-        if not library:
-            return
-        if not os.path.isfile(library):
-            raise ConfigError(f"nodeagent.hamiCorePath: {library} is not a file; mount the "
-                              "host folder holding libvgpu.so at the same path in the agent")
-        preload = grants.preload_host_path(self.config)
-        try:
-            os.makedirs(os.path.dirname(preload), exist_ok=True)
-            with open(preload, "w", encoding="ascii") as handle:
-                handle.write(grants.preload_content())
-        except OSError as exc:
-            raise ConfigError(f"cannot write {preload} for HAMi-core: {exc.strerror}") from None
-        assert self.cache_folders is not None  # made whenever hamiCorePath is set
-        try:
-            self.cache_folders.prepare()
-        except OSError as exc:
-            raise ConfigError(f"cannot make HAMi-core's lock folder under "
-                              f"{self.cache_folders.shared}: {exc.strerror or exc}") from None
+
+    def _install_library(self) -> None:
+        """HAMi-core installed from the image and checked, and its preload list written,
+        before any container can be answered; a refusal degrades the node, it does not stop
+        the agent (:mod:`vgpu_nodeagent.isolation.hami_library`)."""
+        library = hami_library.install(self.config, self.discovery.cuda_driver_version())
+        if library.ok:
+            preload = grants.preload_host_path(self.config)
+            try:
+                os.makedirs(os.path.dirname(preload), exist_ok=True)
+                with open(preload, "w", encoding="ascii") as handle:
+                    handle.write(grants.preload_content())
+            except OSError as exc:
+                library = dataclasses.replace(library, ok=False, detail=(
+                    f"HAMi-core library {library.path} refused: cannot write {preload}: "
+                    f"{exc.strerror}"))
+        if library.ok and self.cache_folders is not None:
+            try:
+                self.cache_folders.prepare()
+            except OSError as exc:
+                library = dataclasses.replace(library, ok=False, detail=(
+                    f"HAMi-core library {library.path} refused: cannot make its lock folder "
+                    f"under {self.cache_folders.shared}: {exc.strerror or exc}"))
+        if library.ok:
+            _log.info("HAMi-core library checked", path=library.path, detail=library.detail)
+        elif library.path:
+            _log.error("HAMi-core library refused: containers get none", path=library.path,
+                       error=library.detail)
+        self.backend.use_library(library)
 
     def _configure_isolation(self) -> None:
         """The node's mode from its ``vgpu.io/isolation`` label, read once at start."""
-        choice = self.backend.configure(node_label(self.port, self.node))
+        choice = self.backend.configure(node_label(self.port, self.node),
+                                        self.discovery.devices())
+        if self.backend.auto is not None:
+            _log.info("isolation mode chosen by auto", mode=choice.mode, why=self.backend.auto)
         if choice.error is not None:
             _log.error("isolation mode not applied", error=choice.error, mode=choice.mode)
         daemon = self.backend.daemon
@@ -323,6 +341,7 @@ class NodeAgent:
     def start(self) -> None:
         """Serve, register and start every loop; returns once serving."""
         self._check_environment()
+        self._install_library()
         self._configure_isolation()
         self._update_devices()
         if self.informer is not None:

@@ -52,9 +52,9 @@ def check(args: Any) -> None:
     if args.capacity is not None and not args.churn:
         raise ConfigError("--capacity: only with --churn (the fill replay uses every node)")
     if args.churn and (args.topology or args.tenants != 1 or args.fault_domain_isolated
-                       or args.isolation):
-        raise ConfigError("--topology, --tenants, --fault-domain-isolated, --isolation: not "
-                          "with --churn")
+                       or args.isolation or args.users != 1):
+        raise ConfigError("--topology, --tenants, --fault-domain-isolated, --isolation, "
+                          "--users: not with --churn")
 
 
 def run(args: Any, nodes: list[TraceNode], pods: list[TracePod], workload: str, *,

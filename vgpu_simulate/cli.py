@@ -20,7 +20,7 @@ from vgpu_simulate import bundled, churn_cli, plot, published, text_table
 from vgpu_simulate import policies as sim_policies
 from vgpu_simulate.links import check_shape
 from vgpu_simulate.replay import RunResult, peak_rss_mib, replay
-from vgpu_simulate.tenancy import DEFAULT_MODE, Tenancy
+from vgpu_simulate.tenancy import Tenancy, tenancy_arguments, tenancy_line
 from vgpu_simulate.trace import TraceNode, TracePod, load_nodes, load_pods
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
@@ -70,17 +70,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capacity", type=float, metavar="FRACTION",
                         help="with --churn: keep a seeded random FRACTION of the nodes "
                              "(default 1)")
-    parser.add_argument("--tenants", type=int, default=1, metavar="N",
-                        help="spread the pods over N namespaces at random (default 1: all "
-                             "in one)")
-    parser.add_argument("--fault-domain-isolated", type=float, default=0.0, metavar="SHARE",
-                        help="this share of the pods (0 to 1) says vgpu.io/fault-domain: "
-                             "namespace, sharing no fault domain with other namespaces' "
-                             "pods (default 0)")
-    parser.add_argument("--isolation", default=None, metavar="MODE",
-                        help="the isolation mode every node's GPUs report (none, hami-core, "
-                             "mps, mps-hami-core; default: unknown, as the trace's nodes "
-                             "have no agent)")
+    tenancy_arguments(parser)
     parser.add_argument("--json", metavar="OUT", help="write results as JSON ('-': stdout)")
     parser.add_argument("--plot", metavar="OUT",
                         help=f"write the allocation plot (.svg, or .png with matplotlib); "
@@ -234,8 +224,8 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def tenancy(args: argparse.Namespace) -> Tenancy:
-    """The namespaces and fault domains of the replay's pods (checked: ConfigError)."""
-    return Tenancy(args.tenants, args.fault_domain_isolated, args.isolation or DEFAULT_MODE)
+    """The namespaces, fault domains and users of the replay's pods (checked: ConfigError)."""
+    return Tenancy.of(args)
 
 
 def _describe(args: argparse.Namespace, workload: str, nodes: Sequence[TraceNode],
@@ -246,10 +236,9 @@ def _describe(args: argparse.Namespace, workload: str, nodes: Sequence[TraceNode
     if args.topology:
         print(f"topology: every node {args.topology}"
               + (", links hidden from the scheduler" if args.hide_links else ""))
-    if args.tenants > 1 or args.isolation:
-        print(f"tenants: {args.tenants} namespaces, {args.fault_domain_isolated:.0%} of the "
-              f"pods keep to their namespace's fault domain, nodes in "
-              f"{args.isolation or DEFAULT_MODE}")
+    line = tenancy_line(args)
+    if line:
+        print(line)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -70,8 +70,9 @@ def percent(gpu_milli: int) -> int:
 
 
 def pod_object(pod: TracePod, config: Config, *, namespace: str = NAMESPACE,
-               extra: Mapping[str, str] | None = None) -> Obj:
-    """The Pod; ``extra`` annotations beside the trace's (a fault domain)."""
+               extra: Mapping[str, str] | None = None, run_as_user: int | None = None) -> Obj:
+    """The Pod; ``extra`` annotations beside the trace's (a fault domain), and the uid it
+    runs as (None: it states none)."""
     rn = config.resource_names
     requests: dict[str, Any] = {"cpu": f"{pod.cpu_milli}m"}
     if pod.memory_mib:
@@ -83,11 +84,14 @@ def pod_object(pod: TracePod, config: Config, *, namespace: str = NAMESPACE,
                                rn.gpumem_percentage: share}
     annotations = {ann.USE_GPUTYPE: ",".join(pod.gpu_spec)} if pod.gpu_spec else {}
     annotations.update(extra or {})
+    spec: dict[str, Any] = {"schedulerName": config.scheduler_name, "containers": [
+        {"name": "main", "image": "trace", "resources": resources}]}
+    if run_as_user is not None:
+        spec["securityContext"] = {"runAsUser": run_as_user}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": pod.name, "namespace": namespace, "annotations": annotations},
-        "spec": {"schedulerName": config.scheduler_name,
-                 "containers": [{"name": "main", "image": "trace", "resources": resources}]},
+        "spec": spec,
         "status": {"phase": "Pending"},
     }
 

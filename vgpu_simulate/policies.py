@@ -32,9 +32,9 @@ from vgpu_simulate.gorand import GoRand
 #: runs in a replay to report allocations.
 BASE_PLUGINS = ("PrioritySort", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
                 "NodeResourcesFit")
-#: FaultDomain as in the default profile: it steps aside while no pod keeps to its
-#: namespace, so the published figures stay what they are.
-TAIL_PLUGINS = ("FaultDomain", "VGPU", "VGPUBinder")
+#: FaultDomain and MpsUser as in the default profile: they step aside while no pod keeps to
+#: its namespace and no GPU runs MPS, so the published figures stay what they are.
+TAIL_PLUGINS = ("FaultDomain", "MpsUser", "VGPU", "VGPUBinder")
 
 PluginBuilder = Callable[[Handle, Sequence[Shape], GoRand], object]
 

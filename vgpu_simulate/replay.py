@@ -110,6 +110,7 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
         tally.add_nodes(nodes)
     tenancy = tenancy or Tenancy()
     tenants = tenancy.assign(arrivals.pods, seed)
+    uids = tenancy.uids(arrivals.pods, seed)
     for node in tie_order(nodes, arrivals.node_perm):
         cluster.create("nodes", mapping.node_object(node, EPOCH, topology=topology,
                                                     publish_links=not hide_links,
@@ -129,7 +130,7 @@ def replay(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPoli
     for i, pod in enumerate(arrivals.pods):
         namespace, keeps = tenants[pod.name]
         obj = mapping.pod_object(pod, config, namespace=namespace,
-                                 extra=tenancy.annotations(keeps))
+                                 extra=tenancy.annotations(keeps), run_as_user=uids[pod.name])
         key = f"{namespace}/{pod.name}"
         cluster.create("pods", obj)
         sched.run_until_idle()

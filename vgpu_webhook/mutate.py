@@ -36,6 +36,7 @@ from vgpu.requests import ContainerRequest, ParsedPod, PodRequest, parse_gpu_pod
 from vgpu_webhook.derived_requests import Place, UnknownGpuError, charges
 from vgpu_webhook.gpus import ClusterGpus
 from vgpu_webhook.init_moves import move_off
+from vgpu_webhook.mps_users import user_ops
 from vgpu_webhook.operator_knobs import knob_ops
 from vgpu_webhook.patch import Op, add, describe, update_mapping
 from vgpu_webhook.route_around import route_around
@@ -60,10 +61,12 @@ def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Adm
         return deny(str(exc))
     if parsed is None:
         return allow("skipped", "not a GPU pod")
+    namespace = str(request.get("namespace") or meta.namespace(parsed.pod, "default"))
     try:
         # Whom the pod shares a fault domain with: checked here so that a typo is told at
         # once instead of keeping the pod pending (the scheduler refuses it the same way).
         fault_domains.stated(meta.annotations_of(request.get("object") or {}))
+        users = user_ops(parsed, config, namespace)
     except RequestError as exc:
         return deny(str(exc))
     # One rule, whatever scheduler the pod names: a GPU pod is placed by vgpu, or refused.
@@ -79,16 +82,14 @@ def decide(request: Mapping[str, Any], config: Config, gpus: ClusterGpus) -> Adm
             is not None}
     charged: dict[Place, Charge] = {}
     if config.quota.derived_requests:
-        namespace = str(request.get("namespace") or meta.namespace(parsed.pod, "default"))
         try:
             charged = charges(_as_resolved(parsed, mibs), config, gpus, namespace)
         except UnknownGpuError as exc:
             return deny(str(exc), code=403)
-    ops = _patch(parsed, config, mibs, charged)
-    warnings = parsed.request.notes
+    ops = _patch(parsed, config, mibs, charged, users)
     if not ops:
-        return allow("unchanged", "GPU pod needs no change", warnings)
-    return mutated(tuple(ops), warnings)
+        return allow("unchanged", "GPU pod needs no change", parsed.request.notes)
+    return mutated(tuple(ops), parsed.request.notes)
 
 
 def _impossible(parsed: ParsedPod, config: Config, gpus: ClusterGpus) -> str | None:
@@ -213,14 +214,12 @@ def _as_resolved(parsed: ParsedPod, mibs: Mapping[str, int]) -> ParsedPod:
         mib = mibs.get(c.name)
         out.append(c if mib is None or c.request is None else dataclasses.replace(
             c, request=dataclasses.replace(c.request, memory_mib=mib, memory_percent=None)))
-    containers = tuple(out)
-    return dataclasses.replace(parsed, containers=containers, request=dataclasses.replace(
-        parsed.request, containers=tuple(c.request for c in containers
-                                         if c.request is not None)))
+    return dataclasses.replace(parsed, containers=tuple(out), request=dataclasses.replace(
+        parsed.request, containers=tuple(c.request for c in out if c.request is not None)))
 
 
 def _patch(parsed: ParsedPod, config: Config, mibs: Mapping[str, int],
-           charged: Mapping[Place, Charge]) -> list[Op]:
+           charged: Mapping[Place, Charge], users: list[Op]) -> list[Op]:
     ops: list[Op] = []
     named = parsed.spec.get("schedulerName")
     if not (isinstance(named, str) and named in config.vgpu_schedulers):
@@ -243,7 +242,7 @@ def _patch(parsed: ParsedPod, config: Config, mibs: Mapping[str, int],
         ops.extend(_container_ops(f"/spec/{container.key}/{container.position}/resources",
                                   container.container, request, mib, charge, config=config,
                                   moved=moved))
-    ops.extend(knob_ops(parsed, config))
+    ops.extend([*knob_ops(parsed, config), *users])
 
     if not ops:
         return ops

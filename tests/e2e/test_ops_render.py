@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.e2e.ops_support import RENDERABLE, Obj, check_rendered, kustomize
 
@@ -37,7 +38,16 @@ def test_overlays_change_what_they_say(kubectl_path: Path) -> None:
     hami = agent("overlays/hami-core")["spec"]["template"]["spec"]
     env = {e["name"]: e.get("value") for e in hami["containers"][0]["env"]}
     assert env["VGPU_NODEAGENT__HAMI_CORE_PATH"] == "/usr/local/vgpu/libvgpu.so"
+    assert env["VGPU_NODEAGENT__HAMI_CORE_BUNDLE"] == ""
     assert {"hami-core", "vgpu-cache", "device-plugins"} <= {v["name"] for v in hami["volumes"]}
+    # The base installs the library its image carries on a host path of the agent's.
+    plain = agent("base")["spec"]["template"]["spec"]
+    settings = yaml.safe_load(named(kustomize(kubectl_path, "base"), "ConfigMap",
+                                    "vgpu-config")["data"]["config.yaml"])
+    assert settings["nodeagent"] == {"hamiCorePath": "/var/lib/vgpu/lib/libvgpu.so",
+                                     "sharedCacheDir": "/var/lib/vgpu"}
+    assert {"name": "vgpu-cache", "mountPath": "/var/lib/vgpu"} in \
+        plain["containers"][0]["volumeMounts"]
     monitoring = kustomize(kubectl_path, "overlays/prometheus-operator")
     assert sorted(o["metadata"]["name"] for o in monitoring if o["kind"] == "PodMonitor") == [
         "vgpu-nodeagent", "vgpu-scheduler", "vgpu-webhook"]

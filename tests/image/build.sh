@@ -110,7 +110,8 @@ if [ -n "$ca" ] && [ -f "$ca" ]; then
     trust=(--volume "$ca:/run/vgpu-build/ca.pem:ro" --build-arg PIP_CERT=/run/vgpu-build/ca.pem)
 fi
 start=$SECONDS
-"${B[@]}" bud --quiet --layers --isolation chroot --build-arg "BASE=$BASE" \
+# --target vgpu: the image without HAMi-core, whose stages need the network (the Dockerfile).
+"${B[@]}" bud --quiet --layers --isolation chroot --target vgpu --build-arg "BASE=$BASE" \
     --build-arg "BUILD_BASE=$BUILD_BASE" "${trust[@]}" --iidfile "$CACHE/iid.$$" \
     -t "$TAG" -f Dockerfile . >"$CACHE/build.log" 2>&1 || { tail -30 "$CACHE/build.log" >&2; exit 1; }
 # This build's image, whatever another checkout sharing the cache tags meanwhile.

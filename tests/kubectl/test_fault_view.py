@@ -33,9 +33,11 @@ NODES = [builders.node("mps", gpus("mps", 2, "mps"), heartbeat=HEARTBEAT),
 
 
 def placed(name: str, namespace: str, node: str, uuid: str, scope: str | None) -> dict[str, Any]:
-    p = builders.pod(name, [builders.container(gpumem=4000, cores=20)], namespace=namespace)
+    # One uid for every pod here: MPS's one user per GPU keeps nobody apart.
+    p = builders.pod(name, [builders.container(gpumem=4000, cores=20)], namespace=namespace,
+                     securityContext={"runAsUser": 1000})
     a = codecs.Assignment(node, {"main": (codecs.GrantedDevice(uuid, 4000, 20),)},
-                          fault_domain=scope)
+                          fault_domain=scope, run_as_user=1000)
     p["metadata"]["annotations"].update({ASSIGNMENT: codecs.encode_assignment(a),
                                          BIND_PHASE: "success"})
     p["spec"]["nodeName"] = node
@@ -53,7 +55,8 @@ PLACED = [placed("train", "a", "mps", "GPU-mps-0", "namespace"),
 def pending(namespace: str, scope: str | None, count: int = 2) -> dict[str, Any]:
     notes = {} if scope is None else {"vgpu.io/fault-domain": scope}
     return builders.pod("job", [builders.container(gpus=count, gpumem=1000, cores=10)],
-                        namespace=namespace, annotations=notes)
+                        namespace=namespace, annotations=notes,
+                        securityContext={"runAsUser": 1000})
 
 
 def why(pod: dict[str, Any], config: Config | None = None) -> Any:
@@ -130,7 +133,7 @@ def test_inspect_shows_whom_each_fault_domain_takes() -> None:
     assert [rows[u].fault_domain for u in ("GPU-mps-0", "GPU-mps-1", "GPU-own-0")] == [
         "a only", "any", None]
     table = inspect_render.render_table(report, details=True)
-    assert "mps (a only)" in table and "hami-core (" not in table
+    assert "mps (a only; uid 1000)" in table and "hami-core (" not in table
     assert "a/train  container=main  memory=4000MiB  cores=20  phase=success  " \
            "fault-domain=namespace" in table
     assert "b/serve  container=main  memory=4000MiB  cores=20  phase=success\n" in table

@@ -21,13 +21,19 @@ def report(nodes: list[dict[str, Any]] = NODES, pods: list[dict[str, Any]] = POD
 
 
 TABLE = """\
-NODE   GPU  MODEL                  MEMORY MiB (ALLOC/TOTAL)  MEM%  CORES   TASKS  ISOLATION  HEALTH
-gpu-a  0    NVIDIA A100-SXM4-40GB  25120/40960               61%   60/100  3/10   mps        healthy
-       1    NVIDIA A100-SXM4-40GB  10000/40960               24%   30/100  1/10   mps        healthy
-gpu-b  0    Tesla T4               8000/15360                52%   0/100   1/10   unknown    \
+NODE   GPU  MODEL                  MEMORY MiB (ALLOC/TOTAL)  MEM%  CORES   TASKS  ISOLATION       \
+HEALTH
+gpu-a  0    NVIDIA A100-SXM4-40GB  25120/40960               61%   60/100  3/10   mps (uid 1000)  \
+healthy
+       1    NVIDIA A100-SXM4-40GB  10000/40960               24%   30/100  1/10   mps (uid 1000)  \
+healthy
+gpu-b  0    Tesla T4               8000/15360                52%   0/100   1/10   unknown         \
 unhealthy, node stale
-TOTAL  3    2 nodes                43120/97280               44%   90/300  5/30              \
+TOTAL  3    2 nodes                43120/97280               44%   90/300  5/30                   \
 2/3 healthy
+Isolation per node (what holds each container to its slice):
+  gpu-a: mps: memory held, compute held, a GPU is one fault domain, one uid per GPU (MPS)
+  gpu-b: unknown: memory not held, compute not held, a GPU is one fault domain
 Pending GPU pods: 1
 WARNING pod default/garbled: vgpu.io/assignment.containers: expected an object, got null
 WARNING node gpu-broken: vgpu.io/node-gpus: not valid JSON: Expecting property name enclosed \
@@ -36,13 +42,15 @@ WARNING pod default/ghost: container main is assigned GPU GPU-gone on node gpu-b
 node inventory lists"""
 
 DETAILS = """\
-gpu-a  0    NVIDIA A100-SXM4-40GB  25120/40960               61%   60/100  3/10   mps        healthy
+gpu-a  0    NVIDIA A100-SXM4-40GB  25120/40960               61%   60/100  3/10   mps (uid 1000)  \
+healthy
     default/infer  container=main  memory=4096MiB  cores=10  phase=allocating
     default/infer  container=sidecar  memory=1024MiB  cores=0  phase=allocating
     ml/train  container=worker  memory=20000MiB  cores=50  phase=success
-       1    NVIDIA A100-SXM4-40GB  10000/40960               24%   30/100  1/10   mps        healthy
+       1    NVIDIA A100-SXM4-40GB  10000/40960               24%   30/100  1/10   mps (uid 1000)  \
+healthy
     ml/train  container=worker  memory=10000MiB  cores=30  phase=success
-gpu-b  0    Tesla T4               8000/15360                52%   0/100   1/10   unknown    \
+gpu-b  0    Tesla T4               8000/15360                52%   0/100   1/10   unknown         \
 unhealthy, node stale
     default/t4-job  container=main  memory=8000MiB  cores=0  phase=success
 TOTAL"""

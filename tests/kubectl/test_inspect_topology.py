@@ -30,8 +30,8 @@ def report() -> inspect.Report:
 def column(table: str, name: str) -> list[str]:
     lines = table.splitlines()
     start = lines[0].index(name)
-    return [line[start:].split("  ")[0].strip() for line in lines[1:]
-            if not line.startswith("Pending")]
+    rows = lines[1:next(i for i, line in enumerate(lines) if line.startswith("TOTAL")) + 1]
+    return [line[start:].split("  ")[0].strip() for line in rows]
 
 
 def test_the_links_column_shows_each_gpus_fastest_link() -> None:

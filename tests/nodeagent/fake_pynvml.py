@@ -81,6 +81,8 @@ class Gpu:
     nvlinks: list[NvLink] | None = None
     #: NVML_DEVICE_ARCH_*; None: nvmlDeviceGetArchitecture fails (older drivers)
     arch: int | None = None
+    #: (major, minor) CUDA compute capability; None: NVML answers NOT_SUPPORTED
+    compute: tuple[int, int] | None = (8, 0)
 
 
 @dataclass
@@ -99,8 +101,10 @@ class FakeNvml:
 
     def __init__(self, gpus: list[Gpu], *, init_error: int | None = None,
                  ancestors: dict[frozenset[str], int] | None = None,
-                 remote_type: bool = True) -> None:
+                 remote_type: bool = True, cuda_driver: int | None = 12040) -> None:
         self.gpus = gpus
+        #: nvmlSystemGetCudaDriverVersion_v2's answer; None: the call fails
+        self.cuda_driver = cuda_driver
         #: The PCIe common ancestor per pair of UUIDs (NVML_TOPOLOGY_*); absent: SYSTEM,
         #: -1: NVML fails.
         self.ancestors = ancestors or {}
@@ -131,6 +135,17 @@ class FakeNvml:
 
     def nvmlShutdown(self) -> None:
         self.shutdown = True
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        if self.cuda_driver is None:
+            raise NVMLError(NVML_ERROR_UNKNOWN)
+        return self.cuda_driver
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]:
+        compute = self._gpu(handle).compute
+        if compute is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return compute
 
     def nvmlDeviceGetCount(self) -> int:
         return len(self.gpus)

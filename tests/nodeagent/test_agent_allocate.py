@@ -29,6 +29,7 @@ from tests.nodeagent.conftest import (
     wait_phase,
     wait_until,
 )
+from tests.support import hami_standin
 from tests.support.kubelet import KubeletStandIn, device_plugin_dir
 from tests.support.pods import bind_assigned, container, pod, slices
 from vgpu_nodeagent.agent import NodeAgent
@@ -202,8 +203,7 @@ def test_allocate_waits_for_the_binding_to_reach_the_watch(make_env: Any) -> Non
 
 
 def test_hami_core_mounts_and_oversubscription(make_env: Any, tmp_path: Any) -> None:
-    library = tmp_path / "libvgpu.so"
-    library.write_bytes(b"\x7fELF")
+    library = hami_standin.library(tmp_path / "libvgpu.so")
     cache = tmp_path / "cache"
     config = small_config(hami_core_path=str(library), shared_cache_dir=str(cache))
     config = dataclasses.replace(config, device_memory_scaling=1.5, disable_core_limit=True)

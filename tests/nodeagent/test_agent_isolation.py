@@ -13,6 +13,7 @@ from typing import Any
 
 from tests.nodeagent.conftest import GPU1, NODE, envs, wait_phase, wait_until
 from tests.nodeagent.mps_support import commands, kill_daemon, mps_config, mps_settings
+from tests.support import hami_standin
 from tests.support.pods import bind_assigned, container, pod, slices
 from vgpu.cluster.memory import MemoryCluster
 from vgpu.codecs import decode_inventory
@@ -89,8 +90,7 @@ def test_mps_node_answers_with_the_pipe_folder_and_limits(make_env: Any,
 
 def test_mps_hami_core_node_answers_mps_with_hamis_memory_hooks(make_env: Any,
                                                                 tmp_path: Path) -> None:
-    library = tmp_path / "libvgpu.so"
-    library.write_bytes(b"")
+    library = hami_standin.library(tmp_path / "libvgpu.so")
     config = from_mapping({"isolation": {"mode": "mps-hami-core",
                                          "mps": mps_settings(tmp_path)},
                            "nodeagent": {"hamiCorePath": str(library),

@@ -62,12 +62,24 @@ def dev(**changes: Any) -> dict[str, Any]:
     ({"devices": [dev(colour="green")]}, "devices[0].colour: unknown key"),
     ({"devices": [dev(), dev(index=1)]}, "devices[1].uuid: GPU-a appears twice"),
     ({"devices": [dev(), dev(uuid="GPU-b")]}, "devices[1].index: 0 appears twice"),
+    ({"devices": [dev(compute_major=100)]}, "devices[0].compute_major: 100 is out of range"),
+    ({"devices": [dev()], "cuda_driver_version": "13.0"}, "f.cuda_driver_version: expected an "
+                                                          "integer"),
+    ({"devices": [dev()], "cuda_driver_version": 999}, "f.cuda_driver_version: 999 is out of "
+                                                       "range"),
 ])
 def test_bad_files_say_what_and_where(document: Any, message: str) -> None:
     text = document if isinstance(document, str) else json.dumps(document)
     with pytest.raises(DiscoveryError) as info:
         parse(text, "f")
     assert message in str(info.value)
+
+
+def test_the_driver_and_compute_capability_as_nvml_gives_them() -> None:
+    read = parse(json.dumps({"devices": [dev(compute_major=9)],
+                             "cuda_driver_version": 12040}), "f")
+    assert read.cuda_driver_version == 12040 and read.facts[0].compute_major == 9
+    assert parse(json.dumps({"devices": [dev()]}), "f").cuda_driver_version is None
 
 
 def write(path: Path, devices: list[dict[str, Any]]) -> None:

@@ -31,16 +31,18 @@ def test_discovers_uuid_model_memory_numa_and_mig(tmp_path: Path) -> None:
         Gpu("GPU-b", name="NVIDIA H100", numa=None, bus_id="00000000:86:00.0"),
         Gpu("GPU-c", numa=None, bus_id="00000000:AF:00.0"),  # no sysfs entry: unknown
         Gpu("GPU-m", mig=NVML_DEVICE_MIG_ENABLE),
-        Gpu("GPU-old", mig=None),  # not MIG-capable
+        Gpu("GPU-old", mig=None, compute=None),  # not MIG-capable; no compute capability
     ])
     discovery = NvmlDiscovery(nvml, sysfs_pci=str(tmp_path))
     # The PCI address in the one spelling the kernel's Xid lines are matched in.
     assert discovery.devices() == (
-        GpuFacts("GPU-a", 0, "NVIDIA A100-SXM4-40GB", 81920, numa=0, pci="0000:3b:00"),
-        GpuFacts("GPU-b", 1, "NVIDIA H100", 40960, numa=1, pci="0000:86:00"),
-        GpuFacts("GPU-c", 2, "NVIDIA A100-SXM4-40GB", 40960, numa=-1, pci="0000:af:00"),
+        GpuFacts("GPU-a", 0, "NVIDIA A100-SXM4-40GB", 81920, numa=0, pci="0000:3b:00",
+                 compute_major=8),
+        GpuFacts("GPU-b", 1, "NVIDIA H100", 40960, numa=1, pci="0000:86:00", compute_major=8),
+        GpuFacts("GPU-c", 2, "NVIDIA A100-SXM4-40GB", 40960, numa=-1, pci="0000:af:00",
+                 compute_major=8),
         GpuFacts("GPU-m", 3, "NVIDIA A100-SXM4-40GB", 40960, numa=0, mig=True,
-                 pci="0000:3b:00"),
+                 pci="0000:3b:00", compute_major=8),
         GpuFacts("GPU-old", 4, "NVIDIA A100-SXM4-40GB", 40960, numa=0, pci="0000:3b:00"),
     )
     assert [f.uuid for f in usable(discovery.devices())] == ["GPU-a", "GPU-b", "GPU-c",
@@ -48,6 +50,14 @@ def test_discovers_uuid_model_memory_numa_and_mig(tmp_path: Path) -> None:
     assert discovery.refresh() is False
     discovery.close()
     assert nvml.shutdown
+
+
+def test_the_drivers_cuda_version_picks_the_hami_core_build() -> None:
+    assert NvmlDiscovery(FakeNvml([Gpu("GPU-a")], cuda_driver=13000)).cuda_driver_version() \
+        == 13000
+    # A driver that cannot say: unknown, and no build is chosen (hami_library refuses).
+    assert NvmlDiscovery(FakeNvml([Gpu("GPU-a")], cuda_driver=None)).cuda_driver_version() \
+        is None
 
 
 def test_a_gpu_nvml_cannot_read_is_skipped() -> None:

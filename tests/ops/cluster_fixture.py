@@ -39,13 +39,16 @@ def node(name: str, devices: list[dict[str, Any]] | None, heartbeat: str | None 
 def pod(name: str, node_name: str | None,
         containers: dict[str, list[tuple[str, int, int]]] | None, *,
         phase: str = "Running", namespace: str = "default", raw: str | None = None,
-        bind_phase: str = "success") -> dict[str, Any]:
+        bind_phase: str = "success", run_as_user: int | None = None) -> dict[str, Any]:
     ann: dict[str, str] = {}
     if containers is not None:
-        ann["vgpu.io/assignment"] = json.dumps({
+        assignment: dict[str, Any] = {
             "version": 1, "node": node_name,
             "containers": {c: [{"uuid": u, "memory_mib": m, "cores": k} for u, m, k in slices]
-                           for c, slices in containers.items()}})
+                           for c, slices in containers.items()}}
+        if run_as_user is not None:
+            assignment["run_as_user"] = run_as_user
+        ann["vgpu.io/assignment"] = json.dumps(assignment)
         ann["vgpu.io/bind-phase"] = bind_phase
     if raw is not None:
         ann["vgpu.io/assignment"] = raw
@@ -68,9 +71,11 @@ NODES = [
 ]
 
 PODS = [
-    pod("train", "gpu-a", {"worker": [(A0, 20000, 50), (A1, 10000, 30)]}, namespace="ml"),
+    # One uid on the MPS GPUs of gpu-a, as the scheduler places them (MpsUser).
+    pod("train", "gpu-a", {"worker": [(A0, 20000, 50), (A1, 10000, 30)]}, namespace="ml",
+        run_as_user=1000),
     pod("infer", "gpu-a", {"main": [(A0, 4096, 10)], "sidecar": [(A0, 1024, 0)]},
-        bind_phase="allocating", phase="Pending"),
+        bind_phase="allocating", phase="Pending", run_as_user=1000),
     pod("t4-job", "gpu-b", {"main": [(B0, 8000, 0)]}),
     pod("done", "gpu-a", {"main": [(A1, 30000, 70)]}, phase="Succeeded"),
     pod("crashed", "gpu-a", {"main": [(A1, 30000, 70)]}, phase="Failed"),

@@ -62,6 +62,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         *_counter("vgpu_webhook_requests"),
         *_histogram("vgpu_webhook_request_duration_seconds"),
         *_counter("vgpu_webhook_validations"),
+        *_counter("vgpu_webhook_node_scope"),
         *_histogram("vgpu_webhook_validation_duration_seconds"),
         *_counter("vgpu_webhook_certificate_reloads"),
         "vgpu_webhook_certificate_expiry_timestamp_seconds",

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import hami_standin
+
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_CHILD = ROOT / "tests" / "ops" / "fake_isolation_child.py"
 FAKE_CONTROL = ROOT / "tests" / "support" / "fake_mps_control.py"
@@ -77,4 +79,43 @@ def test_every_check_runs_through_the_agent() -> None:
         "pair_caps_hold": True, "pair_split_even_within_15_percent": True,
         "restart_adopted_and_client_finished": True,
         "watchdog_breach_within_one_interval": True}
+    assert "Traceback" not in done.stderr
+
+
+def test_the_install_and_user_checks_run_through_the_agent(tmp_path: Path) -> None:
+    """``installed`` on a bundle of stand-ins (the agent picks the CUDA 12 build for NVML's
+    12.4 driver, installs and checks it), ``mps-hami-core`` on the same bundle, and
+    ``users``: vgpu's scheduler on the agent's one MPS GPU keeps the second uid off it."""
+    bundle = hami_standin.bundle(tmp_path / "bundle")
+    code = RUN.format(child=str(FAKE_CHILD), control=f"{sys.executable} {FAKE_CONTROL}")
+    code = code.replace('"--checks", "mps,pair,fault,restart,watchdog"',
+                        f'"--checks", "installed,mps-hami-core,users", '
+                        f'"--hami-bundle", {str(bundle)!r}')
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    installed = out["installed"]
+    library = installed["hami_core_library"]
+    assert library["ok"] is True and library["cuda"] == 12
+    assert library["sha256"] == hami_standin.sha256(
+        bundle / "cuda12" / "libvgpu.so")
+    assert installed["mode"] == "hami-core" and installed["enforced_by_agent"] is True
+    assert installed["env"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "4096m"
+    combined = out["mps-hami-core"]
+    assert combined["mode"] == "mps-hami-core", combined
+    assert combined["env"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4096M"
+    assert combined["env"]["CUDA_DEVICE_SM_LIMIT"] == "0"
+    users = out["users"]
+    pods = {p["pod"]: p for p in users["pods"]}
+    assert pods["first"]["gpu"] == "GPU-0" and pods["first"]["recorded_uid"] == 1000
+    assert pods["other-user"]["gpu"] is None
+    assert "too few GPUs whose MPS server may serve the pod's user (runAsUser)" in \
+        pods["other-user"]["why"]
+    assert pods["same-user"]["gpu"] == "GPU-0"
+    assert out["targets"] == {
+        "installed_library_checked": True, "installed_past_limit_refused": True,
+        "mps_hami_core_total_is_the_grant": True, "mps_hami_core_past_limit_refused": True,
+        "mps_hami_core_throughput_25_to_45_percent": True,
+        "users_one_uid_per_mps_gpu": True, "users_same_uid_joins": True}
     assert "Traceback" not in done.stderr

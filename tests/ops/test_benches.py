@@ -30,6 +30,7 @@ SMOKE: dict[str, list[str]] = {
     "simulate.py": ["--policy", "binpack", "--sample", "0.05"],
     "simulate_diverge.py": ["--sample", "0.05", "--show", "1"],
     "simulate_fault_domains.py": ["--sample", "0.05", "--seeds", "42"],
+    "simulate_mps_users.py": ["--sample", "0.05", "--seeds", "42", "--users", "3,0"],
     "simulate_topology.py": ["--sample", "0.05", "--variants", "multigpu30", "--shapes",
                              "mixed", "--policies", "binpack"],
     "soft_rules.py": ["--nodes", "60", "--runs", "1"],

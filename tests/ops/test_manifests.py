@@ -127,9 +127,36 @@ def test_dockerfile_builds_every_package_and_runs_as_non_root() -> None:
     # BASE unless the builder passes one with the same python (CI's has binutils too).
     assert re.search(r"^ARG BASE=python:3.11-slim$", text, re.M)
     assert re.search(r"^ARG BUILD_BASE=\$\{BASE\}$", text, re.M)
-    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${BUILD_BASE}", "${BASE}"]
+    assert re.findall(r"^FROM (\S+)", text, re.M) == [
+        "${BUILD_BASE}", "${BASE}", "${CUDA12_DEVEL}", "${CUDA13_DEVEL}", "build", "vgpu"]
     assert re.search(r"^USER 65532:65532$", text, re.M)
     assert re.search(r'^ENTRYPOINT \["vgpu"\]$', text, re.M)
+
+
+def test_the_default_image_carries_hami_core_built_as_its_authors_build_it() -> None:
+    """Each CUDA major's stage fetches the pinned commit, checks it is that commit, and runs
+    HAMi-core's own build.sh (Debug); the agent's check indexes the builds; the default
+    target copies them where the agent looks (nodeagent.hamiCoreBundle). CI, without the
+    network, builds --target vgpu, the stage before them."""
+    text = (ROOT / "Dockerfile").read_text()
+    ref = re.search(r"^ARG HAMI_CORE_REF=([0-9a-f]{40})$", text, re.M)
+    assert ref is not None
+    stages = dict(re.findall(r"^FROM (\S+) AS (\S+)$", text, re.M)[::-1])
+    majors = sorted(int(m) for m in re.findall(r"^FROM \S+ AS hami-core-cuda(\d+)$", text, re.M))
+    assert majors == [12, 13] and stages.get("${BASE}") == "vgpu"
+    for major in majors:
+        body = text.split(f"AS hami-core-cuda{major}\n", 1)[1].split("\nFROM ", 1)[0]
+        assert 'test "$(git rev-parse HEAD)" = "${HAMI_CORE_REF}"' in body
+        assert "bash ./build.sh" in body and "CMAKE_BUILD_TYPE" not in body
+        assert f"/out/cuda{major}/libvgpu.so" in body
+    assert "python -m vgpu_nodeagent.isolation.hami_bundle /opt/vgpu/hami-core" in text
+    last = text.rsplit("\nFROM ", 1)[1]
+    assert last.startswith("vgpu\n")
+    assert "COPY --from=hami-core /opt/vgpu/hami-core /opt/vgpu/hami-core" in last
+    assert config.Config().nodeagent.hami_core_bundle == "/opt/vgpu/hami-core"
+    assert "--target vgpu" in (ROOT / "tests/image/build.sh").read_text()
+    # The pinned commit the docs name is the one built.
+    assert ref.group(1)[:7] in (ROOT / "docs/isolation-setup.md").read_text()
 
 
 # --- the commands the pods run -----------------------------------------------------------

@@ -24,6 +24,9 @@ from vgpu_scheduler.plugins.gpu.fault_domain import BARRED, REASON
 
 GPU0, GPU1 = "GPU-n-0", "GPU-n-1"
 BINPACK = {"vgpu.io/gpu-scheduler-policy": "binpack"}   # the fuller GPU first, when allowed
+#: Every pod here runs as one uid, so that MPS's one user per GPU (MpsUser, its own tests)
+#: keeps nobody apart and the fault domains alone decide.
+ONE_USER = {"securityContext": {"runAsUser": 1000}}
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def setup_node(case: Case) -> tuple[Scheduler, MemoryCluster]:
                                                           placed.annotation}
         obj = builders.pod(f"placed-{i}", [builders.container(gpus=1, gpumem=2000,
                                                               cores=placed.cores)],
-                           namespace=placed.namespace, annotations=notes)
+                           namespace=placed.namespace, annotations=notes, **ONE_USER)
         slices = {"main": (GrantedDevice(placed.gpu, 2000, placed.cores),)}
         text = encode_assignment(Assignment(node="n", containers=slices,
                                             fault_domain=placed.recorded))
@@ -114,7 +117,8 @@ def submit(sched: Scheduler, cluster: MemoryCluster, namespace: str,
     if annotation is not None:
         notes["vgpu.io/fault-domain"] = annotation
     cluster.create("pods", builders.pod("new", [builders.container(
-        gpus=1, gpumem=2000, cores=cores)], namespace=namespace, annotations=notes))
+        gpus=1, gpumem=2000, cores=cores)], namespace=namespace, annotations=notes,
+        **ONE_USER))
     sched.run_until_idle()
     return assignment_of(cluster.get("pods", "new", namespace))
 
@@ -161,7 +165,7 @@ def test_a_pod_that_keeps_to_its_namespace_joins_its_namespace_not_an_empty_gpu(
         cluster.create("nodes", builders.node(name, gpus, heartbeat=clock.now))
     for name, node, namespace in (("theirs", "x", "c"), ("mine", "y", "a")):
         obj = builders.pod(name, [builders.container(gpus=1, gpumem=2000, cores=20)],
-                           namespace=namespace)
+                           namespace=namespace, **ONE_USER)
         slices = {"main": (GrantedDevice(f"GPU-{node}-0", 2000, 20),)}
         bind_assigned(cluster, obj, node, slices, assignment_text=encode_assignment(
             Assignment(node=node, containers=slices, fault_domain="any")))
@@ -179,7 +183,7 @@ def test_preemption_can_free_a_gpu_a_lower_priority_pod_keeps_to_its_namespace()
     case = Case("", (A_NS, Placed("c", "namespace", gpu=GPU1)), "b", "any", None)
     sched, cluster = setup_node(case)
     cluster.create("pods", builders.pod("urgent", [builders.container(
-        gpus=1, gpumem=2000, cores=20)], namespace="b", priority=1000))
+        gpus=1, gpumem=2000, cores=20)], namespace="b", priority=1000, **ONE_USER))
     sched.run_until_idle()
     left = {p["metadata"]["name"] for p in cluster.list("pods").items}
     assert left & {"placed-0", "placed-1"} != {"placed-0", "placed-1"}, "no victim evicted"
@@ -210,7 +214,7 @@ def test_no_gpu_ever_holds_two_pods_that_do_not_trust_each_other() -> None:
             if rng.random() < 0.7 else {}
         cluster.create("pods", builders.pod(f"p{i}", [builders.container(
             gpus=rng.choice([1, 1, 2]), gpumem=1000, cores=rng.choice([10, 20, 30]))],
-            namespace=namespace, annotations=notes))
+            namespace=namespace, annotations=notes, **ONE_USER))
         sched.run_until_idle()
         pod = cluster.get("pods", f"p{i}", namespace)
         if pod["spec"].get("nodeName"):

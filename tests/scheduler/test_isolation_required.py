@@ -41,7 +41,8 @@ def test_a_pod_that_requires_isolation_lands_on_the_enforcing_node() -> None:
                                node_in_mode("mps", "mps")])
     for i in range(3):
         cluster.create("pods", builders.pod(
-            f"p{i}", [builders.container(gpus=1, gpumem=2000, cores=20)], annotations=REQUIRE))
+            f"p{i}", [builders.container(gpus=1, gpumem=2000, cores=20)], annotations=REQUIRE,
+            securityContext={"runAsUser": 1000}))  # one user: MPS may put them together
         sched.run_until_idle()
         allocated(cluster, f"p{i}")  # the node's allocation gate opens for the next one
     assert {node_of(cluster, f"p{i}") for i in range(3)} == {"mps"}

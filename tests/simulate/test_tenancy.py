@@ -74,3 +74,50 @@ def test_isolated_pods_on_mps_never_share_a_gpu_with_another_namespace(
             for uuid in assignment.gpu_ids:
                 by_gpu.setdefault(uuid, set()).add(pod["metadata"]["namespace"])
     assert by_gpu and all(len(namespaces) == 1 for namespaces in by_gpu.values()), by_gpu
+
+
+def test_the_uids_follow_the_seed_and_the_count() -> None:
+    pods = tuple(TracePod(f"p{i}", 1000, 0, 1, 500) for i in range(300))
+    three = Tenancy(users=3)
+    assert three.uids(pods, 42) == three.uids(pods, 42) != three.uids(pods, 43)
+    assert set(three.uids(pods, 42).values()) == {1000, 1001, 1002}
+    assert set(Tenancy().uids(pods, 42).values()) == {1000}
+    assert set(Tenancy(users=0).uids(pods, 42).values()) == {None}
+    with pytest.raises(ConfigError, match="--users -1: must be 0 or more"):
+        Tenancy(users=-1)
+
+
+def _replayed(monkeypatch: pytest.MonkeyPatch, tenancy: Tenancy) -> tuple[int, dict[str, set[str]]]:
+    """The pods placed, and per GPU the uids (``?<pod>`` for none) of the pods on it."""
+    seen: list[MemoryCluster] = []
+    original = MemoryCluster.__init__
+
+    def keep(self: MemoryCluster, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        seen.append(self)
+
+    monkeypatch.setattr(MemoryCluster, "__init__", keep)
+    result = replay(NODES, PODS, policies.get(policies.DEFAULT), seed=3, inflate=0,
+                    tenancy=tenancy)
+    by_gpu: dict[str, set[str]] = {}
+    for pod in seen[-1].list("pods").items:
+        assignment = assignment_of(pod)
+        if assignment is not None and pod["spec"].get("nodeName"):
+            uid = pod["spec"].get("securityContext", {}).get("runAsUser")
+            for uuid in assignment.gpu_ids:
+                by_gpu.setdefault(uuid, set()).add(
+                    str(uid) if uid is not None else f"?{pod['metadata']['name']}")
+    return result.placed, by_gpu
+
+
+def test_on_mps_each_gpu_serves_one_uid_and_pods_without_one_go_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twelve pods, six MPS GPUs: with one uid they share GPUs; with three, each GPU serves
+    one; with none stated, each pod has a GPU to itself and some find none."""
+    one, gpus_one = _replayed(monkeypatch, Tenancy(mode="mps"))
+    three, gpus_three = _replayed(monkeypatch, Tenancy(mode="mps", users=3))
+    alone, gpus_alone = _replayed(monkeypatch, Tenancy(mode="mps", users=0))
+    assert all(len(uids) == 1 for uids in gpus_one.values())
+    assert all(len(uids) == 1 for uids in gpus_three.values())
+    assert all(len(uids) == 1 for uids in gpus_alone.values())
+    assert alone <= 6 < one and three <= one

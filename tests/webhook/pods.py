@@ -62,7 +62,8 @@ def pod(*containers: dict[str, Any], init: tuple[dict[str, Any], ...] = (),
 
 
 def review(obj: Any, *, operation: str = "CREATE", kind: str = "Pod", group: str = "",
-           uid: str = "705ab4f5-6393-11e8-b7cc-42010a800002") -> dict[str, Any]:
+           uid: str = "705ab4f5-6393-11e8-b7cc-42010a800002",
+           namespace: str = "team-a") -> dict[str, Any]:
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -71,7 +72,7 @@ def review(obj: Any, *, operation: str = "CREATE", kind: str = "Pod", group: str
             "kind": {"group": group, "version": "v1", "kind": kind},
             "resource": {"group": group, "version": "v1", "resource": kind.lower() + "s"},
             "requestKind": {"group": group, "version": "v1", "kind": kind},
-            "namespace": "team-a",
+            "namespace": namespace,
             "operation": operation,
             "userInfo": {"username": "admin"},
             "object": obj,

@@ -98,7 +98,13 @@ class NodeAgentConfig:
     heartbeat_seconds: float = _knob(30.0, "how often the inventory heartbeat is written", lo=1)
     metrics_port: int = _knob(9394, "port of /healthz and /metrics (metricsServer)", lo=1,
                               hi=65535)
-    hami_core_path: str = _knob("", "host path of HAMi-core's libvgpu.so; empty = not mounted")
+    hami_core_path: str = _knob("", "host path of HAMi-core's libvgpu.so, which the agent "
+                                "installs from hamiCoreBundle, checks, and hands to containers; "
+                                "empty = none")
+    hami_core_bundle: str = _knob(
+        "/opt/vgpu/hami-core", "folder in the agent's image holding HAMi-core builds per CUDA "
+        "major and their index; empty, or a folder that does not exist = install nothing and "
+        "check the node's own library at hamiCorePath")
     shared_cache_dir: str = _knob("/tmp/vgpu", "folder holding each container's shared cache file")
     health_quiet_seconds: float = _knob(
         60.0, "how long a GPU must stay free of faults before it is healthy again", lo=0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from vgpu import fault_domains
+from vgpu import fault_domains, mps_users
 from vgpu import isolation_modes as modes
 from vgpu.config.knobs import knob, section
 from vgpu.errors import ConfigError, RequestError
@@ -51,6 +51,25 @@ class MpsConfig:
         "/dev/kmsg", "the kernel log the agent reads the driver's Xid lines from, which name "
         "the process that faulted (NVML's events do not); empty = off. Reading /dev/kmsg "
         "needs CAP_SYSLOG or kernel.dmesg_restrict=0")
+    place_by_user: bool = knob(
+        True, "the scheduler puts only pods of one Linux user (their runAsUser) on a GPU in "
+        "mps or mps-hami-core, as one MPS daemon serves one uid at a time; false turns the "
+        "rule off (pods of two uids on one MPS GPU then stall each other), and auto then "
+        "never chooses an MPS mode")
+    namespace_users: tuple[str, ...] = knob(
+        (), "<namespace>=<uid> entries: the webhook runs the GPU containers of that "
+        "namespace's pods as that uid (runAsUser, set where the pod states none) and refuses "
+        "a pod whose GPU containers state another, so the namespace's pods share MPS GPUs")
+
+    def __post_init__(self) -> None:
+        try:
+            mps_users.parse_namespace_users(self.namespace_users)
+        except RequestError as exc:
+            raise ConfigError(f"isolation.mps.namespaceUsers: {exc}") from None
+
+    @functools.cached_property
+    def users(self) -> dict[str, int]:
+        return mps_users.parse_namespace_users(self.namespace_users)
 
 
 @dataclass(frozen=True)
@@ -88,8 +107,9 @@ class FaultDomainsConfig:
 
 @dataclass(frozen=True)
 class IsolationConfig:
-    mode: str = knob(modes.HAMI_CORE, "backend of nodes without a vgpu.io/isolation label",
-                     choices=modes.MODES)
+    mode: str = knob(modes.HAMI_CORE, "backend of nodes without a vgpu.io/isolation label; "
+                     "auto = per node, the strongest its install supports (mps-hami-core, "
+                     "mps, hami-core, none)", choices=modes.CONFIGURABLE)
     # The MPS modes alone: on an H100 with CUDA 13, HAMi-core held memory but not compute
     # (a GEMM at gpucores 30 ran at 100 % of unlimited, small kernels at 81-83 %;
     # docs/isolation.md). mps-hami-core holds by the same MPS limits.

@@ -56,7 +56,7 @@ DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
     "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
     "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "ImageLocality",
-    "IsolationRequired", "FaultDomain", "VGPU", "HamiQuota", "QuotaCharge",
+    "IsolationRequired", "FaultDomain", "MpsUser", "VGPU", "HamiQuota", "QuotaCharge",
     "DefaultPreemption", "AllocationGate", "VGPUBinder",
 )
 

@@ -181,7 +181,7 @@ class Allocator:
                                   totals=totals)
                       for name, ids in zip(claim.containers, requests, strict=True)]
             served = inflight.served(claim)
-        if (self._folders is not None and self._config.nodeagent.hami_core_path
+        if (self._folders is not None and self.backend.answers.nodeagent.hami_core_path
                 and live.backend in (isolation_modes.HAMI_CORE, isolation_modes.MPS_HAMI_CORE)):
             for item in result:
                 self._folders.make(claim.pod.pod, served.uid, item.container,
@@ -225,7 +225,7 @@ class Allocator:
                       pod=claim.pod.key, container=name, ids=list(ids))
         return answers.answer(backend, granted, pod_uid=claim.pod.uid, container=name,
                               priority=assignment.priorities.get(name),
-                              totals=totals, config=self._config)
+                              totals=totals, config=self.backend.answers)
 
     # -- GetPreferredAllocation ------------------------------------------------------------
 

@@ -34,6 +34,9 @@ class GpuFacts:
     #: PCI address, ``0000:3b:00`` (:func:`vgpu_nodeagent.devices.xid.pci_address`); empty
     #: where unknown. The kernel's Xid lines name a GPU by it.
     pci: str = ""
+    #: The major of its CUDA compute capability (7 Volta, 8 Ampere, 9 Hopper); 0: unknown.
+    #: MPS's per-client memory and compute limits need Volta or later.
+    compute_major: int = 0
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,11 @@ class Discovery(Protocol):
 
     def watch_faults(self, on_fault: FaultHandler, stop: threading.Event) -> None:
         """Report XIDs until ``stop`` is set (blocks; the agent runs it in a thread)."""
+        ...
+
+    def cuda_driver_version(self) -> int | None:
+        """The CUDA version the driver supports, as NVML gives it (12040: 12.4); None when
+        unknown. It picks the HAMi-core build the agent installs."""
         ...
 
     def close(self) -> None: ...

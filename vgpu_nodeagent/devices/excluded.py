@@ -46,6 +46,9 @@ class Filtered:
     def watch_faults(self, on_fault: FaultHandler, stop: threading.Event) -> None:
         self._inner.watch_faults(on_fault, stop)
 
+    def cuda_driver_version(self) -> int | None:
+        return self._inner.cuda_driver_version()
+
     def close(self) -> None:
         self._inner.close()
 

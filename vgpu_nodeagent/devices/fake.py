@@ -35,7 +35,9 @@ from vgpu_nodeagent.devices.fake_links import parse_links
 _log = logs.get("vgpu.nodeagent.fake")
 
 _KEYS = {"uuid", "index", "model", "memory_mib", "numa", "healthy", "memory_used_mib",
-         "utilization", "mig", "processes"}
+         "utilization", "mig", "processes", "compute_major"}
+#: The highest CUDA version NVML could report (99.9), the ceiling of the file's.
+_CUDA_VERSION_MAX = 99090
 
 
 def _opt_int(obj: Mapping[str, Any], key: str, where: str, *, lo: int,
@@ -87,6 +89,8 @@ class FakeFile:
     facts: tuple[GpuFacts, ...]
     samples: dict[str, GpuSample] = field(default_factory=dict)
     links: tuple[GpuLink, ...] | None = None
+    #: The driver's CUDA version as NVML gives it (12040); None: the file says none.
+    cuda_driver_version: int | None = None
 
 
 def parse(text: str, source: str) -> FakeFile:
@@ -120,6 +124,7 @@ def parse(text: str, source: str) -> FakeFile:
             numa=NUMA_UNKNOWN if numa is None else numa,
             mig=_bool(item, "mig", where, False),
             healthy=_bool(item, "healthy", where, True),
+            compute_major=_opt_int(item, "compute_major", where, lo=0, hi=99) or 0,
         )
         if any(f.uuid == fact.uuid for f in facts):
             raise DiscoveryError(f"{where}.uuid: {fact.uuid} appears twice")
@@ -134,7 +139,9 @@ def parse(text: str, source: str) -> FakeFile:
     ordered = tuple(sorted(facts, key=lambda f: f.index))
     links = data.get("links")
     return FakeFile(ordered, samples,
-                    None if links is None else parse_links(links, source, ordered))
+                    None if links is None else parse_links(links, source, ordered),
+                    _opt_int(data, "cuda_driver_version", source, lo=1000,
+                             hi=_CUDA_VERSION_MAX))
 
 
 class FakeDiscovery:
@@ -199,6 +206,10 @@ class FakeDiscovery:
     def watch_faults(self, on_fault: FaultHandler, stop: threading.Event) -> None:
         # The file states health directly (its `healthy` key); there are no XIDs to watch.
         return None
+
+    def cuda_driver_version(self) -> int | None:
+        with self._lock:
+            return self._file.cuda_driver_version
 
     def close(self) -> None:
         return None

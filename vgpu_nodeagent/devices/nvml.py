@@ -81,6 +81,7 @@ class NvmlDiscovery:
                     uuid=uuid, index=index, model=_text(nvml.nvmlDeviceGetName(handle)),
                     memory_mib=int(nvml.nvmlDeviceGetMemoryInfo(handle).total) // MIB,
                     numa=self._numa(handle), mig=self._mig(handle), pci=self._pci(handle),
+                    compute_major=self._compute_major(handle),
                 )
             except nvml.NVMLError as exc:
                 # One broken GPU must not take the others off the node.
@@ -113,6 +114,24 @@ class NvmlDiscovery:
             return pci_address(_text(self._nvml.nvmlDeviceGetPciInfo(handle).busId))
         except self._nvml.NVMLError:
             return ""
+
+    def _compute_major(self, handle: Any) -> int:
+        try:
+            major, _minor = self._nvml.nvmlDeviceGetCudaComputeCapability(handle)
+        except (self._nvml.NVMLError, AttributeError, TypeError, ValueError):
+            return 0
+        return int(major) if isinstance(major, int) and 0 < major < 100 else 0
+
+    def cuda_driver_version(self) -> int | None:
+        nvml = self._nvml
+        for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
+            try:
+                version = getattr(nvml, name)()
+            except (nvml.NVMLError, AttributeError):
+                continue
+            if isinstance(version, int) and version > 0:
+                return version
+        return None
 
     def _mig(self, handle: Any) -> bool:
         nvml = self._nvml

@@ -7,11 +7,25 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from vgpu import isolation_modes
+from vgpu_nodeagent.isolation.hami_library import Library
 from vgpu_nodeagent.isolation.mode import Live
 from vgpu_nodeagent.isolation.mps import DaemonStatus
 
 
-def families(live: Live, configured: str, daemon: DaemonStatus | None) -> Iterator[Metric]:
+def _library(library: Library) -> Metric:
+    family = GaugeMetricFamily(
+        "vgpu_nodeagent_hami_core_library",
+        "1 for the state of HAMi-core's library on the node: ok (checked, handed to "
+        "containers), refused (see the log and /healthz), absent (none configured)",
+        labels=["state", "source", "ref", "cuda"])
+    state = "ok" if library.ok else "refused" if library.path else "absent"
+    family.add_metric([state, library.source, library.ref or "",
+                       "" if library.cuda is None else str(library.cuda)], 1)
+    return family
+
+
+def families(live: Live, configured: str, daemon: DaemonStatus | None,
+             library: Library | None = None) -> Iterator[Metric]:
     mode = GaugeMetricFamily("vgpu_nodeagent_isolation_mode",
                              "1 for the isolation mode the node's GPUs run in now",
                              labels=["mode", "configured"])
@@ -24,9 +38,11 @@ def families(live: Live, configured: str, daemon: DaemonStatus | None) -> Iterat
     yield enforced
     degraded = GaugeMetricFamily("vgpu_nodeagent_isolation_degraded",
                                  "1 while the configured mode is not what runs (bad label, "
-                                 "MPS daemon down)")
+                                 "MPS daemon down, HAMi-core's library refused)")
     degraded.add_metric([], 0 if live.problem is None else 1)
     yield degraded
+    if library is not None:
+        yield _library(library)
     if daemon is None:
         return
     up = GaugeMetricFamily("vgpu_mps_daemon_up", "1 while the MPS control daemon answers")

@@ -47,6 +47,9 @@ class NodeStatic:
     #: The links between its GPUs, by device position; None: unknown (an agent from before
     #: topology, or a fake file without links).
     links: LinkMatrix | None = None
+    #: The mode the node's agent says it runs toward (``auto`` resolved); None: it does
+    #: not say (:mod:`vgpu.node_isolation`).
+    isolation_target: str | None = None
 
 
 def _cordon(devices: tuple[Device, ...], uuids: frozenset[str]) -> tuple[Device, ...]:
@@ -70,7 +73,7 @@ def parse_node(node: Obj) -> NodeStatic:
     except RequestError as exc:
         taints, alloc, error = (), compute.Allocatable(), f"node {name}: {exc}"
     devices: tuple[Device, ...] = ()
-    links = None
+    links = target = None
     inventory_error = None
     raw = annotations.get(ann.NODE_GPUS)
     if raw is not None:
@@ -82,6 +85,8 @@ def parse_node(node: Obj) -> NodeStatic:
             devices = _cordon(inventory.devices, hami_fields.cordoned(annotations))
             if inventory.links is not None:
                 links = matrix([d.uuid for d in devices], inventory.links)
+            if inventory.isolation is not None:
+                target = inventory.isolation.configured
     heartbeat = None
     raw_hb = annotations.get(ann.NODE_HEARTBEAT)
     if raw_hb is not None:
@@ -94,7 +99,7 @@ def parse_node(node: Obj) -> NodeStatic:
         unschedulable=bool(spec.get("unschedulable")), alloc_cpu=alloc.cpu,
         alloc_memory=alloc.memory, alloc_pods=alloc.pods, alloc_other=alloc.other,
         devices=devices, heartbeat=heartbeat, inventory_error=inventory_error, error=error,
-        links=links,
+        links=links, isolation_target=target,
     )
 
 
@@ -113,7 +118,7 @@ def static_changes(old: NodeStatic, new: NodeStatic, expiry: float, now: float) 
             old.error != new.error):
         changes.add("allocatable")
     if (old.devices != new.devices or old.inventory_error != new.inventory_error
-            or old.links != new.links):
+            or old.links != new.links or old.isolation_target != new.isolation_target):
         changes.add("inventory")
     if heartbeat.fresh(new.heartbeat, now, expiry) and not heartbeat.fresh(old.heartbeat, now,
                                                                          expiry):

@@ -21,6 +21,7 @@ from vgpu_scheduler.plugins.gpu import (
     fragmentation_aware,
     hami_quota,
     isolation_required,
+    mps_user,
     quota_charge,
     share,
 )
@@ -61,6 +62,7 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "ImageLocality": image_locality.ImageLocality,
     "IsolationRequired": isolation_required.IsolationRequired,
     "FaultDomain": fault_domain.FaultDomain,
+    "MpsUser": mps_user.MpsUser,
     "VGPU": share.VGPU,
     "HamiQuota": hami_quota.HamiQuota,
     "QuotaCharge": quota_charge.QuotaCharge,

@@ -98,7 +98,7 @@ class FaultDomain:
     def configured(self, node: NodeInfo) -> str:
         """The mode the node is configured for: its label, else the cluster's."""
         label = node.static.labels.get(isolation_modes.NODE_LABEL)
-        return isolation_modes.resolve_mode(self._mode, label).mode
+        return isolation_modes.configured(self._mode, label, node.static.isolation_target)
 
     def occupants(self, node: NodeInfo) -> dict[int, list[Tenant]]:
         """Per GPU that shares faults (by position), the pods on it, each as it trusts:
