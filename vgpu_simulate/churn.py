@@ -13,12 +13,15 @@ never expire (no agent runs), and a parked pod is not retried after five minutes
 own (that retry guards against lost watch events, which the in-memory cluster has none
 of; over months of trace time it would retry every waiting pod every five minutes).
 
-``capacity`` keeps a seeded random share of the nodes, so that pods contend.
+``capacity`` keeps a seeded random share of the nodes; ``load`` replays the list's pods
+compressed and lapped until the nodes kept are offered that many times their GPUs
+(:mod:`vgpu_simulate.load`), so that pods contend on the whole cluster.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -30,9 +33,11 @@ from vgpu.errors import ConfigError
 from vgpu_scheduler.host.attempt_record import AttemptRecord
 from vgpu_scheduler.host.scheduler import Scheduler
 from vgpu_simulate import mapping
-from vgpu_simulate.churn_ledger import Ledger, Need, fits_empty, percentile
+from vgpu_simulate.churn_fragments import Need, fits_empty
+from vgpu_simulate.churn_ledger import Ledger, percentile
 from vgpu_simulate.churn_plot import binned
 from vgpu_simulate.gorand import GoRand
+from vgpu_simulate.load import DEFAULT_WINDOW, Load, achieved, stream
 from vgpu_simulate.policies import SimPolicy
 from vgpu_simulate.replay import EPOCH, trace_shape
 from vgpu_simulate.trace import MILLI, TraceError, TraceNode, TracePod
@@ -84,19 +89,38 @@ class ChurnResult:
     seconds: float
     timeline: list[tuple[float, float, float]] = field(default_factory=list, repr=False)
     waits: list[Wait] = field(default_factory=list, repr=False)
+    #: With ``--load``: how the stream was made, and the mean allocated GPUs over its
+    #: window, over the cluster's GPUs.
+    load: Load | None = None
+    achieved_load: float | None = None
+
+    @property
+    def allocated_gpu_hours(self) -> float:
+        return self.allocated_gpu_seconds / 3600
 
     def to_json(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name not in ("timeline", "waits")}
+               if f.name not in ("timeline", "waits", "load")}
         for key, value in out.items():
-            if isinstance(value, float) and key != "capacity":
+            if isinstance(value, float) and key not in ("capacity", "achieved_load"):
                 out[key] = round(value, 2)
-        out["timeline"] = [[round(d, 3), a, p] for d, a, p in self.binned()]
+        if self.load is None:
+            del out["achieved_load"]
+        else:
+            out["load"] = self.load.to_json()
+            out["achieved_load"] = round(self.achieved_load or 0.0, 4)
+        out["timeline"] = [[round(d, 5), a, p] for d, a, p in self.binned()]
         return out
+
+    @property
+    def horizon(self) -> float:
+        """The seconds the plot shows: the whole trace, or twice a load's window (the
+        same for every seed, so that seeds' bins line up)."""
+        return self.span if self.load is None else 2 * self.load.window
 
     def binned(self) -> list[tuple[float, float, float]]:
         """``(day, allocated % of the GPUs, pending GPUs)``, time-weighted per bin."""
-        return binned(self.timeline, self.span, self.gpus)
+        return binned(self.timeline, self.horizon, self.gpus)
 
 
 def sample_nodes(nodes: Sequence[TraceNode], capacity: float, seed: int) -> list[TraceNode]:
@@ -110,13 +134,13 @@ def sample_nodes(nodes: Sequence[TraceNode], capacity: float, seed: int) -> list
     return [n for i, n in enumerate(nodes) if i in chosen]
 
 
-def _events(pods: Sequence[TracePod]) -> tuple[list[tuple[int, int, int]], int]:
+def _events(pods: Sequence[TracePod]) -> tuple[list[tuple[float, int, int]], float]:
     missing = [p.name for p in pods if p.creation_time is None]
     if missing:
         raise TraceError(f"--churn needs each pod's creation_time; {len(missing)} pod(s) have "
                          f"none (first: {missing[0]})")
     end = max(max(p.deletion_time or 0, p.creation_time or 0) for p in pods)
-    out: list[tuple[int, int, int]] = []
+    out: list[tuple[float, int, int]] = []
     for i, p in enumerate(pods):
         born = p.creation_time or 0
         gone = end if p.deletion_time is None else max(p.deletion_time, born)
@@ -127,11 +151,16 @@ def _events(pods: Sequence[TracePod]) -> tuple[list[tuple[int, int, int]], int]:
 
 
 def churn(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPolicy, *,
-          seed: int, capacity: float = 1.0, progress: Progress | None = None) -> ChurnResult:
+          seed: int, capacity: float = 1.0, load: float | None = None,
+          window: float = DEFAULT_WINDOW, progress: Progress | None = None) -> ChurnResult:
     started = time.perf_counter()
     chosen = sample_nodes(nodes, capacity, seed)
     if not any(n.gpus for n in chosen):
         raise TraceError("the nodes kept have no GPUs; nothing to measure (raise --capacity)")
+    made: Load | None = None
+    if load is not None:
+        pods, made = stream(pods, sum(n.gpus for n in chosen), load=load, window=window,
+                            seed=seed)
     order = sorted(pods, key=lambda p: ((p.creation_time or 0), p.name.encode()))
     events, end = _events(order)
     rng = GoRand(seed)
@@ -186,7 +215,11 @@ def churn(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPolic
         if kind == _ARRIVE:
             arrived[pod.name] = moment
             ledger.arrive(pod)
-            cluster.create("pods", mapping.pod_object(pod, config))
+            obj = mapping.pod_object(pod, config)
+            # Created now on the replay's clock, as the API server would stamp it: what a
+            # NodeReservation's wait counts from.
+            obj["metadata"]["creationTimestamp"] = _stamp(moment)
+            cluster.create("pods", obj)
         else:
             if pod.num_gpu:
                 waits.append(Wait(pod.name, pod.total_gpu_milli, arrived[pod.name] - EPOCH,
@@ -200,15 +233,28 @@ def churn(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: SimPolic
         if progress is not None:
             progress(done + 1, len(events))
     ledger.advance(EPOCH + end)
-    return _result(policy, seed, capacity=capacity, nodes=chosen, pods=order, placed=placed,
-                   waits=waits, ledger=ledger, end=end, seconds=time.perf_counter() - started)
+    result = _result(policy, seed, capacity=capacity, nodes=chosen, pods=order, placed=placed,
+                     waits=waits, ledger=ledger, end=end,
+                     seconds=time.perf_counter() - started)
+    if made is None:
+        return result
+    return dataclasses.replace(result, load=made, achieved_load=achieved(
+        ledger.timeline, made.window, result.gpus))
+
+
+def _stamp(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _result(policy: SimPolicy, seed: int, *, capacity: float, nodes: Sequence[TraceNode],
             pods: Sequence[TracePod], placed: dict[str, float], waits: list[Wait],
-            ledger: Ledger, end: int, seconds: float) -> ChurnResult:
-    unfit = {p.name for p in pods if p.num_gpu
-             and not any(fits_empty(n, Need.of(p)) for n in nodes)}
+            ledger: Ledger, end: float, seconds: float) -> ChurnResult:
+    # Per shape, not per pod: a load's laps repeat the list's shapes many times over.
+    fits: dict[Need, bool] = {}
+    for p in pods:
+        if p.num_gpu and (need := Need.of(p)) not in fits:
+            fits[need] = any(fits_empty(n, need) for n in nodes)
+    unfit = {p.name for p in pods if p.num_gpu and not fits[Need.of(p)]}
     fit = [w for w in waits if w.pod not in unfit]
     spans = [w.seconds for w in fit]
     return ChurnResult(

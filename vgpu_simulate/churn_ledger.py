@@ -15,39 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from vgpu.codecs import Assignment
-from vgpu_simulate import mapping
+from vgpu_simulate.churn_fragments import FragmentIndex, Need
 from vgpu_simulate.trace import MILLI, TraceNode, TracePod
-
-
-@dataclass
-class _Node:
-    model: str
-    cpu: int
-    memory: int
-    free: list[int]  # per GPU, milli
-
-
-@dataclass(frozen=True)
-class Need:
-    """A pending pod as a node must hold it."""
-
-    gpus: int
-    share: int  # per GPU, milli, as granted
-    cpu: int
-    memory: int
-    models: tuple[str, ...]
-
-    @classmethod
-    def of(cls, pod: TracePod) -> Need:
-        share = mapping.allocated_milli(pod) // max(pod.num_gpu, 1)
-        return cls(pod.num_gpu, share, pod.cpu_milli, pod.memory_mib or 0, pod.gpu_spec)
-
-
-def fits_empty(node: TraceNode, need: Need) -> bool:
-    """Whether ``node`` could hold the pod with nothing else on it."""
-    return (node.gpus >= need.gpus and node.cpu_milli >= need.cpu
-            and node.memory_mib >= need.memory
-            and (not need.models or any(m.lower() in node.model.lower() for m in need.models)))
 
 
 def _holds(free: Iterable[int], need: Need) -> bool:
@@ -94,23 +63,36 @@ class Ledger:
     timeline: list[tuple[float, float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._nodes = {n.name: _Node(n.model, n.cpu_milli, n.memory_mib, [MILLI] * n.gpus)
-                       for n in self.nodes}
+        self._index = FragmentIndex(self.nodes)
         self._uuid = {f"GPU-{n.name}-{i}": (n.name, i) for n in self.nodes for i in range(n.gpus)}
         self.capacity_milli = sum(n.gpus for n in self.nodes) * MILLI
         self._held: dict[str, tuple[str, list[tuple[int, int]], int, int]] = {}
         self._since = self.start
         self._fragmented = 0
+        self._pending_milli = 0
         self._dirty = False
 
     @property
     def pending_milli(self) -> int:
-        return sum(n.gpus * n.share for n in self.pending.values())
+        return self._pending_milli
+
+    def _pend(self, name: str, need: Need) -> None:
+        self.pending[name] = need
+        self._pending_milli += need.gpus * need.share
+        self._index.add_need(need)
+
+    def _unpend(self, name: str) -> bool:
+        need = self.pending.pop(name, None)
+        if need is None:
+            return False
+        self._pending_milli -= need.gpus * need.share
+        self._index.remove_need(need)
+        return True
 
     def advance(self, now: float) -> None:
         """Integrate the state since the last change up to ``now``."""
         if self._dirty:
-            self._fragmented = self._fragmented_now()
+            self._fragmented = self._index.fragmented_milli() if self.pending else 0
             self._dirty = False
             self.timeline.append((self._since - self.start, self.allocated_milli / MILLI,
                                   self.pending_milli / MILLI))
@@ -123,24 +105,24 @@ class Ledger:
 
     def arrive(self, pod: TracePod) -> None:
         if pod.num_gpu:
-            self.pending[pod.name] = Need.of(pod)
+            self._unpend(pod.name)
+            self._pend(pod.name, Need.of(pod))
             self._dirty = True
 
     def place(self, pod: TracePod, assignment: Assignment | None) -> None:
-        self.pending.pop(pod.name, None)
+        self._unpend(pod.name)
         node_name = assignment.node if assignment is not None else ""
-        node = self._nodes.get(node_name)
+        row = self._index.rows.get(node_name)
         slices: list[tuple[int, int]] = []
-        if assignment is not None and node is not None:
+        if assignment is not None and row is not None:
             for granted in assignment.containers.values():
                 for g in granted:
                     _, index = self._uuid[g.uuid]
                     milli = g.cores * MILLI // 100
-                    node.free[index] -= milli
+                    self._index.take(row, index, milli)
                     slices.append((index, milli))
-        if node is not None:
-            node.cpu -= pod.cpu_milli
-            node.memory -= pod.memory_mib or 0
+        if row is not None:
+            self._index.hold(row, pod.cpu_milli, pod.memory_mib or 0)
         held = sum(m for _, m in slices)
         self.allocated_milli += held
         self._held[pod.name] = (node_name, slices, pod.cpu_milli, pod.memory_mib or 0)
@@ -148,40 +130,27 @@ class Ledger:
 
     def place_on(self, pod: TracePod, node_name: str) -> None:
         """A pod bound with no GPU (CPU only)."""
-        node = self._nodes.get(node_name)
-        if node is not None:
-            node.cpu -= pod.cpu_milli
-            node.memory -= pod.memory_mib or 0
+        row = self._index.rows.get(node_name)
+        if row is not None:
+            self._index.hold(row, pod.cpu_milli, pod.memory_mib or 0)
         self._held[pod.name] = (node_name, [], pod.cpu_milli, pod.memory_mib or 0)
         self._dirty = True
 
     def leave(self, name: str) -> None:
         self._dirty = True
-        if self.pending.pop(name, None) is not None:
+        if self._unpend(name):
             return
         held = self._held.pop(name, None)
         if held is None:
             return
         node_name, slices, cpu, memory = held
-        node = self._nodes.get(node_name)
+        row = self._index.rows.get(node_name)
         for index, milli in slices:
             self.allocated_milli -= milli
-            if node is not None:
-                node.free[index] += milli
-        if node is not None:
-            node.cpu += cpu
-            node.memory += memory
-
-    def _fragmented_now(self) -> int:
-        if not self.pending:
-            return 0
-        needs = set(self.pending.values())
-        out = 0
-        for node in self._nodes.values():
-            idle = sum(node.free)
-            if idle and fragmented_on(node.free, node.cpu, node.memory, node.model, needs):
-                out += idle
-        return out
+            if row is not None:
+                self._index.take(row, index, -milli)
+        if row is not None:
+            self._index.hold(row, -cpu, -memory)
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

@@ -7,8 +7,10 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from vgpu.errors import ConfigError
+from vgpu_simulate.churn_stats import interval
 from vgpu_simulate.plot import PALETTE
 
 DAY = 86400.0
@@ -22,6 +24,41 @@ Timeline = Sequence[tuple[float, float, float]]  # (seconds, allocated GPUs, pen
 class Line:
     label: str
     points: Sequence[tuple[float, float, float]]  # (day, allocated %, pending GPUs)
+    #: Over several seeds: per point, the 95 % interval of each figure,
+    #: ``(allocated low, high, pending low, high)``; drawn as a band around the line.
+    band: Sequence[tuple[float, float, float, float]] = ()
+
+
+class _Run(Protocol):
+    @property
+    def policy(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+
+    def binned(self) -> list[tuple[float, float, float]]: ...
+
+
+def lines(runs: Sequence[_Run]) -> list[Line]:
+    """One line per policy: its one seed, or the mean over its seeds with the 95 %
+    interval per bin (the bins of a policy's seeds line up: the same horizon)."""
+    out = []
+    for name in dict.fromkeys(r.policy for r in runs):
+        mine = [r for r in runs if r.policy == name]
+        if len(mine) == 1:
+            out.append(Line(f"{name} (seed {mine[0].seed})", mine[0].binned()))
+            continue
+        per_day: dict[float, list[tuple[float, float]]] = {}
+        for r in mine:
+            for day, allocated, pending in r.binned():
+                per_day.setdefault(round(day, 9), []).append((allocated, pending))
+        points, band = [], []
+        for day, values in sorted(per_day.items()):
+            alloc = interval([v[0] for v in values])
+            pend = interval([v[1] for v in values])
+            points.append((day, round(alloc.mean, 2), round(pend.mean, 2)))
+            band.append((alloc.low, alloc.high, pend.low, pend.high))
+        out.append(Line(f"{name} (mean of {len(mine)} seeds, 95 % band)", points, band))
+    return out
 
 
 def binned(timeline: Timeline, span: float, capacity_gpus: float,
@@ -71,6 +108,15 @@ def _panel(lines: Sequence[Line], column: int, *, top: float, height: float, x_m
                    f'stroke="#eeeeee"/>')
         out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{v:.0f}</text>')
     for i, line in enumerate(lines):
+        if line.band:
+            lo, hi = (0, 1) if column == 1 else (2, 3)
+            edge = ([(p[0], b[lo]) for p, b in zip(line.points, line.band, strict=True)]
+                    + [(p[0], b[hi]) for p, b in zip(line.points, line.band, strict=True)][::-1])
+            shape = " ".join(f"{left + width * d / x_max:.1f},"
+                             f"{top + height * (1 - min(max(v, 0.0), y_max) / y_max):.1f}"
+                             for d, v in edge)
+            out.append(f'<polygon points="{shape}" fill="{PALETTE[i % len(PALETTE)]}" '
+                       f'fill-opacity="0.18" stroke="none"/>')
         pts = " ".join(f"{left + width * p[0] / x_max:.1f},"
                        f"{top + height * (1 - p[column] / y_max):.1f}" for p in line.points)
         out.append(f'<polyline points="{pts}" fill="none" stroke="{PALETTE[i % len(PALETTE)]}" '
@@ -93,13 +139,16 @@ def svg(lines: Sequence[Line], title: str, *, width: int = 900, height: int = 56
     lower = top + ph + 20
     out += _panel(lines, 2, top=lower, height=ph, x_max=x_max,
                   label="pending GPU demand (GPUs)", left=left, width=pw)
+    # A load's window is minutes long, a whole trace weeks.
+    unit, per_day = (("days", 1.0) if x_max >= 2 else ("hours", 24.0) if x_max * 24 >= 2
+                     else ("minutes", 1440.0))
     for k in range(11):
-        day = x_max * k / 10
+        at = x_max * k / 10 * per_day
         xx = left + pw * k / 10
         out.append(f'<text x="{xx:.1f}" y="{lower + ph + 16:.1f}" text-anchor="middle">'
-                   f'{day:.0f}</text>')
+                   f'{at:.0f}</text>')
     out.append(f'<text x="{left + pw / 2}" y="{lower + ph + 34:.1f}" text-anchor="middle">'
-               f'trace time (days)</text>')
+               f'trace time ({unit})</text>')
     for i, line in enumerate(lines):
         lx = left + 10 + 220 * (i % 4)
         ly = height - 14 - 16 * (i // 4)

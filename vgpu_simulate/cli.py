@@ -18,6 +18,7 @@ from vgpu.errors import ConfigError
 from vgpu.topology import shapes
 from vgpu_simulate import bundled, churn_cli, plot, published, text_table
 from vgpu_simulate import policies as sim_policies
+from vgpu_simulate.churn_stats import parse_seeds
 from vgpu_simulate.links import check_shape
 from vgpu_simulate.replay import RunResult, peak_rss_mib, replay
 from vgpu_simulate.tenancy import Tenancy, tenancy_arguments, tenancy_line
@@ -70,6 +71,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capacity", type=float, metavar="FRACTION",
                         help="with --churn: keep a seeded random FRACTION of the nodes "
                              "(default 1)")
+    churn_cli.add_arguments(parser)
     tenancy_arguments(parser)
     parser.add_argument("--json", metavar="OUT", help="write results as JSON ('-': stdout)")
     parser.add_argument("--plot", metavar="OUT",
@@ -250,7 +252,8 @@ def run(args: argparse.Namespace) -> int:
     names = args.policy or (churn_cli.DEFAULT_POLICIES if args.churn
                             else [sim_policies.DEFAULT, sim_policies.BEST])
     chosen = [sim_policies.get(n) for n in dict.fromkeys(names)]
-    seeds = list(dict.fromkeys(args.seed or [DEFAULT_SEED]))
+    named = [*(args.seed or []), *(parse_seeds(args.seeds) if args.seeds else [])]
+    seeds = list(dict.fromkeys(named or [DEFAULT_SEED]))
     nodes, pods, workload = _load(args)
     if args.churn:
         return churn_cli.run(args, nodes, pods, workload, chosen=chosen, seeds=seeds,

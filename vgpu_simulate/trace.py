@@ -42,10 +42,11 @@ class TracePod:
     num_gpu: int
     gpu_milli: int  # per GPU, 0..1000
     gpu_spec: tuple[str, ...] = ()  # allowed GPU models; empty = any
-    #: Seconds from the trace's start (``--churn`` only); None: the list has no such column
-    #: or the cell is empty (a deletion time missing means the pod ran to the end).
-    creation_time: int | None = None
-    deletion_time: int | None = None
+    #: Seconds from the trace's start (``--churn`` only; whole in a list, fractions once
+    #: ``--load`` compressed them); None: the list has no such column or the cell is empty
+    #: (a deletion time missing means the pod ran to the end).
+    creation_time: float | None = None
+    deletion_time: float | None = None
 
     @property
     def total_gpu_milli(self) -> int:

@@ -7,6 +7,7 @@ something that does not exist, a bad escape or an unknown operation raises.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 
@@ -45,7 +46,10 @@ def _parent(doc: Any, tokens: list[str], path: str) -> Any:
 
 
 def apply(doc: Any, ops: list[dict[str, Any]]) -> Any:
-    doc = copy.deepcopy(doc)
+    # The document as the API server holds it: decoded JSON, where no two members are one
+    # object. A deepcopy keeps the sharing of the original (hypothesis hands out one ``{}``
+    # for two containers' resources), so an add under one would show up under both.
+    doc = json.loads(json.dumps(doc))
     for op in ops:
         kind, path = op["op"], op["path"]
         tokens = _tokens(path)

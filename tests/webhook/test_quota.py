@@ -119,6 +119,21 @@ CASES = [
     Case("GPU init container before a CPU-only app: the app container carries it",
          pod(ctr("main", {"cpu": "1"}), init=(ctr("warm", {GPU: "2", MEM: "700"}),)),
          {"main": (2, 1400, 0)}),
+    # A count alone on the second init container: its cores (defaulted to 100, a whole GPU)
+    # move into vgpu.io/init-resources, the app container carries the charge; the second
+    # pass reads the cores back from the record and changes nothing.
+    Case("a count alone on the second init container, no GPU known: a whole GPU, no MiB",
+         {"metadata": {"generateName": "job-"},
+          "spec": {"containers": [{"name": "b", "resources": {}}],
+                   "initContainers": [{"name": "c", "resources": {}},
+                                      {"name": "a", "resources": {"limits": {GPU: "1"}}}]}},
+         {"b": (1, 0, 100)}, gpus=NO_GPUS),
+    Case("a count alone on the second init container: a whole A100's MiB",
+         {"metadata": {"generateName": "job-"},
+          "spec": {"containers": [{"name": "b", "resources": {}}],
+                   "initContainers": [{"name": "c", "resources": {}},
+                                      {"name": "a", "resources": {"limits": {GPU: "1"}}}]}},
+         {"b": (1, 40960, 100)}),
     Case("two GPU init containers add up (Kubernetes' max rule alone would count one)",
          pod(ctr("main", {GPU: "1", MEM: "100"}),
              init=(ctr("i1", {GPU: "1", MEM: "1000"}), ctr("i2", {GPU: "1", MEM: "2000"}))),

@@ -111,3 +111,19 @@ class PodTopologySpreadArgs:
         if self.defaulting_type == SYSTEM:
             return SYSTEM_DEFAULT_CONSTRAINTS
         return tuple(map(parse_default_constraint, self.default_constraints))
+
+
+@dataclass(frozen=True)
+class NodeReservationArgs:
+    wait_seconds: float = knob(
+        600.0, "how long a pod asking only for whole GPUs waits (since its creation) before "
+        "a node is held for it as it empties", lo=0)
+    hold_seconds: float = knob(
+        1800.0, "how long a node stays held for one pod; the pod then goes as long without "
+        "a hold before it may hold one again", lo=1)
+    min_gpus: int = knob(
+        2, "the fewest whole GPUs a pod must ask for to get a node held", lo=1, hi=64)
+    max_gpu_share: float = knob(
+        0.1, "the share of the cluster's GPUs that held nodes may have together (each held "
+        "node counts whole); 0 holds none", lo=0, hi=1)
+

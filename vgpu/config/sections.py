@@ -18,6 +18,7 @@ from vgpu.config.knobs import section as _section
 from vgpu.config.metrics_section import MetricsServerConfig
 from vgpu.config.plugin_args import (
     InterPodAffinityArgs,
+    NodeReservationArgs,
     NodeResourcesFitArgs,
     PodTopologySpreadArgs,
 )
@@ -57,7 +58,7 @@ DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
     "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "ImageLocality",
     "IsolationRequired", "FaultDomain", "MpsUser", "VGPU", "HamiQuota", "QuotaCharge",
-    "DefaultPreemption", "AllocationGate", "VGPUBinder",
+    "DefaultPreemption", "NodeReservation", "AllocationGate", "VGPUBinder",
 )
 
 #: kube-scheduler's default score weights (current kube's; v1.20's were 1 but for
@@ -158,6 +159,9 @@ class SchedulerConfig:
         NodeResourcesFitArgs, "the NodeResourcesFit plugin")
     pod_topology_spread: PodTopologySpreadArgs = _section(
         PodTopologySpreadArgs, "the PodTopologySpread plugin")
+    node_reservation: NodeReservationArgs = _section(
+        NodeReservationArgs, "the NodeReservation plugin: a node held for a pod that asks "
+        "for whole GPUs and waited")
 
     def __post_init__(self) -> None:
         if not self.plugins:

@@ -22,6 +22,7 @@ from vgpu_scheduler.plugins.gpu import (
     hami_quota,
     isolation_required,
     mps_user,
+    node_reservation,
     quota_charge,
     share,
 )
@@ -67,6 +68,7 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "HamiQuota": hami_quota.HamiQuota,
     "QuotaCharge": quota_charge.QuotaCharge,
     "DefaultPreemption": default_preemption.DefaultPreemption,
+    "NodeReservation": node_reservation.NodeReservation,
     "AllocationGate": allocation_gate.AllocationGate,
     "VGPUBinder": binder.VGPUBinder,
     # Ranks nodes by itself (the vGPU plugin's score weight 0) and provides the GPU policy

@@ -52,7 +52,9 @@ class FGD:
 
     def __init__(self, handle: Handle, workload: Iterable[Shape] | None = None) -> None:
         self._states = shares.NodeStates(self.name.lower())
-        self._memo: dict[tuple[int, Shape], float] = {}
+        # Per pod shape, per node key: hashing the shape once per pod, not once per key.
+        self._memo: dict[Shape, dict[int, float]] = {}
+        self._memo_size = 0
         self._shape: Shape | None = None
         if workload is not None:
             self._set_model(FragModel(typical_shapes(memory_free(workload))))
@@ -67,6 +69,7 @@ class FGD:
         self._model = model
         self._steps = np.asarray(model.cpu_steps, dtype=np.int64)
         self._memo.clear()
+        self._memo_size = 0
 
     # -- the workload ----------------------------------------------------------------------
 
@@ -108,19 +111,21 @@ class FGD:
         keys[ids < 0] = -1
         unique, inverse = np.unique(keys, return_inverse=True)
         values = np.empty(len(unique), dtype=np.float64)
-        memo = self._memo
-        if len(memo) > MEMO_LIMIT:
-            memo.clear()
+        if self._memo_size > MEMO_LIMIT:
+            self._memo.clear()
+            self._memo_size = 0
+        memo = self._memo.setdefault(shape, {})
         for j, key in enumerate(unique.tolist()):
             if key < 0:
                 values[j] = -math.inf
                 continue
-            found = memo.get((key, shape))
+            found = memo.get(key)
             if found is None:
                 rest, bucket_after = divmod(key, span)
                 state_id, bucket_before = divmod(rest, span)
-                found = memo[(key, shape)] = self._node_value(bucket_before, bucket_after,
-                                                              state_id, shape)
+                found = memo[key] = self._node_value(bucket_before, bucket_after, state_id,
+                                                     shape)
+                self._memo_size += 1
             values[j] = found
         # Equal scores keep snapshot order: the first node takes the tie.
         return PreFilterResult(scores=values[inverse], scores_for=self.name), SUCCESS

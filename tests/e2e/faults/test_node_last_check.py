@@ -21,8 +21,9 @@ import vgpu.annotations as ann
 from tests.controlplane.cluster import ControlPlane
 from tests.e2e.faults.invariant import breaches, devices_of
 from tests.e2e.full_stack_support import gpu_container, gpu_pod
-from tests.e2e.harness import FullStack, Gpu, NodeSpec, allocated, http_get
+from tests.e2e.harness import FullStack, Gpu, NodeSpec, allocated
 from tests.e2e.harness_pods import namespace_for_test
+from tests.e2e.harness_processes import http_get
 from vgpu import codecs
 from vgpu.cluster.port import Selector
 
