@@ -218,6 +218,27 @@ def test_a_restarted_scheduler_holds_again_from_the_pods_wait() -> None:
     assert node_of(cluster, "s2") is None
 
 
+def test_a_pod_without_gpus_that_would_take_the_holders_cpu_goes_elsewhere() -> None:
+    # The Filter that turns it away has no PreFilter mask (it weighs CPU node by node):
+    # the search filters the node it would pick (a, the least allocated), finds it held
+    # and takes the next best, as kube-scheduler filtering every node would.
+    sched, cluster, clock = setup([gpu_node("a"), gpu_node("b")], config())
+    for name, container in (("s1", SHARED),
+                            ("w", builders.container(gpus=2, cores=100, cpu="2"))):
+        make(cluster, name, container, clock.now)
+        sched.run_until_idle()
+        allocated(cluster, name)
+    a = node_of(cluster, "s1")
+    b = node_of(cluster, "w")
+    assert a is not None and b not in (a, None)
+    make(cluster, "big", builders.container(gpus=2, cores=100, cpu="8"), clock.now)
+    later(sched, cluster, clock, 301)
+    assert set(reservation(sched).holds()) == {a}
+    make(cluster, "hog", builders.container(gpus=None, cpu="60"), clock.now)
+    sched.run_until_idle()
+    assert node_of(cluster, "hog") == b  # a would keep 4 CPUs of the 8 big asks
+
+
 def test_a_pod_that_waited_less_than_the_bound_holds_nothing() -> None:
     sched, _, _, _ = scenario(config(waitSeconds=3600))
     assert reservation(sched).holds() == {}
@@ -253,6 +274,10 @@ def over_committed(cluster: MemoryCluster) -> list[str]:
 @example([("create", "half", 0)] * 8 + [("create", "whole4", 0)] * 3 + [
     ("wait", 200.0), ("wait", 200.0), ("create", "shared", 0), ("delete", 8), ("wait", 1.0),
     ("delete", 8), ("wait", 1.0)])
+# A pod of priority 100 preempts one of priority 0 (p2 on a 4-GPU node): pods also leave
+# the cluster as DefaultPreemption's victims, not only when the test deletes them.
+@example([("create", "cpu", 0), ("create", "cpu", 0), ("create", "whole4", 0),
+          ("create", "whole4", 0), ("delete", 0), ("create", "whole4", 100), ("delete", 1)])
 @given(steps)
 def test_holds_never_over_commit_and_stay_within_the_cap(ops: list[tuple[Any, ...]]) -> None:
     nodes = [gpu_node("a", 4), gpu_node("b", 4), gpu_node("c", 2), gpu_node("d", 2)]
@@ -277,6 +302,10 @@ def test_holds_never_over_commit_and_stay_within_the_cap(ops: list[tuple[Any, ..
         for pod in cluster.list("pods").items:
             if pod["metadata"]["annotations"].get(ann.BIND_PHASE) == ann.PHASE_ALLOCATING:
                 allocated(cluster, pod["metadata"]["name"])
+        present = {p["metadata"]["name"] for p in cluster.list("pods").items}
+        for name in [n for n in names if n not in present]:
+            assert cluster.events(name=name, reason="Preempted"), f"{name} vanished"
+            names.remove(name)
         assert not over_committed(cluster)
         holds = reservation(sched).holds()
         held_ever += bool(holds)
