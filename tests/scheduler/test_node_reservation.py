@@ -239,6 +239,30 @@ def test_a_pod_without_gpus_that_would_take_the_holders_cpu_goes_elsewhere() -> 
     assert node_of(cluster, "hog") == b  # a would keep 4 CPUs of the 8 big asks
 
 
+def test_a_pod_deleted_while_its_node_is_chosen_holds_nothing() -> None:
+    # The informers run beside the scheduling loop: the pod's deletion may be handled
+    # while its PostFilter chooses a node. Forced here, in the middle of the choice.
+    sched, cluster, clock = setup([gpu_node("a"), gpu_node("b")], config())
+    for name, container in (("s1", SHARED), ("w", WHOLE)):
+        make(cluster, name, container, clock.now)
+        sched.run_until_idle()
+        allocated(cluster, name)
+    make(cluster, "big", WHOLE, clock.now)
+    sched.run_until_idle()
+    plugin = reservation(sched)
+    choose = plugin._fits_emptied
+
+    def deleted_meanwhile(*args: Any) -> bool:
+        if any(p["metadata"]["name"] == "big" for p in cluster.list("pods").items):
+            cluster.delete("pods", "big", "default")
+            sched.pump()  # what the pod informer's thread does meanwhile
+        return choose(*args)
+
+    plugin._fits_emptied = deleted_meanwhile  # type: ignore[method-assign]
+    later(sched, cluster, clock, 301)
+    assert plugin.holds() == {}  # no hold for a pod that is gone
+
+
 def test_a_pod_that_waited_less_than_the_bound_holds_nothing() -> None:
     sched, _, _, _ = scenario(config(waitSeconds=3600))
     assert reservation(sched).holds() == {}
