@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=4, help="GPUs per node (A100-40GB)")
     parser.add_argument("--vgpu-config", metavar="FILE",
                         help="YAML settings merged over vgpu-scheduler's (e.g. "
-                             "'scheduler: {nodesToScore: 0}')")
+                             "'scheduler: {percentageOfNodesToScore: 100}')")
     parser.add_argument("--timeout", type=float, default=600,
                         help="seconds a step may take to have its pods bound")
     parser.add_argument("--create-threads", type=int, default=16,

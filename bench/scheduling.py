@@ -1,7 +1,7 @@
 """Scheduler throughput, decision latency and memory on the openb node sets.
 
-    python bench/scheduling.py [--runs 3] [--cpu N] [--pods N] [--nodes-to-score N]
-                               [--constrained FRACTION]
+    python bench/scheduling.py [--runs 3] [--cpu N] [--pods N]
+                               [--percentage-of-nodes-to-score N] [--constrained FRACTION]
     python bench/scheduling.py --nodes 5000 [--gpus-per-node 8] [--placed 50000] [--runs 3]
 
 For each node set (the 1,213 GPU nodes of the Alibaba openb trace, and a synthetic
@@ -63,9 +63,10 @@ from vgpu_scheduler.host.attempt_record import AttemptRecord
 from vgpu_scheduler.host.scheduler import Scheduler
 
 
-def make(nodes: list[dict[str, Any]], nodes_to_score: int) -> tuple[Scheduler, MemoryCluster]:
+def make(nodes: list[dict[str, Any]], percentage: int) -> tuple[Scheduler, MemoryCluster]:
     plugins = tuple(p for p in DEFAULT_SCHEDULER_PLUGINS if p != "AllocationGate")
-    config = Config(scheduler=SchedulerConfig(plugins=plugins, nodes_to_score=nodes_to_score))
+    config = Config(scheduler=SchedulerConfig(plugins=plugins,
+                                              percentage_of_nodes_to_score=percentage))
     cluster = MemoryCluster(copy_objects=False)
     for n in nodes:
         cluster.create("nodes", n)
@@ -75,8 +76,8 @@ def make(nodes: list[dict[str, Any]], nodes_to_score: int) -> tuple[Scheduler, M
 
 
 def run_set(name: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
-            nodes_to_score: int) -> dict[str, Any]:
-    scheduler, cluster = make(nodes, nodes_to_score)
+            percentage: int) -> dict[str, Any]:
+    scheduler, cluster = make(nodes, percentage)
     for p in pods:
         cluster.create("pods", p)
     scheduler.pump()
@@ -100,10 +101,10 @@ def run_set(name: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
     }
 
 
-def memory_run(target: int, nodes_to_score: int) -> dict[str, Any]:
+def memory_run(target: int, percentage: int) -> dict[str, Any]:
     """Place ``target`` trace pods on the synthetic node set (trace repeated under new
     names as needed); report the process's peak RSS, in-memory cluster included."""
-    scheduler, cluster = make(synthetic_nodes(), nodes_to_score)
+    scheduler, cluster = make(synthetic_nodes(), percentage)
     placed = 0
 
     def listen(d: AttemptRecord) -> None:
@@ -134,8 +135,8 @@ def memory_run(target: int, nodes_to_score: int) -> dict[str, Any]:
 
 def scale_run(args: argparse.Namespace) -> dict[str, Any]:
     plugins = tuple(p for p in DEFAULT_SCHEDULER_PLUGINS if p != "AllocationGate")
-    config = Config(scheduler=SchedulerConfig(plugins=plugins,
-                                              nodes_to_score=args.nodes_to_score))
+    config = Config(scheduler=SchedulerConfig(
+        plugins=plugins, percentage_of_nodes_to_score=args.percentage_of_nodes_to_score))
     pods = constrain(trace_pods(args.pods or 5000, suffix="-new"), args.constrained)
     out = _scale.run(config, node_count=args.nodes, gpus=args.gpus_per_node,
                      placed=args.placed, new_pods=pods, constrained=args.constrained,
@@ -152,7 +153,8 @@ def scale_main(args: argparse.Namespace, cpu: int) -> int:
     for run in range(args.runs):
         argv = [sys.executable, __file__, "--scale-only", "--cpu", str(cpu),
                 "--nodes", str(args.nodes), "--gpus-per-node", str(args.gpus_per_node),
-                "--placed", str(args.placed), "--nodes-to-score", str(args.nodes_to_score),
+                "--placed", str(args.placed),
+                "--percentage-of-nodes-to-score", str(args.percentage_of_nodes_to_score),
                 "--constrained", str(args.constrained)]
         if args.pods:
             argv += ["--pods", str(args.pods)]
@@ -160,7 +162,7 @@ def scale_main(args: argparse.Namespace, cpu: int) -> int:
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps({"run": run, **rows[-1]}), flush=True)
     summary: dict[str, Any] = {"runs": args.runs, "cpu": cpu,
-                               "nodes_to_score": args.nodes_to_score,
+                               "percentage_of_nodes_to_score": args.percentage_of_nodes_to_score,
                                "constrained": args.constrained, "topology": args.topology}
     summary.update({key: statistics.median(r[key] for r in rows)
                     for key in rows[0] if isinstance(rows[0][key], (int, float))})
@@ -180,8 +182,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cpu", type=int, default=None, help="CPU to pin to (default: last)")
     parser.add_argument("--pods", type=int, default=None, help="trace pods per run (default all)")
-    parser.add_argument("--nodes-to-score", type=int,
-                        default=SchedulerConfig().nodes_to_score)
+    parser.add_argument("--percentage-of-nodes-to-score", type=int,
+                        default=SchedulerConfig().percentage_of_nodes_to_score,
+                        help="scheduler.percentageOfNodesToScore (0: kube-scheduler's "
+                             "adaptive share)")
     parser.add_argument("--memory-target", type=int, default=10_000)
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--constrained", type=float, default=0.0,
@@ -204,7 +208,7 @@ def main() -> int:
     if args.nodes:
         return scale_main(args, cpu)
     if args.memory_only:
-        print(json.dumps(memory_run(args.memory_target, args.nodes_to_score)))
+        print(json.dumps(memory_run(args.memory_target, args.percentage_of_nodes_to_score)))
         return 0
     sets = {"openb-1213": openb_nodes(args.topology),
             "synthetic-1000x8": synthetic_nodes(topology=args.topology)}
@@ -215,18 +219,18 @@ def main() -> int:
     for run in range(args.runs):
         for name, nodes in sets.items():
             pods = constrain(trace_pods(args.pods), args.constrained)
-            result = run_set(name, nodes, pods, args.nodes_to_score)
+            result = run_set(name, nodes, pods, args.percentage_of_nodes_to_score)
             results[name].append(result)
             print(json.dumps({"run": run, **result}), flush=True)
         out = subprocess.run(
             [sys.executable, __file__, "--memory-only", "--cpu", str(cpu),
              "--memory-target", str(args.memory_target),
-             "--nodes-to-score", str(args.nodes_to_score)],
+             "--percentage-of-nodes-to-score", str(args.percentage_of_nodes_to_score)],
             capture_output=True, text=True, check=True)
         memory.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps({"run": run, **memory[-1]}), flush=True)
     summary: dict[str, Any] = {"runs": args.runs, "cpu": cpu,
-                               "nodes_to_score": args.nodes_to_score,
+                               "percentage_of_nodes_to_score": args.percentage_of_nodes_to_score,
                                "constrained": args.constrained, "topology": args.topology}
     for name, rows in results.items():
         summary[name] = {key: statistics.median(r[key] for r in rows)

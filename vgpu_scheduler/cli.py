@@ -12,7 +12,7 @@ from typing import Any
 from vgpu import logs
 from vgpu.cluster.leader import ClusterLeaseStore, ElectionConfig
 from vgpu.cluster.twins import holder_identity
-from vgpu.config import Config, SchedulerConfig
+from vgpu.config import Config, SchedulerConfig, scoring_keys
 from vgpu.config import cli as config_cli
 from vgpu.errors import ConfigError
 from vgpu.kube.adapter import KubeCluster, connect
@@ -171,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ConfigError(f"cannot listen on port {sc.metrics_port}: "
                           f"{exc.strerror or exc}") from None
+    for warning in scoring_keys.warnings(sc):
+        _log.warning("config", detail=warning)
     _log.info("starting", scheduler_name=cfg.scheduler_name,
               leader_elect=election is not None,
               identity=election.identity if election else None,

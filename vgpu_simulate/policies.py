@@ -53,7 +53,7 @@ class SimPolicy:
         weights = ("VGPU=0",) if self.plugin else ()
         return Config(default_gpu_policy=self.gpu_policy, default_node_policy=self.node_policy,
                       scheduler=SchedulerConfig(plugins=plugins, score_weights=weights,
-                                                nodes_to_score=0, bind_workers=0))
+                                                percentage_of_nodes_to_score=100, bind_workers=0))
 
     def registry(self, workload: Sequence[Shape], rng: GoRand) -> Mapping[str, PluginFactory]:
         if self.plugin is None or self.build is None:

@@ -72,6 +72,7 @@ EXPORTED: dict[str, frozenset[str]] = {
     }),
     # vgpu_nodeagent/metrics.py
     "nodeagent": frozenset({
+        *_counter("vgpu_nodeagent_phase_writes_overdue_reported"),
         "vgpu_gpu_memory_total_bytes", "vgpu_gpu_memory_used_bytes",
         "vgpu_gpu_utilization_percent", "vgpu_gpu_healthy",
         "vgpu_container_memory_granted_bytes", "vgpu_container_cores_granted_percent",
@@ -105,7 +106,7 @@ EXPORTED: dict[str, frozenset[str]] = {
         "vgpu_scheduler_loop_errors_total",
         *_counter("vgpu_scheduler_bindings"), *_counter("vgpu_scheduler_events"),
         *_counter("vgpu_scheduler_permit_waits"),
-        "vgpu_scheduler_preemptions_total",
+        "vgpu_scheduler_preemptions_total", "vgpu_scheduler_cache_drift_total",
         *_histogram("vgpu_step_duration_seconds"),
     }),
     # Not vgpu's: kube-state-metrics, which Prometheus setups run beside Kubernetes, exports

@@ -34,6 +34,7 @@ SMOKE: dict[str, list[str]] = {
     "simulate_mps_users.py": ["--sample", "0.05", "--seeds", "42", "--users", "3,0"],
     "simulate_topology.py": ["--sample", "0.05", "--variants", "multigpu30", "--shapes",
                              "mixed", "--policies", "binpack"],
+    "soft_rules.py": ["--nodes", "60", "--runs", "1"],
 }
 ELSEWHERE = {"bind.py", "failover.py", "isolation.py", "scheduler_perf.py", "write_bound.py"}
 #: The scale case of scheduling.py, and scripts that take a folder.

@@ -66,6 +66,9 @@ class Case:
     pod: PodSpec
     #: What was done to the generated case (a documented difference's transform, a probe).
     notes: tuple[str, ...] = field(default=())
+    #: The one node the pod's soft rules single out, where both schedulers must bind it
+    #: (:mod:`tests.parity.large_cases`); None: only the hard rules are compared.
+    best: int | None = None
 
 
 TAINTS = (

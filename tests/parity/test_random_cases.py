@@ -19,6 +19,7 @@ from tests.parity.case_objects import (
     raise_overcommitted,
     render,
 )
+from tests.parity.large_cases import generate_large
 from tests.parity.random_cases import (
     COMPLETED,
     HUGEPAGES,
@@ -131,3 +132,16 @@ def test_every_difference_is_documented() -> None:
     section = page.split("\n## Known differences\n", 1)[1].split("\n## ", 1)[0]
     for difference in DIFFERENCES:
         assert f"`{difference.key}`" in section, difference.key
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_a_large_case_goes_where_its_soft_rules_point_among_every_feasible_node(
+        index: int) -> None:
+    case = generate_large(30, index)
+    assert len(case.nodes) > 100 and case.best is not None
+    assert decide(case) == case.best
+    # Every other feasible node is one the pod could go to.
+    feasible = [i for i, n in enumerate(case.nodes)
+                if not n.taints and not n.unschedulable and n.allocatable["pods"] != "0"]
+    assert case.best in feasible and len(feasible) <= 100
+    assert decide(only_node(case, next(i for i in feasible if i != case.best))) is not None

@@ -163,16 +163,24 @@ def codes(answers: Mapping[str, Status]) -> dict[str, Code]:
 def run_score(plugin: Any, pod_info: PodInfo, snap: Snapshot,
               feasible: Sequence[str] | None = None) -> dict[str, float] | Status:
     """PreScore over ``feasible`` (default every node), Score, NormalizeScore; the
-    PreScore status when it does not succeed."""
+    PreScore status when it does not succeed. A plugin that also scores many nodes at
+    once (``score_nodes``, what the framework calls) must give the same scores."""
     state = CycleState(NOW, snap)
     nodes = [n for n in snap if feasible is None or n.name in feasible]
     if feasible is not None:
         nodes.sort(key=lambda n: list(feasible).index(n.name))
     status = plugin.pre_score(state, pod_info, nodes)
+    bulk = None
+    if hasattr(plugin, "score_nodes"):
+        positions = np.array([snap.positions[n.name] for n in nodes], dtype=np.int64)
+        bulk = plugin.score_nodes(CycleState(NOW, snap), pod_info, snap, positions)
     if status.code is not Code.SUCCESS:
+        assert bulk is None, bulk
         return status
     values = [plugin.score(state, pod_info, n) for n in nodes]
     plugin.normalize_scores(state, pod_info, values)
+    if hasattr(plugin, "score_nodes"):
+        assert bulk is not None and bulk.tolist() == values, (bulk, values)
     return {n.name: v for n, v in zip(nodes, values, strict=True)}
 
 

@@ -132,16 +132,6 @@ def test_pre_filter_mask_and_skip() -> None:
     assert Framework([s]).schedule(a_pod(), snapshot_of(["n1", "n2"]), NOW).node == "n1"
 
 
-def test_nodes_to_score_limits_how_many_feasible_nodes_are_scored() -> None:
-    calls: list[str] = []
-    a = Recorder("A", calls)
-    a.scores = {"n5": 100}
-    snap = snapshot_of([f"n{i}" for i in range(6)])
-    assert Framework([a], nodes_to_score=2).schedule(a_pod(), snap, NOW).evaluated == 2
-    full = Framework([a], nodes_to_score=0).schedule(a_pod(), snap, NOW)
-    assert (full.evaluated, full.feasible, full.node) == (6, 6, "n5")
-
-
 def test_diagnosis_covers_masked_nodes_with_their_real_reasons() -> None:
     calls: list[str] = []
     a = Recorder("A", calls)
@@ -184,9 +174,9 @@ def test_default_profile_builds_every_registered_plugin() -> None:
     assert fw.queue_sort.name == "PrioritySort"
     # kube-scheduler's scorers with its default weights, beside the vGPU node policy (and
     # the fault domains', which scores only pods that keep to their namespace).
-    assert [(p.name, w) for p, w, _ in fw.scorers] == [
+    assert [(s.plugin.name, s.weight) for s in fw.scorers] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("PodTopologySpread", 2),
-        ("InterPodAffinity", 2), ("FaultDomain", 1), ("VGPU", 1)]
+        ("InterPodAffinity", 2), ("ImageLocality", 1), ("FaultDomain", 1), ("VGPU", 1)]
 
 
 @pytest.mark.parametrize(("plugins", "weights", "message"), [
@@ -206,10 +196,10 @@ def test_profile_from_config_file_text() -> None:
     from vgpu import config
     cfg = config.parse_text(
         "scheduler:\n  plugins: [PrioritySort, NodeResourcesFit, VGPU, VGPUBinder]\n"
-        "  scoreWeights: [VGPU=3]\n  nodesToScore: 0\n")
+        "  scoreWeights: [VGPU=3]\n  percentageOfNodesToScore: 30\n")
     fw = profile.build(cfg.scheduler, REGISTRY, Host(config=cfg))
-    assert [(p.name, w) for p, w, _ in fw.scorers] == [("VGPU", 3)]
-    assert fw.nodes_to_score == 0
+    assert [(s.plugin.name, s.weight) for s in fw.scorers] == [("VGPU", 3)]
+    assert fw.percentage_of_nodes_to_score == 30
 
 
 def test_unavailable_default_gpu_policy_is_a_config_error() -> None:

@@ -208,3 +208,25 @@ def test_the_in_flight_view_follows_every_change() -> None:
     gate.hold("q", "n2", 2.0, None)  # its binding went to another node
     assert gate.in_flight_view("n1") == ([], {}) and gate.in_flight_view("n2")[0] == [None]
     assert gate.is_open("n2", 40.0) and gate.in_flight_view("n2") == ([], {})
+
+
+def test_a_pods_preference_keeps_its_say_where_it_would_wait() -> None:
+    """The gate takes a node's GPU placement score, never the pod's soft rules: a pod that
+    prefers the node where it would wait still goes there (and waits)."""
+    nodes = [gpu_node("n1", 1), gpu_node("n2", 1)]
+    nodes[0]["metadata"]["labels"]["disk"] = "ssd"
+    sched, cluster, _ = setup(nodes)
+    prefers_ssd = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [
+            {"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}
+    cluster.create("pods", builders.pod("a", [builders.container(gpumem=1000)],
+                                        affinity=prefers_ssd))
+    sched.run_until_idle()
+    assert node_of(cluster, "a") == "n1"
+    cluster.create("pods", builders.pod("b", [builders.container(gpumem=2000)],
+                                        affinity=prefers_ssd))
+    cluster.create("pods", builders.pod("c", [builders.container(gpumem=3000)]))
+    sched.run_until_idle()
+    assert sched.waiting_pods() == {"default/b": "n1"}
+    # Without a preference, the node where it would wait loses to the other one.
+    assert node_of(cluster, "c") == "n2"

@@ -47,7 +47,7 @@ def scheduler(node: str, plugins: tuple[str, ...] = PROFILE,
     cluster = MemoryCluster()
     cluster.create("nodes", gpu_node(node, 4))
     config = Config(default_gpu_policy=policy,
-                    scheduler=SchedulerConfig(plugins=plugins, nodes_to_score=0))
+                    scheduler=SchedulerConfig(plugins=plugins, percentage_of_nodes_to_score=100))
     registry = {**REGISTRY, "Probe": Probe, "SecondProbe": SecondProbe}
     return Scheduler(config, cluster, clock=FakeClock(), registry=registry), cluster
 

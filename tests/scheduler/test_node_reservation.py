@@ -12,12 +12,21 @@ from hypothesis import strategies as st
 
 import vgpu.annotations as ann
 from tests.scheduler.e2e_support import allocated, gpu_node, node_of, setup
+from tests.scheduler.reservation_support import (
+    SHARED,
+    WHOLE,
+    config,
+    later,
+    make,
+    reservation,
+    scenario,
+)
 from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
-from vgpu.config import Config, from_mapping
+from vgpu.config import Config
 from vgpu.requests import parse_pod
 from vgpu_scheduler.host.scheduler import Scheduler
-from vgpu_scheduler.plugins.gpu.node_reservation import HELD, NodeReservation
+from vgpu_scheduler.plugins.gpu.node_reservation import HELD
 from vgpu_scheduler.plugins.gpu.node_reservation.decide import (
     Knobs,
     NodeView,
@@ -101,63 +110,6 @@ def test_holds_taken_one_by_one_never_pass_the_cap(sizes: list[int], cluster: in
 
 # -- the whole scheduler -------------------------------------------------------------------
 
-def stamp(at: float) -> str:
-    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def config(**knobs: Any) -> Config:
-    return from_mapping({"scheduler": {"nodeReservation": {
-        "waitSeconds": 60, "holdSeconds": 600, "minGpus": 2, "maxGpuShare": 0.5, **knobs}}})
-
-
-def make(cluster: MemoryCluster, name: str, container: dict[str, Any], created: float,
-         **kw: Any) -> None:
-    body = builders.pod(name, [container], **kw)
-    body["metadata"]["creationTimestamp"] = stamp(created)
-    cluster.create("pods", body)
-
-
-def beat(cluster: MemoryCluster, at: float) -> None:
-    """What the node agents do: a fresh heartbeat (and a node event)."""
-    for node in ("a", "b"):
-        cluster.patch_annotations("nodes", node, {ann.NODE_HEARTBEAT: codecs.encode_heartbeat(
-            dt.datetime.fromtimestamp(at, dt.UTC))})
-
-
-def later(sched: Scheduler, cluster: MemoryCluster, clock: Any, seconds: float) -> None:
-    clock.advance(seconds)
-    beat(cluster, clock.now)
-    sched.run_until_idle()
-
-
-WHOLE = builders.container(gpus=2, cores=100)
-SHARED = builders.container(gpus=1, gpumem=2000, cores=30)
-
-
-def scenario(cfg: Config) -> tuple[Scheduler, MemoryCluster, Any, str]:
-    """One node with a shared pod (s1) on one of its two GPUs, the other full with a
-    whole-GPU pod (w); a pod asking two whole GPUs (big) arrives and waits past the
-    bound. Returns the node s1 is on."""
-    sched, cluster, clock = setup([gpu_node("a"), gpu_node("b")], cfg)
-    for name, container in (("s1", SHARED), ("w", WHOLE)):
-        make(cluster, name, container, clock.now)
-        sched.run_until_idle()
-        allocated(cluster, name)
-    a = node_of(cluster, "s1")
-    assert a is not None and node_of(cluster, "w") not in (a, None)
-    make(cluster, "big", WHOLE, clock.now)
-    sched.run_until_idle()
-    assert node_of(cluster, "big") is None
-    # Past the bound and the queue's retry of parked pods (5 minutes): big is retried, has
-    # waited, and holds s1's node.
-    later(sched, cluster, clock, 301)
-    return sched, cluster, clock, a
-
-
-def reservation(sched: Scheduler) -> NodeReservation:
-    (plugin,) = [p for p in sched.framework.plugins if isinstance(p, NodeReservation)]
-    return plugin
-
 
 def test_a_waiting_whole_gpu_pod_holds_the_emptying_node() -> None:
     sched, cluster, clock, a = scenario(config())
@@ -218,6 +170,52 @@ def test_a_restarted_scheduler_holds_again_from_the_pods_wait() -> None:
     assert node_of(cluster, "s2") is None
 
 
+def test_a_pod_without_gpus_that_would_take_the_holders_cpu_goes_elsewhere() -> None:
+    # The Filter that turns it away has no PreFilter mask (it weighs CPU node by node):
+    # the search filters the node it would pick (a, the least allocated), finds it held
+    # and takes the next best, as kube-scheduler filtering every node would.
+    sched, cluster, clock = setup([gpu_node("a"), gpu_node("b")], config())
+    for name, container in (("s1", SHARED),
+                            ("w", builders.container(gpus=2, cores=100, cpu="2"))):
+        make(cluster, name, container, clock.now)
+        sched.run_until_idle()
+        allocated(cluster, name)
+    a = node_of(cluster, "s1")
+    b = node_of(cluster, "w")
+    assert a is not None and b not in (a, None)
+    make(cluster, "big", builders.container(gpus=2, cores=100, cpu="8"), clock.now)
+    later(sched, cluster, clock, 301)
+    assert set(reservation(sched).holds()) == {a}
+    make(cluster, "hog", builders.container(gpus=None, cpu="60"), clock.now)
+    sched.run_until_idle()
+    assert node_of(cluster, "hog") == b  # a would keep 4 CPUs of the 8 big asks
+
+
+def test_a_pod_deleted_while_its_node_is_chosen_holds_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The informers run beside the scheduling loop: the pod's deletion may be handled
+    # while its PostFilter chooses a node. Forced here, in the middle of the choice.
+    sched, cluster, clock = setup([gpu_node("a"), gpu_node("b")], config())
+    for name, container in (("s1", SHARED), ("w", WHOLE)):
+        make(cluster, name, container, clock.now)
+        sched.run_until_idle()
+        allocated(cluster, name)
+    make(cluster, "big", WHOLE, clock.now)
+    sched.run_until_idle()
+    plugin = reservation(sched)
+    choose = plugin._fits_emptied
+
+    def deleted_meanwhile(*args: Any) -> bool:
+        if any(p["metadata"]["name"] == "big" for p in cluster.list("pods").items):
+            cluster.delete("pods", "big", "default")
+            sched.pump()  # what the pod informer's thread does meanwhile
+        return choose(*args)
+
+    monkeypatch.setattr(plugin, "_fits_emptied", deleted_meanwhile)
+    later(sched, cluster, clock, 301)
+    assert plugin.holds() == {}  # no hold for a pod that is gone
+
+
 def test_a_pod_that_waited_less_than_the_bound_holds_nothing() -> None:
     sched, _, _, _ = scenario(config(waitSeconds=3600))
     assert reservation(sched).holds() == {}
@@ -253,6 +251,10 @@ def over_committed(cluster: MemoryCluster) -> list[str]:
 @example([("create", "half", 0)] * 8 + [("create", "whole4", 0)] * 3 + [
     ("wait", 200.0), ("wait", 200.0), ("create", "shared", 0), ("delete", 8), ("wait", 1.0),
     ("delete", 8), ("wait", 1.0)])
+# A pod of priority 100 preempts one of priority 0 (p2 on a 4-GPU node): pods also leave
+# the cluster as DefaultPreemption's victims, not only when the test deletes them.
+@example([("create", "cpu", 0), ("create", "cpu", 0), ("create", "whole4", 0),
+          ("create", "whole4", 0), ("delete", 0), ("create", "whole4", 100), ("delete", 1)])
 @given(steps)
 def test_holds_never_over_commit_and_stay_within_the_cap(ops: list[tuple[Any, ...]]) -> None:
     nodes = [gpu_node("a", 4), gpu_node("b", 4), gpu_node("c", 2), gpu_node("d", 2)]
@@ -277,6 +279,10 @@ def test_holds_never_over_commit_and_stay_within_the_cap(ops: list[tuple[Any, ..
         for pod in cluster.list("pods").items:
             if pod["metadata"]["annotations"].get(ann.BIND_PHASE) == ann.PHASE_ALLOCATING:
                 allocated(cluster, pod["metadata"]["name"])
+        present = {p["metadata"]["name"] for p in cluster.list("pods").items}
+        for name in [n for n in names if n not in present]:
+            assert cluster.events(name=name, reason="Preempted"), f"{name} vanished"
+            names.remove(name)
         assert not over_committed(cluster)
         holds = reservation(sched).holds()
         held_ever += bool(holds)

@@ -21,7 +21,7 @@ import vgpu.annotations as ann
 from tests.scheduler.helpers import FakeClock
 from vgpu import builders, codecs
 from vgpu.cluster.memory import MemoryCluster
-from vgpu.config import Config, SchedulerConfig
+from vgpu.config import Config
 from vgpu.devices import Device
 from vgpu_scheduler.framework.compute import node_allocatable, pod_requests
 from vgpu_scheduler.host.scheduler import Scheduler
@@ -59,8 +59,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def start(self) -> None:
         self.clock = FakeClock()
         self.cluster = MemoryCluster(copy_objects=False)
-        self.config = Config(device_memory_scaling=SCALING, scheduler=SchedulerConfig(
-            nodes_to_score=2))
+        self.config = Config(device_memory_scaling=SCALING)
         self.scheduler = Scheduler(self.config, self.cluster, clock=self.clock)
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: list[str] = []

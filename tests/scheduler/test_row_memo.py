@@ -144,7 +144,7 @@ def _answers(framework: Any, pod: Any, snapshot: Snapshot, now: float) -> list[A
         result, status = plugin.pre_filter(state, pod, snapshot)
         out.append((plugin.name, status.code, None if result is None else (
             None if result.mask is None else result.mask.tolist(),
-            None if result.order_key is None else result.order_key.tolist())))
+            None if result.scores is None else result.scores.tolist())))
         explain = getattr(plugin, "explain", None)
         if explain is not None and status.code is Code.SUCCESS and len(snapshot.nodes):
             positions = np.flatnonzero(snapshot.mask()).astype(np.int64)

@@ -80,11 +80,11 @@ def test_order_equals_the_per_node_score(cls: type[fgd.FGD]) -> None:
     pod = parse(builders.pod("p", [builders.container(gpus=1, cores=50, percent=50, cpu="4")]),
                 Config())
     result, _ = plugin.pre_filter(None, pod, snapshot)  # type: ignore[arg-type]
-    assert result is not None and result.order_key is not None
+    assert result is not None and result.scores is not None
     expected = [plugin.score(None, pod, info) for info in snapshot]  # type: ignore[arg-type]
-    assert [v if v != -np.inf else 0.0 for v in result.order_key.tolist()] == expected
+    assert [v if v != -np.inf else 0.0 for v in result.scores.tolist()] == expected
     # The half-used GPU is the best place for a half (node 3 lacks the CPU; filtered).
-    assert int(np.argmax(result.order_key[:3])) == 1
+    assert int(np.argmax(result.scores[:3])) == 1
 
 
 def test_fgd_gpu_choice_and_ours_differ_only_on_ties() -> None:
@@ -169,8 +169,8 @@ def test_clustering_keeps_kinds_from_pod_events_and_orders_nodes_by_them() -> No
         handler(None, bound("c", "n2", builders.container(gpus=None)))  # no GPU: no kind
     share = parse(builders.pod("p", [builders.container(gpus=1, cores=30, percent=30)]), Config())
     result, _ = plugin.pre_filter(None, share, snapshot)  # type: ignore[arg-type]
-    assert result is not None and result.order_key is not None
-    assert result.order_key.tolist() == [plugin.score(None, share, info)  # type: ignore[arg-type]
+    assert result is not None and result.scores is not None
+    assert result.scores.tolist() == [plugin.score(None, share, info)  # type: ignore[arg-type]
                                          for info in snapshot] == [95.0, 21.0, 43.0]
     for handler in handle.handlers:  # the share pod leaves: n0 has no kind again
         handler(half, None)

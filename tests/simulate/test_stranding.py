@@ -190,8 +190,8 @@ def _pod(cpu: str, *, gpus: int | None = 1, percent: int = 100) -> object:
 def _order(plugin: fragmentation_aware.FragmentationAware, pod: object,
            snapshot: Snapshot) -> list[float]:
     result, _ = plugin.pre_filter(None, pod, snapshot)  # type: ignore[arg-type]
-    assert result is not None and result.order_key is not None
-    return result.order_key.tolist()
+    assert result is not None and result.scores is not None
+    return result.scores.tolist()
 
 
 WORKLOAD = [Shape(8000, 1000, 1, memory_mib=1024)] * 6 + [Shape(4000, 500, 1,
@@ -212,8 +212,8 @@ def test_a_cpu_only_pod_goes_where_no_idle_gpu_needs_the_cpu() -> None:
     for info in snapshot:
         tied.set(info)
     result, _ = plain.pre_filter(None, _pod("4", gpus=None), tied)  # type: ignore[arg-type]
-    assert result is not None and result.order_key is not None
-    assert result.order_key[0] == result.order_key[1]
+    assert result is not None and result.scores is not None
+    assert result.scores[0] == result.scores[1]
 
 
 def test_order_equals_the_per_node_score_and_the_cache_follows_changes() -> None:

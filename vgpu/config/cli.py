@@ -9,6 +9,7 @@ import os
 import sys
 
 from vgpu import config
+from vgpu.config import scoring_keys
 
 #: The line `vgpu --help` shows; vgpu.cli reads it from this file without importing
 #: the module, so it stays a plain one-line literal.
@@ -42,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "validate":
         cfg = config.load(args.file, os.environ)
         print(f"{args.file}: valid")
+        for warning in scoring_keys.warnings(cfg.scheduler):
+            print(f"warning: {warning}", file=sys.stderr)
         json.dump(config.to_mapping(cfg), sys.stdout, indent=2)
         print()
         return 0

@@ -56,13 +56,14 @@ OWNED_PREFIX = "vgpu.io/"
 DEFAULT_SCHEDULER_PLUGINS: tuple[str, ...] = (
     "SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
     "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-    "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity",
+    "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "ImageLocality",
     "IsolationRequired", "FaultDomain", "MpsUser", "VGPU", "HamiQuota", "QuotaCharge",
     "DefaultPreemption", "NodeReservation", "AllocationGate", "VGPUBinder",
 )
 
-#: kube-scheduler's default score weights, for the plugins of the profile that the
-#: configuration gives no weight; every other score plugin weighs 1.
+#: kube-scheduler's default score weights (current kube's; v1.20's were 1 but for
+#: PodTopologySpread's 2), for the plugins of the profile that the configuration gives no
+#: weight; every other score plugin weighs 1, as ImageLocality and NodeResourcesFit do there.
 DEFAULT_SCORE_WEIGHTS: dict[str, int] = {
     "TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2, "InterPodAffinity": 2,
 }
@@ -75,8 +76,7 @@ def _plugin_name_ok(name: str) -> bool:
 @dataclass(frozen=True)
 class SchedulerConfig:
     permit_timeout_seconds: float = _knob(
-        30.0, "how long a node's gate waits for the in-flight pod to be allocated", lo=0.1
-    )
+        30.0, "how long a node's gate waits for the in-flight pod to be allocated", lo=0.1)
     permit_gate: str = _knob(
         policy.PERMIT_AMBIGUOUS, "which GPU pods wait at Permit for a pod in flight on the same "
         "node: ambiguous = only one the node agent could confuse with it (same GPU count on "
@@ -99,12 +99,22 @@ class SchedulerConfig:
         "scheduler's registry)",
     )
     score_weights: tuple[str, ...] = _knob(
-        (), "score weights as Name=weight (default: kube-scheduler's, TaintToleration=3, "
-        "NodeAffinity=2, PodTopologySpread=2, InterPodAffinity=2; 1 for the others)"
+        (), "score weights as Name=weight (default: current kube-scheduler's, "
+        "TaintToleration=3, NodeAffinity=2, PodTopologySpread=2, InterPodAffinity=2; 1 for "
+        "the others: ImageLocality and the GPU placement policy, VGPU or "
+        "FragmentationAware); a GPU placement weight above a soft rule's is warned about"
+    )
+    percentage_of_nodes_to_score: int = _knob(
+        0, "share of the cluster's nodes, in percent, to find feasible and score per pod, "
+        "from a start that moves on every cycle (kube-scheduler's percentageOfNodesToScore): "
+        "0 = adaptive, 50 % of 100 nodes falling to 5 % from 5,625 nodes on; never fewer "
+        "than 100 nodes, every node in a smaller cluster; 100 = every node", lo=0, hi=100,
     )
     nodes_to_score: int = _knob(
-        64, "feasible nodes to find and score per pod (percentageOfNodesToScore in absolute "
-        "numbers); 0 = every feasible node", lo=0,
+        -1, "deprecated, replaced by percentageOfNodesToScore; -1 = not set. An older "
+        "config's value is read as percentageOfNodesToScore 100 for 0 (every feasible node) "
+        "and as 0 (adaptive, at least 100 nodes) for any count, with a warning at start",
+        lo=-1,
     )
     pod_initial_backoff_seconds: float = _knob(1.0, "backoff after a pod's first failed attempt",
                                                lo=0)
@@ -169,6 +179,10 @@ class SchedulerConfig:
                 raise ConfigError(f"scheduler.plugins: {name!r} is listed twice")
             seen.add(name)
         self.weights()
+        if self.nodes_to_score >= 0 and self.percentage_of_nodes_to_score:
+            raise ConfigError(
+                "scheduler.nodesToScore: deprecated, and percentageOfNodesToScore is given "
+                "too; keep percentageOfNodesToScore alone")
         if self.pod_max_backoff_seconds < self.pod_initial_backoff_seconds:
             raise ConfigError(
                 f"scheduler.podMaxBackoffSeconds: {self.pod_max_backoff_seconds!r} is below "

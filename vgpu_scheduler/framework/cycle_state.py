@@ -157,22 +157,21 @@ class PreFilterResult:
     """What a PreFilter plugin knows about the whole node set before per-node filtering.
 
     ``mask`` (over snapshot positions) and ``node_names`` must each be a superset of the
-    nodes the plugin's Filter would accept: the framework still runs every Filter on what
-    is left, so a loose mask costs time, never correctness. ``order_key`` (over positions,
-    higher first) ranks the candidates: when only ``nodesToScore`` feasible nodes are
-    scored, the filters visit candidates best-first by it, so a policy that can compute its
-    score for every node in one vectorised step gets the best node whatever the limit.
-    ``ranks_for`` names the score plugin whose ranking ``order_key`` reproduces exactly;
-    when it is the profile's only weighted scorer, the first feasible node in that order
-    is the best of all feasible nodes and the filters stop there. ``visit_last`` picks
-    nodes the candidates visit after all others (in the same order among themselves): a
-    node that fits but where the pod would wait (the Permit gate) loses to one where it goes
-    on at once when the first feasible node is the answer. It is asked of each node as the
-    filters reach it, not of every node up front.
+    nodes the plugin's Filter would accept: the framework still runs every Filter on the
+    node it picks, so a loose mask costs time, never correctness; a tight one lets the
+    framework count the candidates it scores without filtering each of them first.
+    ``scores`` (over positions) is the Score of the plugin named ``scores_for`` for every
+    node at once, exactly what its ``score`` would say of each: the framework then reads
+    the candidates' scores from it instead of asking node by node. The first such array
+    also breaks ties between candidates of equal total score. ``would_wait`` tells the
+    nodes where the pod would wait at Permit behind a pod in flight (the allocation
+    gate): such a node loses its GPU placement score, so that a burst goes on to a node
+    that takes it at once while the user's soft rules keep their say; it is asked of the
+    node the framework is about to pick, not of every node up front.
     """
 
     mask: npt.NDArray[np.bool_] | None = None
     node_names: frozenset[str] | None = None
-    order_key: npt.NDArray[np.float64] | None = None
-    ranks_for: str | None = None
-    visit_last: Callable[[NodeInfo], bool] | None = None
+    scores: npt.NDArray[np.float64] | None = None
+    scores_for: str | None = None
+    would_wait: Callable[[NodeInfo], bool] | None = None

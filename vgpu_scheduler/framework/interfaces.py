@@ -91,6 +91,20 @@ class ScoreExtensions(Protocol):
 
 
 @runtime_checkable
+class BulkScorePlugin(Protocol):
+    def score_nodes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                    positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64] | None:
+        """PreScore, Score and NormalizeScore at once for the candidates at ``positions``
+        (the nodes the framework scores this cycle): their final scores, 0..100, what
+        kube-scheduler's three steps give those nodes, in a new array the framework may
+        change; None when the plugin has nothing to compare this cycle (PreScore's
+        SKIP). The framework then calls none of the
+        three per node. The candidates passed the PreFilter masks; the framework filters
+        the one it picks (see :class:`~vgpu_scheduler.framework.cycle_state.
+        PreFilterResult`)."""
+
+
+@runtime_checkable
 class ReservePlugin(Protocol):
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
 

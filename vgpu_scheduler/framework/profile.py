@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vgpu.config import SchedulerConfig
+from vgpu.config import SchedulerConfig, scoring_keys
 from vgpu.errors import ConfigError
 from vgpu_scheduler.framework import interfaces as fw
 from vgpu_scheduler.framework.handle import Host, PluginFactory
@@ -21,7 +21,8 @@ def build(config: SchedulerConfig, registry: Mapping[str, PluginFactory],
     if unknown:
         raise ConfigError(f"scheduler.plugins: unknown plugin {unknown[0]!r}; known: "
                           f"{', '.join(sorted(registry))}")
-    framework = Framework(nodes_to_score=config.nodes_to_score, host=host)
+    framework = Framework(
+        percentage_of_nodes_to_score=scoring_keys.percentage_to_score(config), host=host)
     plugins: list[Any] = []
     for name in config.plugins:
         plugin = registry[name](framework)

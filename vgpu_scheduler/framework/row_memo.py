@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.snapshot import Snapshot
 
 #: Every row (a slice keeps ``column[rows]`` a view), or the positions to compute.
@@ -74,3 +75,18 @@ class RowMemo:
         while len(self._entries) > self._size:
             self._entries.popitem(last=False)
         return values
+
+
+def per_node(snapshot: Snapshot, rows: Rows, compute: Callable[[NodeInfo], Any],
+             dtype: Any, empty: Any) -> npt.NDArray[Any]:
+    """``compute`` of the node at each position of ``rows`` (``empty`` where none is): for
+    a derived array only Python can compute, one node at a time, which the memo then asks
+    only of the rows that changed."""
+    nodes = snapshot.nodes
+    positions = range(len(nodes)) if isinstance(rows, slice) else rows.tolist()
+    out = np.full(len(positions), empty, dtype=dtype)
+    for k, pos in enumerate(positions):
+        info = nodes[pos]
+        if info is not None:
+            out[k] = compute(info)
+    return out

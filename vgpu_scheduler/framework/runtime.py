@@ -2,7 +2,9 @@
 pod at a time; and the Handle those plugins were built with.
 
 ``schedule`` is the scheduling algorithm (PreFilter → Filter → PreScore → Score →
-NormalizeScore → select); around it are the points the host drives (PreEnqueue, the queue's
+NormalizeScore → select; which candidates it scores and how it filters them is
+:mod:`~vgpu_scheduler.framework.search`, how many is :mod:`~vgpu_scheduler.framework.reach`);
+around it are the points the host drives (PreEnqueue, the queue's
 hints, Reserve, Permit, Bind) and the PreFilter extensions that plugins which simulate
 (preemption) call. As kube-scheduler's ``frameworkImpl``, the framework is its plugins'
 :class:`~vgpu_scheduler.framework.handle.Handle`: what the host lends it
@@ -24,13 +26,14 @@ from vgpu.config import Config
 from vgpu.errors import ConfigError
 from vgpu_scheduler.framework import diagnosis as diag
 from vgpu_scheduler.framework import interfaces as fw
-from vgpu_scheduler.framework import visit_order
+from vgpu_scheduler.framework import reach
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
 from vgpu_scheduler.framework.handle import Host, Lister, PodHandler, PreemptionCalls
 from vgpu_scheduler.framework.nodeinfo import NodeInfo, NodePod
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.schedule_result import PreFiltered, ScheduleResult
+from vgpu_scheduler.framework.search import Scorer, Search
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import SUCCESS, WAIT, Code, Status, error, unschedulable
 
@@ -40,9 +43,10 @@ class Framework:
     plugins' Handle."""
 
     def __init__(self, plugins: Iterable[Any] = (), weights: Mapping[str, int] | None = None,
-                 nodes_to_score: int = 0, *, host: Host | None = None) -> None:
+                 percentage_of_nodes_to_score: int = 0, *, host: Host | None = None) -> None:
         self._host = host or Host()
-        self.nodes_to_score = nodes_to_score
+        #: kube-scheduler's percentageOfNodesToScore: 0 adapts to the cluster's size.
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.load(plugins, weights)
 
     def load(self, plugins: Iterable[Any], weights: Mapping[str, int] | None = None) -> None:
@@ -60,12 +64,12 @@ class Framework:
         self.pre_filters = having(fw.PreFilterPlugin)
         self.filters = having(fw.FilterPlugin)
         self.post_filters = having(fw.PostFilterPlugin)
-        self.pre_scores = having(fw.PreScorePlugin)
-        self.scorers: list[tuple[Any, int, bool]] = [
-            (p, weights.get(p.name, 1), isinstance(p, fw.ScoreExtensions))
+        self.scorers = [
+            Scorer(p, weights.get(p.name, 1), isinstance(p, fw.ScoreExtensions),
+                   isinstance(p, fw.BulkScorePlugin),
+                   isinstance(p, (fw.GpuPolicyPlugin, fw.GpuPolicyUser)))
             for p in having(fw.ScorePlugin)
         ]
-        self._weighted = [p.name for p, w, _ in self.scorers if w > 0]
         self.reservers = having(fw.ReservePlugin)
         self.permits = having(fw.PermitPlugin)
         self.pre_binds = having(fw.PreBindPlugin)
@@ -76,7 +80,8 @@ class Framework:
         self._extensions = having(fw.PreFilterExtensions)
         self._hints = {p.name: p for p in having(fw.EnqueueExtensions)}
         self._diagnoser = diag.Diagnoser({p.name for p in having(fw.Explainer)})
-        self._next_start = 0
+        #: Where the next cycle's candidates start (kube's ``nextStartNodeIndex``).
+        self.next_start = 0
         self._hand_out_gpu_policies(having(fw.GpuPolicyPlugin), having(fw.GpuPolicyUser))
 
     @staticmethod
@@ -179,27 +184,23 @@ class Framework:
             if pre.rejected:
                 pre = self._post_filter(state, pod, snapshot, diagnosis) or pre
             return ScheduleResult(None, state, pre, diagnosis)
-        candidates = self._visit_order(pre, snapshot)
         filters = [f for f in self.filters if f.name not in state.skip_filter]
-        limit = self.nodes_to_score if self.nodes_to_score > 0 else len(pre.mask)
-        active = [name for name in self._weighted if name not in state.skip_score]
-        if not active or (pre.ranks_for is not None and active == [pre.ranks_for]):
-            # Nothing left to compare, or the order already is the score: the first
-            # feasible node is the answer.
-            limit = 1
-        feasible, statuses, evaluated = self._find_feasible(
-            state, pod, snapshot, candidates=candidates, filters=filters, limit=limit)
-        if pre.order is None and len(snapshot):
-            self._next_start = (self._next_start + evaluated) % max(len(snapshot), 1)
-        if not feasible:
-            diagnosis = self._diagnoser.diagnose(state, pod, snapshot, statuses, filters)
+        scorers = [s for s in self.scorers
+                   if s.weight > 0 and s.plugin.name not in state.skip_score]
+        count = reach.feasible_to_find(len(snapshot), self.percentage_of_nodes_to_score)
+        positions = len(snapshot.nodes)
+        start = self.next_start % positions if positions else 0
+        found = Search(state, pod, snapshot, pre=pre, filters=filters,
+                       scorers=scorers).run(start, count)
+        if positions:
+            self.next_start = (start + found.processed) % positions
+        if found.node is None:
+            diagnosis = self._diagnoser.diagnose(state, pod, snapshot, found.statuses, filters)
             failed = self._post_filter(state, pod, snapshot, diagnosis)
             return ScheduleResult(None, state, failed or unschedulable("no node fits"),
-                                  diagnosis, evaluated, 0)
-        best = feasible[0]
-        if len(feasible) > 1 and self.scorers:
-            best = self._select(state, pod, feasible)
-        return ScheduleResult(best.name, state, SUCCESS, None, evaluated, len(feasible))
+                                  diagnosis, found.evaluated, 0)
+        return ScheduleResult(found.node.name, state, SUCCESS, None, found.evaluated,
+                              found.scored)
 
     def _post_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                      diagnosis: diag.Diagnosis) -> Status | None:
@@ -240,75 +241,11 @@ class Framework:
                     if pos is not None:
                         allowed[pos] = True
                 pre.mask &= allowed
-            if pre.order is None and result.order_key is not None:
-                pre.order, pre.ranks_for = result.order_key, result.ranks_for
-            if result.visit_last is not None:
-                pre.last.append(result.visit_last)
+            if result.scores is not None and result.scores_for is not None:
+                pre.scores[result.scores_for] = result.scores
+            if result.would_wait is not None:
+                pre.waits.append(result.would_wait)
         return pre
-
-    def _visit_order(self, pre: PreFiltered, snapshot: Snapshot) -> Iterable[int]:
-        """Candidate positions, best first by the PreFilter order; without one, starting
-        where the last cycle stopped, so that successive pods spread over the nodes."""
-        last: Callable[[int], bool] | None = None
-        if pre.last:
-            nodes, asks = snapshot.nodes, pre.last
-            only = asks[0] if len(asks) == 1 else None
-
-            def last(pos: int) -> bool:
-                info = nodes[pos]
-                if info is None:
-                    return False
-                return only(info) if only is not None else any(ask(info) for ask in asks)
-        return visit_order.candidates(pre.mask, pre.order, last, self._next_start)
-
-    @staticmethod
-    def _find_feasible(state: CycleState, pod: PodInfo, snapshot: Snapshot, *,
-                       candidates: Iterable[int], filters: Sequence[Any],
-                       limit: int) -> tuple[list[NodeInfo], dict[str, Status], int]:
-        """Filter candidates in order until ``limit`` fit: (feasible, failing statuses by
-        node, nodes evaluated)."""
-        feasible: list[NodeInfo] = []
-        statuses: dict[str, Status] = {}
-        evaluated = 0
-        nodes = snapshot.nodes
-        for pos in candidates:
-            info = nodes[pos]
-            if info is None:
-                continue
-            evaluated += 1
-            for f in filters:
-                status = f.filter(state, pod, info)
-                if status.code is not Code.SUCCESS:
-                    statuses[info.name] = status.with_plugin(f.name)
-                    break
-            else:
-                feasible.append(info)
-                if len(feasible) >= limit:
-                    break
-        return feasible, statuses, evaluated
-
-    def _select(self, state: CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> NodeInfo:
-        for plugin in self.pre_scores:
-            status = plugin.pre_score(state, pod, feasible)
-            if status.code is Code.SKIP:
-                state.skip_score.add(plugin.name)
-        totals = [0.0] * len(feasible)
-        for plugin, weight, normalizes in self.scorers:
-            if weight == 0 or plugin.name in state.skip_score:
-                continue
-            scores = [plugin.score(state, pod, info) for info in feasible]
-            if normalizes:
-                plugin.normalize_scores(state, pod, scores)
-            for i, value in enumerate(scores):
-                totals[i] += weight * value
-        best = 0
-        top = totals[0]
-        for i in range(1, len(totals)):
-            # Strictly greater: ties go to the earlier candidate, which the PreFilter order
-            # already ranked best.
-            if totals[i] > top:
-                best, top = i, totals[i]
-        return feasible[best]
 
     # -- for plugins that simulate (preemption): the filters, the PreFilter extensions -----
 

@@ -23,17 +23,17 @@ class ScheduleResult:
     state: CycleState
     status: Status
     diagnosis: Diagnosis | None = None
-    #: Nodes the filters ran on, and how many of them fit.
+    #: Nodes the filters ran on, and how many candidates were scored.
     evaluated: int = 0
     feasible: int = 0
 
 
 @dataclass
 class PreFiltered:
-    """What the PreFilter plugins said about the node set: the nodes left, in what order,
-    and which score plugin that order reproduces."""
+    """What the PreFilter plugins said about the node set: the nodes left, the scores
+    plugins computed for every node at once (by plugin name, in PreFilter order: the
+    first breaks ties), and the tests of where the pod would wait at Permit."""
 
     mask: npt.NDArray[np.bool_]
-    order: npt.NDArray[np.float64] | None = None
-    ranks_for: str | None = None
-    last: list[Callable[[NodeInfo], bool]] = field(default_factory=list)
+    scores: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    waits: list[Callable[[NodeInfo], bool]] = field(default_factory=list)

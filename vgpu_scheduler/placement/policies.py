@@ -2,7 +2,7 @@
 
 A GPU policy ranks the GPUs of the chosen node that fit a container; a node policy scores
 a node with the pod placed on it, and may compute that score for every node at once from
-snapshot columns (so the framework filters nodes best-first). Policies that need more than
+snapshot columns (so the framework scores many candidates at once). Policies that need more than
 a node's GPUs (the fragmentation-aware one weighs the whole workload) are plugins that
 provide a GPU policy (:class:`vgpu_scheduler.framework.interfaces.GpuPolicyPlugin`); the
 framework hands those to the vGPU plugin beside the built-in ones here.
@@ -55,8 +55,8 @@ GPU_POLICIES: Mapping[str, GpuRanker] = MappingProxyType({
 
 
 NodeScorer = Callable[[NodeInfo, Placement], float]
-NodeOrder = Callable[[Snapshot, "npt.NDArray[np.int64] | int", int, Rows],
-                     "npt.NDArray[np.float64]"]
+NodeScores = Callable[[Snapshot, "npt.NDArray[np.int64] | int", int, Rows],
+                      "npt.NDArray[np.float64]"]
 
 # Snapshot columns the vGPU plugin maintains for node policies (sums over healthy GPUs).
 MEMORY_USED = "vgpu.memory_used"
@@ -72,16 +72,16 @@ CAPACITY = "vgpu.capacity"
 class NodePolicy:
     """Scores a node (0–100) with the pod placed on it.
 
-    ``order`` computes the same score for many nodes at once from snapshot columns (the
+    ``scores`` computes the same score for many nodes at once from snapshot columns (the
     rows given: all, or those changed since the last pod of the shape), given the MiB the
-    pod would add on each of those nodes and the cores it adds; the framework then
-    filters nodes best-first, so the first feasible node is the best one. A policy whose
-    score needs to know exactly which GPUs the pod gets (a fragmentation measure) sets
+    pod would add on each of those nodes and the cores it adds, equal to ``score`` to the
+    bit; the framework then reads the candidates' scores from it. A policy whose score
+    needs to know exactly which GPUs the pod gets (a fragmentation measure) sets
     ``needs_placement``; otherwise it is given a :class:`Placement` with totals only.
     """
 
     score: NodeScorer
-    order: NodeOrder | None = None
+    scores: NodeScores | None = None
     needs_placement: bool = False
 
 
@@ -115,18 +115,38 @@ def utilization_after_all(snapshot: Snapshot, memory: npt.NDArray[np.int64] | in
     return mem
 
 
+def _binpack_scores(snapshot: Snapshot, memory: npt.NDArray[np.int64] | int, cores: int,
+                    rows: Rows) -> npt.NDArray[np.float64]:
+    used = utilization_after_all(snapshot, memory, cores, rows)
+    return np.multiply(used, 100.0, out=used)
+
+
+def _spread_scores(snapshot: Snapshot, memory: npt.NDArray[np.int64] | int, cores: int,
+                   rows: Rows) -> npt.NDArray[np.float64]:
+    free = np.subtract(1.0, utilization_after_all(snapshot, memory, cores, rows))
+    return np.multiply(free, 100.0, out=free)
+
+
+def _hami_binpack_scores(snapshot: Snapshot, memory: npt.NDArray[np.int64] | int, cores: int,
+                         rows: Rows) -> npt.NDArray[np.float64]:
+    # The scalar score's operations in its order, so that the two agree to the bit.
+    return np.multiply(hami_node.scores(snapshot, rows), 100.0) / hami_node.TOP
+
+
+def _hami_spread_scores(snapshot: Snapshot, memory: npt.NDArray[np.int64] | int, cores: int,
+                        rows: Rows) -> npt.NDArray[np.float64]:
+    free = np.subtract(1.0, hami_node.scores(snapshot, rows) / hami_node.TOP)
+    return np.multiply(free, 100.0, out=free)
+
+
 NODE_POLICIES: Mapping[str, NodePolicy] = MappingProxyType({
     "binpack": NodePolicy(
-        lambda n, p: 100.0 * utilization_after(n, p),
-        utilization_after_all),
+        lambda n, p: 100.0 * utilization_after(n, p), _binpack_scores),
     "spread": NodePolicy(
-        lambda n, p: 100.0 * (1.0 - utilization_after(n, p)),
-        lambda s, m, c, rows: 1.0 - utilization_after_all(s, m, c, rows)),
+        lambda n, p: 100.0 * (1.0 - utilization_after(n, p)), _spread_scores),
     # HAMi's: its score of the node before the pod, whatever the pod adds (.hami_node).
     "hami-binpack": NodePolicy(
-        lambda n, p: 100.0 * hami_node.score(n) / hami_node.TOP,
-        lambda s, m, c, rows: hami_node.scores(s, rows)),
+        lambda n, p: 100.0 * hami_node.score(n) / hami_node.TOP, _hami_binpack_scores),
     "hami-spread": NodePolicy(
-        lambda n, p: 100.0 * (1.0 - hami_node.score(n) / hami_node.TOP),
-        lambda s, m, c, rows: -hami_node.scores(s, rows)),
+        lambda n, p: 100.0 * (1.0 - hami_node.score(n) / hami_node.TOP), _hami_spread_scores),
 })

@@ -28,6 +28,7 @@ from vgpu_scheduler.plugins.gpu import (
 )
 from vgpu_scheduler.plugins.kube import (
     default_preemption,
+    image_locality,
     interpod_affinity,
     node_affinity,
     node_name,
@@ -59,6 +60,7 @@ REGISTRY: Mapping[str, PluginFactory] = MappingProxyType({
     "VolumeZone": volume_zone.VolumeZone,
     "PodTopologySpread": pod_topology_spread.PodTopologySpread,
     "InterPodAffinity": interpod_affinity.InterPodAffinity,
+    "ImageLocality": image_locality.ImageLocality,
     "IsolationRequired": isolation_required.IsolationRequired,
     "FaultDomain": fault_domain.FaultDomain,
     "MpsUser": mps_user.MpsUser,

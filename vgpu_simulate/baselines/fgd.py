@@ -128,7 +128,7 @@ class FGD:
                 self._memo_size += 1
             values[j] = found
         # Equal scores keep snapshot order: the first node takes the tie.
-        return PreFilterResult(order_key=values[inverse], ranks_for=self.name), SUCCESS
+        return PreFilterResult(scores=values[inverse], scores_for=self.name), SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         shape = self._shape_of(pod)

@@ -54,7 +54,7 @@ class FreeResourcesScore:
         order = self._formulas(snapshot.column(self._free_cpu),
                                snapshot.column(self._free_gpu), shape.milli_cpu,
                                shape.total_milli_gpu)
-        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
+        return PreFilterResult(scores=order, scores_for=self.name), SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         shape = shares.pod_shape(pod)

@@ -114,7 +114,7 @@ class GpuClustering:
                 if pos is not None and pos < len(order):
                     order[pos] += (tier(kinds, pod_kind) - 1) * QUARTER
         order[ids < 0] = -np.inf
-        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
+        return PreFilterResult(scores=order, scores_for=self.name), SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         return float(score(self.kinds(node.name), kind(shares.pod_shape(pod)),

@@ -69,7 +69,7 @@ class GpuPacking:
         unique, inverse = np.unique(ids, return_inverse=True)
         values = np.array([-math.inf if s < 0 else self._value(s, shape.milli_gpu, shape.gpus)
                            for s in unique.tolist()], dtype=np.float64)
-        return PreFilterResult(order_key=values[inverse], ranks_for=self.name), SUCCESS
+        return PreFilterResult(scores=values[inverse], scores_for=self.name), SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         shape = shares.pod_shape(pod)

@@ -1,7 +1,7 @@
 """Random, the FGD paper's baseline: a uniformly random feasible node and a random GPU.
 
-PreFilter draws a random key per node; the first feasible node in that order is a uniform
-choice among the feasible ones. The GPU policy ``random`` picks uniformly among the GPUs
+PreFilter draws a random score per node; the best feasible node by it is a uniform choice
+among the feasible ones. The GPU policy ``random`` picks uniformly among the GPUs
 that fit (whole GPUs: the first idle ones, as the artifact does).
 """
 
@@ -32,7 +32,7 @@ class RandomScore:
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
         order = self._rng.random(len(snapshot.nodes))
-        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
+        return PreFilterResult(scores=order, scores_for=self.name), SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         return float(self._rng.integers(0, 101))

@@ -5,7 +5,9 @@ whether a documented version difference explains it.
 
 Agreement: both leave the pod pending, or both bind it to the same node, or each binds it
 to a node the other also accepts (asked by laying the case out again with every other node
-full: score ties and policies may pick different nodes, the rules may not). A
+full: score ties and policies may pick different nodes, the rules may not); in a large case
+(:func:`tests.parity.large_cases.generate_large`) both bind it to the one node its soft
+rules single out among all the feasible ones. A
 disagreement is explained by a documented difference (:data:`DIFFERENCES`) when, with
 that difference's neutralizing change, the two agree and vgpu decides as before.
 """
@@ -167,6 +169,13 @@ class Runner:
 
     def verdict(self, case: Case) -> Verdict:
         kube, ours = self.both(case)
+        if case.best is not None:
+            # Every feasible node is weighed by both: the soft rules' one choice, or not.
+            missed = [f"{who} binds to node {node}, not {case.best}" for who, node in (
+                ("kube-scheduler", kube.node), ("vgpu-scheduler", ours.node))
+                if node != case.best]
+            return Verdict(not missed, kube, ours, "; ".join(missed) or
+                           f"both weigh every feasible node: node {case.best}")
         if kube.node == ours.node:
             return Verdict(True, kube, ours)
         if kube.node is None or ours.node is None:

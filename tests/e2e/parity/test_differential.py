@@ -4,11 +4,12 @@ vgpu-scheduler on the same API server (:mod:`tests.e2e.parity.differential`). Ev
 disagreement fails the test unless a documented version difference explains it
 (docs/scheduler.md#known-differences); each failure prints the command that replays its
 case alone. A few fixed cases the random seeds rarely hit (:data:`AGREE`) must agree as
-well.
+well, and so must large cases above 100 nodes, where how many nodes a scheduler scores
+decides where the pod goes (``generate_large``).
 
 CI runs a fixed seed. By hand, any seed and any cases::
 
-    PARITY_SEED=7 PARITY_CASES=0-59 python -m pytest -q -s \\
+    PARITY_SEED=7 PARITY_CASES=0-59 PARITY_LARGE=0-9 python -m pytest -q -s \\
         tests/e2e/parity/test_differential.py
 
 ``PARITY_REPORT=FILE`` also writes every case's outcome there as JSON lines; ``python
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.parity.differential import Runner
+from tests.parity.large_cases import generate_large
 from tests.parity.random_cases import ZONE, Case, NodeSpec, PodSpec, generate
 from vgpu.kube import adapter
 
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.usefixtures("schedulers")
 
 SEED = int(os.environ.get("PARITY_SEED", "30"))
 CASES = os.environ.get("PARITY_CASES", "0-59")
+LARGE = os.environ.get("PARITY_LARGE", "0-3")
 
 
 def indices(text: str) -> list[int]:
@@ -82,6 +85,28 @@ def test_random_cases_agree_with_kube_scheduler(kube: adapter.KubeCluster) -> No
           f"{sum(counts.values())} cases in {time.monotonic() - started:.0f} s")
     assert not failures, "disagreements no documented difference explains:\n" + "\n".join(
         failures)
+
+
+def test_large_cases_weigh_every_feasible_node_as_kube_scheduler(
+        kube: adapter.KubeCluster) -> None:
+    """Above 100 nodes, where how many nodes a scheduler scores decides where a pod goes:
+    with at most 100 feasible nodes, kube-scheduler v1.20 weighs them all, and so must
+    vgpu-scheduler (``PARITY_LARGE`` picks the cases, of ``PARITY_SEED``)."""
+    runner = Runner(kube)
+    failures: list[str] = []
+    try:
+        for index in indices(LARGE):
+            case = generate_large(SEED, index)
+            verdict = runner.verdict(case)
+            line = (f"seed {SEED} large case {index} ({len(case.nodes)} nodes): "
+                    f"{'agree' if verdict.agree else 'disagree'}: kube-scheduler "
+                    f"{verdict.kube}; vgpu-scheduler {verdict.vgpu}; {verdict.detail}")
+            print(line)
+            if not verdict.agree:
+                failures.append(line)
+    finally:
+        runner.close()
+    assert not failures, "\n".join(failures)
 
 
 def _node(labels: dict[str, str], **alloc: str) -> NodeSpec:

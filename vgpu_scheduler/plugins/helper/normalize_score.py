@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
+
 MAX_SCORE = 100
 
 
@@ -17,3 +20,14 @@ def default_normalize(scores: list[float], reverse: bool = False) -> None:
     for i, value in enumerate(scores):
         scaled = MAX_SCORE * int(value) // top
         scores[i] = float(MAX_SCORE - scaled if reverse else scaled)
+
+
+def default_normalize_array(raw: npt.NDArray[np.int64],
+                            reverse: bool = False) -> npt.NDArray[np.float64]:
+    """:func:`default_normalize` of many nodes' integer scores at once (kube's maximum
+    starts at 0)."""
+    top = max(int(raw.max()), 0) if len(raw) else 0
+    if top == 0:
+        return np.full(len(raw), float(MAX_SCORE)) if reverse else raw.astype(np.float64)
+    scaled = MAX_SCORE * raw // top
+    return (MAX_SCORE - scaled if reverse else scaled).astype(np.float64)

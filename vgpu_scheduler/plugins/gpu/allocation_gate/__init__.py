@@ -97,10 +97,12 @@ class AllocationGate:
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
-        """Visit last the nodes where a one-container pod could wait behind a pod in flight: on
-        some GPU that fits it (the GPU policy, not this, picks among them). Under binpack a
-        burst would otherwise queue at the fullest node while others could take it at once;
-        while every node is busy the order is as before. Permit still decides."""
+        """Tell the framework the nodes where a one-container pod could wait behind a pod in
+        flight, on some GPU that fits it (the GPU policy, not this, picks among them): such
+        a node loses its GPU placement score. Under binpack a burst would otherwise queue at
+        the fullest node while others could take it at once; the pod's soft rules keep
+        their points, and while every node is busy the pick is as before. Permit still
+        decides."""
         request = pod.gpu
         if request is None or not request.is_gpu_pod:
             return None, SKIP
@@ -112,12 +114,12 @@ class AllocationGate:
         gate = self.gate
 
         def would_wait(info: NodeInfo) -> bool:
-            # Asked only of the nodes the filters reach: a pass over every node with a pod
+            # Asked only of the node about to be picked: a pass over every node with a pod
             # in flight, up front, was a third of the scheduler's CPU in a burst (py-spy).
             in_flight, held = gate.in_flight_view(info.name)
             return bool(in_flight) and self._would_wait(info, want, selector, in_flight, held)
 
-        return PreFilterResult(visit_last=would_wait), SUCCESS
+        return PreFilterResult(would_wait=would_wait), SUCCESS
 
     def _would_wait(self, info: NodeInfo, want: ContainerRequest, selector: GpuSelector,
                     in_flight: list[codecs.Assignment | None],

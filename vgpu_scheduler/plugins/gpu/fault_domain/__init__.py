@@ -193,6 +193,18 @@ class FaultDomain:
         held = self.occupants(node)
         return 100.0 if any(pos not in barred for pos in held) else 0.0
 
+    def score_nodes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                    positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """:meth:`score` of the candidates, one by one (each node's occupants are kept
+        per node state): the framework then need not filter every candidate first."""
+        nodes = snapshot.nodes
+        out = np.zeros(len(positions), dtype=np.float64)
+        for k, pos in enumerate(positions.tolist()):
+            info = nodes[pos]
+            if info is not None:
+                out[k] = self.score(state, pod, info)
+        return out
+
     def could_help(self, pod: PodInfo, event: ClusterEvent) -> bool:
         if event.resource == "pod":
             return event.action == "delete" and event.freed is not None

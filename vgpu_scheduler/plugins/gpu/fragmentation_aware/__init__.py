@@ -11,8 +11,9 @@ GPUs go to the fullest that fit. The GPU choice is the node-aware GPU policy
 ``fragmentation-aware`` of the vGPU plugin, so the assignment is written where every
 assignment is.
 
-PreFilter scores every node at once with numpy and hands the framework the candidate
-order; as the only weighted scorer the first node that passes the filters is the answer.
+PreFilter scores every node at once with numpy and hands the scores to the framework,
+which reads the candidates' scores from them (with ``waiting``, each carries the tie term
+too, below one point).
 Scores are cached per pod shape and recomputed only for nodes whose GPU state, free CPU
 or free memory changed since that shape was last scored.
 
@@ -179,7 +180,7 @@ class FragmentationAware:
             # nodes drain, and whole nodes come free for the large pods that wait.
             idle = self._states.idle(ids).astype(np.float64)
             order += TIE_WEIGHT * (1.0 - idle / (idle.max() + 1.0))
-        return PreFilterResult(order_key=order, ranks_for=self.name), SUCCESS
+        return PreFilterResult(scores=order, scores_for=self.name), SUCCESS
 
     def _scores(self, ids: npt.NDArray[np.int64], cpu: npt.NDArray[np.int64],
                 memory: npt.NDArray[np.int64], shape: Shape) -> npt.NDArray[np.float64]:

@@ -107,6 +107,10 @@ class NodeReservation:
         self._held: dict[str, Held] = {}
         self._by_pod: dict[str, str] = {}
         self._released: dict[str, float] = {}
+        # Pods that ended lately (deleted, bound, terminated), in the order they did: a
+        # PostFilter that began before the pod's event must not hold a node for it, or the
+        # hold would turn pods away for nobody until its time ran out.
+        self._ended: dict[str, float] = {}
         # Pods with no creation time (none the API server made): their wait counts from
         # when this scheduler first tried to hold a node for them.
         self._first_seen: dict[str, float] = {}
@@ -138,6 +142,11 @@ class NodeReservation:
             for uid, at in list(self._released.items()):
                 if now - at > RELEASED_SECONDS:
                     del self._released[uid]
+            while self._ended:  # oldest first: only what expired is looked at
+                uid, at = next(iter(self._ended.items()))
+                if now - at <= RELEASED_SECONDS:
+                    break
+                del self._ended[uid]
 
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
         obj = new if new is not None else old
@@ -150,6 +159,8 @@ class NodeReservation:
         now = self._handle.now()
         with self._lock:
             self._first_seen.pop(uid, None)
+            self._ended.pop(uid, None)
+            self._ended[uid] = now
             node = self._by_pod.get(uid)
             if node is not None:
                 self._release(node, "deleted" if new is None else "bound", now)
@@ -241,6 +252,8 @@ class NodeReservation:
         with self._lock:
             if info.name in self._held or pod.pod_id in self._by_pod:
                 return _NOTHING  # another thread held it meanwhile
+            if pod.pod_id in self._ended:
+                return _NOTHING  # deleted or bound while the node was chosen
             self._held[info.name] = held
             self._by_pod[pod.pod_id] = info.name
         _log.info("node held", node=info.name, pod=pod.key, gpus=need,

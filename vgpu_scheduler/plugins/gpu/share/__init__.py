@@ -135,14 +135,15 @@ class VGPU:
         simple = len(request.containers) == 1 and not choices.selector.numa_bind and not (
             choices.topology_required and request.max_count > 1)
         state.write(_KEY, _Pre(request, rank, npol, simple, self, state))
-        order = None if npol.order is None else self._order(request, node_policy,
-                                                            npol.order, snapshot)
-        return PreFilterResult(mask=self._mask(request, snapshot, state.now), order_key=order,
-                               ranks_for=None if npol.needs_placement else self.name), SUCCESS
+        scores = None if npol.scores is None else self._scores(request, node_policy,
+                                                               npol.scores, snapshot)
+        return PreFilterResult(mask=self._mask(request, snapshot, state.now), scores=scores,
+                               scores_for=self.name), SUCCESS
 
-    def _order(self, request: PodRequest, name: str, order: policies.NodeOrder,
-               snapshot: Snapshot) -> npt.NDArray[np.float64]:
-        """The node policy's order key, kept per request shape (``framework.row_memo``)."""
+    def _scores(self, request: PodRequest, name: str, scores: policies.NodeScores,
+                snapshot: Snapshot) -> npt.NDArray[np.float64]:
+        """The node policy's score of every node, kept per request shape
+        (``framework.row_memo``)."""
         containers = request.containers
         cores = sum(c.count * c.cores for c in containers)
 
@@ -153,9 +154,9 @@ class VGPU:
             added: npt.NDArray[np.int64] | int = 0
             for c in containers:
                 added = added + c.count * slice_mib(c, capacity)
-            return order(snapshot, added, cores, rows)
+            return scores(snapshot, added, cores, rows)
 
-        key = ("order", name, cores,
+        key = ("scores", name, cores,
                tuple((c.count, c.memory_mib, c.memory_percent) for c in containers))
         result: npt.NDArray[np.float64] = self._derived.get(key, snapshot, compute)
         return result

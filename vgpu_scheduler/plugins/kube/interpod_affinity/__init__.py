@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from vgpu import meta
 from vgpu.errors import RequestError
@@ -152,9 +153,32 @@ class InterPodAffinity:
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         snapshot = state.snapshot
-        if snapshot is None or self.name in state.skip_score or not self._scores(
-                pod.pod_affinity, _existing_terms(snapshot)[0]):
+        if snapshot is None or self.name in state.skip_score:
             return SKIP
+        scores = self._topology_scores(pod, snapshot)
+        if not scores:
+            return SKIP
+        state.write(SCORE_KEY, scores)
+        return SUCCESS
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                    positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64] | None:
+        """PreScore, Score and NormalizeScore of the candidates at once (the per-topology
+        sums read through the index's label codes); the sums are found once a cycle,
+        however often the framework scores candidates again."""
+        scores = state.read(SCORE_KEY)
+        if scores is None:
+            scores = self._topology_scores(pod, snapshot) or {}
+            state.write(SCORE_KEY, scores)
+        if not scores:
+            return None
+        raw = scoring.score_array(scores, pod_index.index_of(snapshot), positions)
+        return scoring.normalize_array(raw)
+
+    def _topology_scores(self, pod: PodInfo, snapshot: Snapshot) -> scoring.Scores | None:
+        """The score per topology pair (kube's PreScore), None when nothing scores."""
+        if not self._scores(pod.pod_affinity, _existing_terms(snapshot)[0]):
+            return None
         aff = pod.pod_affinity
         preferred = aff.preferred if aff is not None else ()
         preferred_anti = aff.preferred_anti if aff is not None else ()
@@ -166,17 +190,17 @@ class InterPodAffinity:
                                  preferred_anti=preferred_anti, hard_weight=self._hard_weight)
         found = index.node_pod(pod.pod_id)
         if found is not None:
-            scoring.without(scores, pod, ns_labels, other=found[1].info,
+            scoring.without(scores, index, pod, ns_labels, other=found[1].info,
                             node_labels=found[0].static.labels, preferred=preferred,
                             preferred_anti=preferred_anti, hard_weight=self._hard_weight)
-        if not scores:
-            return SKIP
-        state.write(SCORE_KEY, scores)
-        return SUCCESS
+        return scores or None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         scores = state.read(SCORE_KEY)
-        return float(scoring.score(scores, node.static.labels)) if scores else 0.0
+        snapshot = state.snapshot
+        if not scores or snapshot is None:
+            return 0.0
+        return float(scoring.score(scores, pod_index.index_of(snapshot), node.static.labels))
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[float]) -> None:
         if state.read(SCORE_KEY):

@@ -8,13 +8,13 @@ import numpy as np
 import numpy.typing as npt
 
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
-from vgpu_scheduler.framework.cycle_state import CycleState
+from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
 from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.objects import NO_SCHEDULE, UNSCHEDULABLE_TAINT, Taint, Toleration
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
-from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable
+from vgpu_scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable
 
 REASON = "node is unschedulable"
 _TAINT = Taint(UNSCHEDULABLE_TAINT, "", NO_SCHEDULE)
@@ -31,6 +31,16 @@ class NodeUnschedulable:
 
     def __init__(self, handle: Handle) -> None:
         del handle
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        # The mask lets the framework count its candidates without cordoned nodes.
+        if fits(True, pod.tolerations):
+            return None, SKIP
+        cordoned = snapshot.column(_CORDONED)
+        if not cordoned.any():
+            return None, SUCCESS
+        return PreFilterResult(mask=~cordoned), SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if fits(node.static.unschedulable, pod.tolerations):

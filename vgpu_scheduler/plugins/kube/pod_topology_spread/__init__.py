@@ -1,13 +1,17 @@
 """PodTopologySpread: ``spec.topologySpreadConstraints`` as kube-scheduler's plugin of that
 name. ``DoNotSchedule`` constraints filter (:mod:`.filtering`), ``ScheduleAnyway`` ones
-score (:mod:`.scoring`); a pod without constraints gets the cluster's default ones when
-Services or its controller select it (:mod:`.defaults`, ``scheduler.podTopologySpread``
-in the config). Both extension points skip a pod with no constraint of their kind.
+score (:mod:`.scoring`, the framework's candidates at once); a pod without constraints
+gets the cluster's default ones when Services or its controller select it
+(:mod:`.defaults`, ``scheduler.podTopologySpread`` in the config). Both extension points
+skip a pod with no constraint of their kind.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 from vgpu import meta
 from vgpu.config.plugin_args import SYSTEM
@@ -27,6 +31,7 @@ from vgpu_scheduler.plugins.kube.pod_topology_spread.eligibility import Eligibil
 CONSTRAINTS_KEY = "PodTopologySpread/constraints"
 FILTER_KEY = "PodTopologySpread/filter"
 SCORE_KEY = "PodTopologySpread/score"
+COUNTED_KEY = "PodTopologySpread/counted"
 
 
 class PodTopologySpread:
@@ -128,6 +133,22 @@ class PodTopologySpread:
             pod_index.index_of(snapshot), pod, soft, feasible=nodes, require_all=require_all,
             eligibility=self._eligibility))
         return SUCCESS
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                    positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64] | None:
+        """PreScore, Score and NormalizeScore of the candidates at once."""
+        soft = self._of_kind(state, pod, SCHEDULE_ANYWAY)
+        if not soft or not len(snapshot):
+            return None
+        index = pod_index.index_of(snapshot)
+        # Counted once a cycle, however often the framework scores candidates again.
+        counted_pods = state.read(COUNTED_KEY)
+        if counted_pods is None:
+            counted_pods = [scoring.matching(index, pod, c) for c in soft]
+            state.write(COUNTED_KEY, counted_pods)
+        return scoring.score_array(index, pod, soft, positions,
+                                   require_all=bool(pod.spread) or not self._system,
+                                   eligibility=self._eligibility, counted_pods=counted_pods)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         sstate = state.read(SCORE_KEY)

@@ -129,3 +129,81 @@ def normalize(values: list[float]) -> None:
             values[i] = float(MAX_NODE_SCORE)
         else:
             values[i] = float(MAX_NODE_SCORE * (high + low - int(value)) // high)
+
+
+def matching(index: PodIndex, pod: PodInfo,
+             constraint: SpreadConstraint) -> npt.NDArray[np.int64]:
+    """Per position, the pods the constraint counts (the pod itself, found nominated on a
+    node, left out)."""
+    found = np.zeros(len(index.nodes), dtype=np.int64)
+    if constraint.selector is None:
+        return found
+    for group, nodes in index.groups.items():
+        if (group.namespace == pod.namespace and not group.terminating
+                and constraint.selects(group.labels)):
+            found[np.fromiter(nodes.keys(), np.int64, len(nodes))] += np.fromiter(
+                nodes.values(), np.int64, len(nodes))
+    me = index.node_pod(pod.pod_id)
+    if me is not None and counted(constraint, pod.namespace, me[1].info):
+        found[index.where[pod.pod_id]] -= 1
+    return found
+
+
+def _domain_codes(index: PodIndex, key: str, require_all: bool) -> npt.NDArray[np.int64]:
+    """Per position, the code of the node's value of ``key``; without ``require_all`` a
+    node lacking the key is in the domain "" (its code, or one past the last)."""
+    topology = index.topology(key)
+    codes = topology.codes.astype(np.int64)
+    if not require_all:
+        codes[codes < 0] = topology.code_of.get("", len(topology.values))
+    return codes
+
+
+def score_array(index: PodIndex, pod: PodInfo, constraints: tuple[SpreadConstraint, ...],
+                positions: npt.NDArray[np.int64], *, require_all: bool,
+                eligibility: Eligibility,
+                counted_pods: Sequence[npt.NDArray[np.int64]]) -> npt.NDArray[np.float64]:
+    """:func:`compute`, :func:`score` and :func:`normalize` of the candidates at
+    ``positions`` at once, the same float operations in the same order;
+    ``counted_pods`` is :func:`matching` of each constraint."""
+    labelled = [index.topology(c.topology_key).codes[positions] >= 0 for c in constraints]
+    ignored = np.zeros(len(positions), dtype=np.bool_)
+    if require_all:
+        for has in labelled:
+            ignored |= ~has
+    kept = ~ignored
+    base = eligibility.has_keys(index, [c.topology_key for c in constraints]
+                                if require_all else [])
+    raw = np.zeros(len(positions), dtype=np.float64)
+    for c, has, pods in zip(constraints, labelled, counted_pods, strict=True):
+        if c.topology_key == HOSTNAME:
+            weight = math.log(int(kept.sum()) + 2)
+            count = pods[positions]
+        else:
+            codes = _domain_codes(index, c.topology_key, require_all)
+            domains = np.unique(codes[positions][kept])
+            weight = math.log(len(domains) + 2)
+            in_domain = np.zeros(int(codes.max(initial=0)) + 2, dtype=np.bool_)
+            in_domain[domains] = True
+            counting = eligibility.include(index, pod, c, base) & in_domain[codes]
+            per_domain = np.bincount(codes[counting], weights=pods[counting],
+                                     minlength=len(in_domain))
+            count = per_domain[codes[positions]]
+        raw += np.where(has, count * weight + (c.max_skew - 1), 0.0)
+    raw = np.floor(raw + 0.5)
+    raw[ignored] = INVALID
+    return normalize_array(raw, ignored)
+
+
+def normalize_array(raw: npt.NDArray[np.float64],
+                    ignored: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+    """:func:`normalize` of many nodes' scores at once."""
+    valid = raw[~ignored].astype(np.int64)
+    low = int(valid.min()) if len(valid) else 0
+    high = max(int(valid.max()), 0) if len(valid) else 0
+    if high == 0:
+        out = np.full(len(raw), float(MAX_NODE_SCORE))
+    else:
+        out = (MAX_NODE_SCORE * (high + low - raw.astype(np.int64)) // high).astype(np.float64)
+    out[ignored] = 0.0
+    return out

@@ -1,6 +1,10 @@
 """Filter: every NoSchedule/NoExecute taint of the node must be tolerated by the pod.
 Score: fewer untolerated PreferNoSchedule taints is better (kube-scheduler's
-TaintToleration score: the count, scaled and reversed so the best node gets 100)."""
+TaintToleration score: the count, scaled and reversed so the best node gets 100).
+
+PreFilter masks out the tainted nodes the pod does not tolerate (kept per set of
+tolerations, node by node only where nodes changed), so that the framework counts its
+candidates without them; the candidates are scored at once."""
 
 from __future__ import annotations
 
@@ -15,9 +19,13 @@ from vgpu_scheduler.framework.handle import Handle
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.objects import PREFER_NO_SCHEDULE, Taint, Toleration
 from vgpu_scheduler.framework.podinfo import PodInfo
+from vgpu_scheduler.framework.row_memo import RowMemo, Rows, per_node
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
 from vgpu_scheduler.framework.status import SUCCESS, Status, unresolvable
-from vgpu_scheduler.plugins.helper.normalize_score import default_normalize
+from vgpu_scheduler.plugins.helper.normalize_score import (
+    default_normalize,
+    default_normalize_array,
+)
 from vgpu_scheduler.plugins.helper.taints import untolerated
 
 _TAINTED = "node.tainted"
@@ -37,6 +45,7 @@ class TaintToleration:
 
     def __init__(self, handle: Handle) -> None:
         del handle
+        self._tolerated = RowMemo(32)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if not node.static.taints:
@@ -56,13 +65,34 @@ class TaintToleration:
         if not snapshot.column(_PREFER).any():
             # Every node would score the same: let the framework skip the comparison.
             state.skip_score.add(self.name)
-        return None, SUCCESS
+        if not snapshot.column(_TAINTED).any():
+            return None, SUCCESS
+        tolerations = pod.tolerations
+
+        def tolerated(rows: Rows) -> npt.NDArray[np.bool_]:
+            return per_node(snapshot, rows, lambda n: untolerated(
+                n.static.taints, tolerations) is None, np.bool_, False)
+
+        mask = self._tolerated.get(tuple(tolerations), snapshot, tolerated)
+        return PreFilterResult(mask=mask), SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> float:
         return float(intolerable_preferences(node.static.taints, pod.tolerations))
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[float]) -> None:
         default_normalize(scores, reverse=True)
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                    positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """:meth:`score` then :meth:`normalize_scores` of the candidates: only nodes with
+        a PreferNoSchedule taint are counted one by one, the others count 0."""
+        raw = np.zeros(len(positions), dtype=np.int64)
+        nodes = snapshot.nodes
+        for k in np.flatnonzero(snapshot.column(_PREFER)[positions]).tolist():
+            info = nodes[int(positions[k])]
+            if info is not None:
+                raw[k] = intolerable_preferences(info.static.taints, pod.tolerations)
+        return default_normalize_array(raw, reverse=True)
 
     def explain(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                 positions: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
