@@ -33,6 +33,7 @@ from tests.e2e.scheduler_kube_support import (
 )
 from tests.support.fakeagent import FakeAgents
 from vgpu import builders
+from vgpu.cluster.twins import given_identity
 from vgpu.kube import adapter
 
 ELECTION = ("--leader-elect", "--lease-name=vgpu-scheduler", "--lease-duration=4",
@@ -113,7 +114,9 @@ def one_round(env: FaultEnv, round_: int, high: str, filler: str) -> None:
 
 
 def lease_holder(kube: adapter.KubeCluster, namespace: str) -> str:
-    return str(kube.get("leases", "vgpu-scheduler", namespace)["spec"].get("holderIdentity"))
+    """The --identity of the Lease's holder (without its per-process nonce)."""
+    spec = kube.get("leases", "vgpu-scheduler", namespace)["spec"]
+    return given_identity(str(spec.get("holderIdentity") or ""))
 
 
 def on_node(kube: adapter.KubeCluster, namespace: str, node: str) -> list[str]:
