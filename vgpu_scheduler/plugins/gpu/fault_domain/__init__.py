@@ -34,6 +34,7 @@ from vgpu.fault_domains import Tenant
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
 from vgpu_scheduler.framework.handle import Handle
+from vgpu_scheduler.framework.node_memo import NodeMemo
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
@@ -60,19 +61,17 @@ class _Barrier:
     recorded: str | None
     active: bool
     plugin: FaultDomain
-    seen: dict[str, tuple[NodeInfo, Mapping[int, str]]] = dataclasses.field(
-        default_factory=dict)
+    seen: NodeMemo[Mapping[int, str]] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.seen = NodeMemo(self._barred)
 
     def barred(self, node: NodeInfo) -> Mapping[int, str]:
-        if not self.active:
-            return {}
-        hit = self.seen.get(node.name)
-        if hit is not None and hit[0] is node:
-            return hit[1]
-        found = {pos: BARRED for pos, tenants in self.plugin.occupants(node).items()
-                 if fault_domains.blocker(self.me, tenants) is not None}
-        self.seen[node.name] = (node, found)
-        return found
+        return self.seen(node) if self.active else {}
+
+    def _barred(self, node: NodeInfo) -> Mapping[int, str]:
+        return {pos: BARRED for pos, tenants in self.plugin.occupants(node).items()
+                if fault_domains.blocker(self.me, tenants) is not None}
 
     def stamp(self, assignment: Assignment) -> Assignment:
         if self.recorded is None:
@@ -88,10 +87,9 @@ class FaultDomain:
         self._any_default_guards = self._defaults.default != fault_domains.ANY or any(
             scope != fault_domains.ANY for scope in self._defaults.namespaces.values())
         self._mode = handle.config.isolation.mode
-        # Per node, its occupants as of the NodeInfo they were read from: a NodeInfo is
-        # replaced whole on every change, so one that is still the same needs no new look
-        # (Filter and Score ask of every node for every pod).
-        self._seen: dict[str, tuple[NodeInfo, dict[int, list[Tenant]]]] = {}
+        #: Per GPU that shares faults (by position), the pods on it, each as it trusts: its
+        #: scope as recorded at its placement, else its namespace's default.
+        self.occupants = NodeMemo(self._occupants)
 
     # -- what a node holds -----------------------------------------------------------------
 
@@ -99,16 +97,6 @@ class FaultDomain:
         """The mode the node is configured for: its label, else the cluster's."""
         label = node.static.labels.get(isolation_modes.NODE_LABEL)
         return isolation_modes.configured(self._mode, label, node.static.isolation_target)
-
-    def occupants(self, node: NodeInfo) -> dict[int, list[Tenant]]:
-        """Per GPU that shares faults (by position), the pods on it, each as it trusts:
-        its scope as recorded at its placement, else its namespace's default."""
-        hit = self._seen.get(node.name)
-        if hit is not None and hit[0] is node:
-            return hit[1]
-        found = self._occupants(node)
-        self._seen[node.name] = (node, found)
-        return found
 
     def _occupants(self, node: NodeInfo) -> dict[int, list[Tenant]]:
         configured = self.configured(node)

@@ -31,6 +31,7 @@ from vgpu.mps_users import User
 from vgpu_scheduler.framework.cluster_event import ClusterEvent
 from vgpu_scheduler.framework.cycle_state import CycleState, PreFilterResult
 from vgpu_scheduler.framework.handle import Handle
+from vgpu_scheduler.framework.node_memo import NodeMemo
 from vgpu_scheduler.framework.nodeinfo import NodeInfo
 from vgpu_scheduler.framework.podinfo import PodInfo
 from vgpu_scheduler.framework.snapshot import Column, Snapshot
@@ -63,22 +64,19 @@ class _Barrier:
     me: User
     active: bool
     plugin: MpsUser
-    seen: dict[str, tuple[NodeInfo, Mapping[int, str]]] = dataclasses.field(
-        default_factory=dict)
+    seen: NodeMemo[Mapping[int, str]] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.seen = NodeMemo(self._barred)
 
     def barred(self, node: NodeInfo) -> Mapping[int, str]:
-        if not self.active:
-            return {}
-        hit = self.seen.get(node.name)
-        if hit is not None and hit[0] is node:
-            return hit[1]
+        return self.seen(node) if self.active else {}
+
+    def _barred(self, node: NodeInfo) -> Mapping[int, str]:
         if self.me.mixed:
-            found = dict.fromkeys(self.plugin.mps_positions(node), MIXED)
-        else:
-            found = {pos: BARRED for pos, users in self.plugin.occupants(node).items()
-                     if mps_users.blocker(self.me, users) is not None}
-        self.seen[node.name] = (node, found)
-        return found
+            return dict.fromkeys(self.plugin.mps_positions(node), MIXED)
+        return {pos: BARRED for pos, users in self.plugin.occupants(node).items()
+                if mps_users.blocker(self.me, users) is not None}
 
     def stamp(self, assignment: Assignment) -> Assignment:
         if self.me.uid is None:
@@ -93,8 +91,8 @@ class MpsUser:
         isolation = handle.config.isolation
         self._mode = isolation.mode
         self._on = isolation.mps.place_by_user
-        # Per node, as of the NodeInfo they were read from (replaced whole on every change).
-        self._seen: dict[str, tuple[NodeInfo, dict[int, list[User]]]] = {}
+        #: Per MPS GPU (by position), the users of the pods on it.
+        self.occupants = NodeMemo(self._occupants)
 
     # -- what a node holds -----------------------------------------------------------------
 
@@ -103,15 +101,6 @@ class MpsUser:
         mode = configured(node, self._mode)
         return [pos for pos, d in enumerate(node.devices)
                 if mps_users.on_mps(d.isolation, mode)]
-
-    def occupants(self, node: NodeInfo) -> dict[int, list[User]]:
-        """Per MPS GPU (by position), the users of the pods on it."""
-        hit = self._seen.get(node.name)
-        if hit is not None and hit[0] is node:
-            return hit[1]
-        found = self._occupants(node)
-        self._seen[node.name] = (node, found)
-        return found
 
     def _occupants(self, node: NodeInfo) -> dict[int, list[User]]:
         positions = self.mps_positions(node)
